@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the binaries the local control plane runs into bin/:
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+#     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
+#   kwok, controller-gen  (module hack/tools)
+# A binary is rebuilt only when the version recorded beside it differs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/bin"
+mkdir -p "$bin/.versions"
+
+modversion() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
+
+# stale NAME VERSION: true when bin/NAME is missing or was built at another version.
+stale() {
+  [[ -x "$bin/$1" ]] || return 0
+  [[ "$(cat "$bin/.versions/$1" 2>/dev/null)" == "$2" ]] || return 0
+  return 1
+}
+
+k8s_version=$(modversion "$root/hack/k8s" k8s.io/kubernetes)
+etcd_version=$(modversion "$root/hack/k8s" go.etcd.io/etcd/server/v3)
+minor=$(echo "$k8s_version" | cut -d. -f2)
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+done
+
+k8s_pkgs=()
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  stale "$name" "$k8s_version" && k8s_pkgs+=("k8s.io/kubernetes/cmd/$name")
+done
+if [[ ${#k8s_pkgs[@]} -gt 0 ]]; then
+  echo "building ${k8s_pkgs[*]##*/} $k8s_version (a cold build takes several minutes)"
+  (cd "$root/hack/k8s" && go build -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
+  for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
+fi
+if stale etcd "$etcd_version"; then
+  echo "building etcd $etcd_version"
+  (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
+  echo "$etcd_version" > "$bin/.versions/etcd"
+fi
+for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen; do
+  IFS=: read -r name mod pkg <<<"$tool"
+  v=$(modversion "$root/hack/tools" "$mod")
+  if stale "$name" "$v"; then
+    echo "building $name $v"
+    (cd "$root/hack/tools" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "$pkg")
+    echo "$v" > "$bin/.versions/$name"
+  fi
+done

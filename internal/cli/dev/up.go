@@ -1,0 +1,151 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
+)
+
+// UpOptions are the flags of `lockstep dev up`.
+type UpOptions struct {
+	ClusterFile string
+	Profile     string
+	Detach      bool
+	StateDir    string
+	BinDir      string
+	BasePort    int
+	Timeout     time.Duration
+
+	spec    *clusterspec.Cluster
+	profile devcluster.Profile
+}
+
+func newUpCommand() *cobra.Command {
+	o := &UpOptions{StateDir: DefaultStateDir, Profile: string(devcluster.ProfileEKS), BasePort: devcluster.DefaultBasePort, Timeout: 3 * time.Minute}
+	cmd := &cobra.Command{
+		Use:   "up [--cluster FILE] [--profile eks|upstream] [--detach]",
+		Short: "Start the local control plane (foreground until Ctrl-C, or --detach)",
+		Long: `Starts etcd, kube-apiserver, kube-controller-manager (v1.37, from bin/) and kwok
+as the node simulator on loopback, then creates the Nodes, ResourceSlices and
+DeviceClasses of the cluster spec (default: 3 nodes × 2 GPUs of gpu.example.com).
+The admin kubeconfig is written to <state-dir>/kubeconfig.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ClusterFile, "cluster", o.ClusterFile, "cluster spec file (see docs/cluster-spec.md); default: 3 nodes × 2 GPUs")
+	f.StringVar(&o.Profile, "profile", o.Profile, "feature-gate profile: eks (default-on gates only, like a managed control plane) or upstream (in-tree gang scheduling on)")
+	f.BoolVar(&o.Detach, "detach", o.Detach, "return once the cluster is ready and leave it running (stop it with `lockstep dev down`)")
+	f.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory for kubeconfig, certificates, etcd data and logs")
+	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "directory holding etcd, kube-apiserver, kube-controller-manager and kwok (default: beside this binary)")
+	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager and the simulator use the next 4 ports")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the cluster to be ready")
+	return cmd
+}
+
+// Complete fills in defaults and loads the cluster spec.
+func (o *UpOptions) Complete() error {
+	if o.BinDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if exe, err = filepath.EvalSymlinks(exe); err != nil {
+			return err
+		}
+		o.BinDir = filepath.Dir(exe)
+	}
+	if o.ClusterFile == "" {
+		o.spec = clusterspec.Default()
+		return nil
+	}
+	spec, err := clusterspec.Load(o.ClusterFile)
+	if err != nil {
+		return err
+	}
+	o.spec = spec
+	return nil
+}
+
+// Validate checks the flags.
+func (o *UpOptions) Validate() error {
+	p, err := devcluster.ParseProfile(o.Profile)
+	if err != nil {
+		return err
+	}
+	o.profile = p
+	if o.BasePort < 1024 || o.BasePort > 65530 {
+		return fmt.Errorf("--base-port %d: want 1024-65530", o.BasePort)
+	}
+	return nil
+}
+
+// Run starts the cluster; without --detach it then waits for Ctrl-C (or a
+// component dying) and stops it.
+func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
+	start := time.Now()
+	c, err := devcluster.Up(ctx, devcluster.Options{
+		Dir: o.StateDir, BinDir: o.BinDir, Profile: o.profile, Spec: o.spec,
+		BasePort: o.BasePort, Tied: !o.Detach, ReadyTimeout: o.Timeout, Progress: out,
+	})
+	if err != nil {
+		return err
+	}
+	printSummary(out, c, time.Since(start))
+	if o.Detach {
+		fmt.Fprintln(out, "stop it with: lockstep dev down")
+		return nil
+	}
+	fmt.Fprintln(out, "running in the foreground; Ctrl-C stops it")
+	runErr := watch(ctx, c)
+	fmt.Fprintln(out, "stopping the local cluster")
+	if err := c.Down(); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// watch blocks until ctx ends (Ctrl-C) or a component dies.
+func watch(ctx context.Context, c *devcluster.Cluster) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := c.Failed(); err != nil {
+				klog.FromContext(ctx).Error(err, "Component died; stopping the local cluster")
+				return err
+			}
+		}
+	}
+}
+
+func printSummary(out io.Writer, c *devcluster.Cluster, took time.Duration) {
+	o := c.Objects
+	fmt.Fprintf(out, "local cluster ready in %s: profile %s, %d nodes, %d ResourceSlices, %d devices\n",
+		took.Round(100*time.Millisecond), c.Profile(), len(o.Nodes), len(o.ResourceSlices), o.DeviceCount())
+	fmt.Fprintf(out, "  API server:  %s\n", c.Server())
+	fmt.Fprintf(out, "  kubeconfig:  %s\n", c.Kubeconfig())
+	fmt.Fprintf(out, "  logs:        %s\n", filepath.Join(c.Dir(), "logs"))
+	fmt.Fprintf(out, "  try:         bin/kubectl --kubeconfig %s get nodes,resourceslices\n", c.Kubeconfig())
+}

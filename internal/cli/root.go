@@ -1,0 +1,48 @@
+// Package cli wires the lockstep subcommands together. Each subcommand lives
+// in its own package with Options → Complete / Validate / Run.
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-dev/lockstep/internal/cli/dev"
+	"github.com/lockstep-dev/lockstep/internal/version"
+)
+
+// Execute runs the command line and returns the process exit code.
+func Execute(ctx context.Context, args []string) int {
+	root := &cobra.Command{
+		Use:           "lockstep",
+		Short:         "Gang-aware, DRA-native batch scheduler for Kubernetes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
+	root.AddCommand(dev.NewCommand(), versionCommand())
+	root.SetArgs(args)
+	logger := klog.Background()
+	if err := root.ExecuteContext(klog.NewContext(ctx, logger)); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the Lockstep version and the Kubernetes line it targets",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "lockstep %s (Kubernetes libraries %s)\n", version.Lockstep, version.KubernetesLibraries)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,123 @@
+package clusterspec
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Validate reports every problem in the spec with its field path. It renders
+// the spec, so template errors and duplicate names are caught here, before
+// anything is started.
+func Validate(c *Cluster) field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != "" && c.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{APIVersion}))
+	}
+	if c.Kind != "" && c.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
+	}
+	if len(c.NodePools) == 0 {
+		errs = append(errs, field.Required(field.NewPath("nodePools"), "at least one node pool"))
+	}
+	for i := range c.NodePools {
+		errs = append(errs, validatePool(&c.NodePools[i], field.NewPath("nodePools").Index(i))...)
+	}
+	for i, dc := range c.DeviceClasses {
+		p := field.NewPath("deviceClasses").Index(i)
+		for _, msg := range validation.IsDNS1123Subdomain(dc.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), dc.Name, msg))
+		}
+		if len(dc.Selectors) == 0 {
+			errs = append(errs, field.Required(p.Child("selectors"), "at least one CEL expression"))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	_, renderErrs := render(c)
+	return renderErrs
+}
+
+func validatePool(np *NodePool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(np.Name) {
+		errs = append(errs, field.Invalid(p.Child("name"), np.Name, msg))
+	}
+	if np.Count < 1 {
+		errs = append(errs, field.Invalid(p.Child("count"), np.Count, "must be at least 1"))
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+		if _, ok := np.Capacity[r]; !ok {
+			errs = append(errs, field.Required(p.Child("capacity").Key(string(r)), "cpu, memory and pods are required"))
+		}
+	}
+	for name, q := range np.Capacity {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("capacity").Key(string(name)), q.String(), "must not be negative"))
+		}
+	}
+	for i, t := range np.Taints {
+		tp := p.Child("taints").Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect,
+				[]corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}))
+		}
+	}
+	drivers := map[string]bool{}
+	for i := range np.Devices {
+		dp := p.Child("devices").Index(i)
+		ds := &np.Devices[i]
+		if drivers[ds.Driver] {
+			errs = append(errs, field.Duplicate(dp.Child("driver"), ds.Driver))
+		}
+		drivers[ds.Driver] = true
+		errs = append(errs, validateDeviceSet(ds, dp)...)
+	}
+	return errs
+}
+
+func validateDeviceSet(ds *DeviceSet, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(ds.Driver) {
+		errs = append(errs, field.Invalid(p.Child("driver"), ds.Driver, msg))
+	}
+	if ds.Count < 1 {
+		errs = append(errs, field.Invalid(p.Child("count"), ds.Count, "must be at least 1"))
+	}
+	for name, a := range ds.Attributes {
+		ap := p.Child("attributes").Key(name)
+		for _, msg := range validation.IsQualifiedName(name) {
+			errs = append(errs, field.Invalid(ap, name, msg))
+		}
+		if n := a.count(); n != 1 {
+			errs = append(errs, field.Invalid(ap, n, "exactly one of string, int, bool, version must be set"))
+		}
+	}
+	for name := range ds.Capacity {
+		for _, msg := range validation.IsQualifiedName(name) {
+			errs = append(errs, field.Invalid(p.Child("capacity").Key(name), name, msg))
+		}
+	}
+	return errs
+}
+
+func (a Attribute) count() int {
+	n := 0
+	for _, set := range []bool{a.String != nil, a.Int != nil, a.Bool != nil, a.Version != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// errorf is fmt.Sprintf for field error details.
+func errorf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

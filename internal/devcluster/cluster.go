@@ -1,0 +1,390 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+)
+
+// DefaultBasePort is the kube-apiserver port of `lockstep dev up`; the other
+// components use the next few ports (see PortsFrom).
+const DefaultBasePort = 16443
+
+// Options configure Up.
+type Options struct {
+	// Dir is the state directory (kubeconfig, pki, etcd data, logs).
+	Dir string
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kwok.
+	BinDir string
+	// Profile selects the feature gates.
+	Profile Profile
+	// Spec is the simulated cluster; nil means clusterspec.Default().
+	Spec *clusterspec.Cluster
+	// BasePort is the API server port; the others follow it.
+	BasePort int
+	// Tied kills the components when the calling process dies (tests,
+	// foreground `dev up`). Detached clusters outlive their creator.
+	Tied bool
+	// ReadyTimeout bounds the wait for a healthy, populated cluster.
+	ReadyTimeout time.Duration
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+func (o *Options) complete() error {
+	if o.Dir == "" {
+		return errors.New("state directory is required")
+	}
+	abs, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return err
+	}
+	o.Dir = abs
+	if o.BinDir, err = filepath.Abs(o.BinDir); err != nil {
+		return err
+	}
+	if o.Profile == "" {
+		o.Profile = ProfileEKS
+	}
+	if _, err := ParseProfile(string(o.Profile)); err != nil {
+		return err
+	}
+	if o.Spec == nil {
+		o.Spec = clusterspec.Default()
+	}
+	if o.BasePort == 0 {
+		o.BasePort = DefaultBasePort
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 3 * time.Minute
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	layout  layout
+	state   *state
+	Objects *clusterspec.Objects
+}
+
+// Kubeconfig is the path of the admin kubeconfig.
+func (c *Cluster) Kubeconfig() string { return c.layout.adminKubeconfig() }
+
+// KubeconfigFor is the path of the kubeconfig of a control-plane identity:
+// "kube-scheduler", "kube-controller-manager", "kwok" or "admin".
+func (c *Cluster) KubeconfigFor(user string) string { return c.layout.kubeconfig(user) }
+
+// Dir is the state directory.
+func (c *Cluster) Dir() string { return c.layout.dir }
+
+// Server is the API server URL.
+func (c *Cluster) Server() string { return c.state.Server }
+
+// Profile is the profile the cluster runs with.
+func (c *Cluster) Profile() Profile { return c.state.Profile }
+
+// RESTConfig is an admin client configuration for the cluster.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg, nil
+}
+
+// Up starts a cluster in opts.Dir and returns once the API server is healthy,
+// every node is Ready and every ResourceSlice exists. On failure it stops
+// whatever it started and returns a *ComponentError naming the culprit when
+// one component is to blame.
+func Up(ctx context.Context, opts Options) (*Cluster, error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	logger := klog.FromContext(ctx)
+	l := layout{dir: opts.Dir}
+	if err := refuseIfRunning(l); err != nil {
+		return nil, err
+	}
+	ports := PortsFrom(opts.BasePort)
+	if err := checkPorts(ports); err != nil {
+		return nil, err
+	}
+	objs, err := clusterspec.Render(opts.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := resetDir(l); err != nil {
+		return nil, err
+	}
+	server := "https://127.0.0.1:" + strconv.Itoa(ports.APIServer)
+	if err := writeCredentials(l, server); err != nil {
+		return nil, fmt.Errorf("writing credentials: %w", err)
+	}
+	if err := writeStages(l); err != nil {
+		return nil, err
+	}
+	c := &Cluster{layout: l, Objects: objs, state: &state{
+		Profile: opts.Profile, Server: server, Ports: ports, Kubeconfig: l.adminKubeconfig(),
+	}}
+	ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
+	defer cancel()
+	if err := c.boot(ctx, opts); err != nil {
+		logger.V(2).Info("Local cluster failed to start; stopping what was started", "err", err)
+		_ = c.stopAll()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) boot(ctx context.Context, opts Options) error {
+	l, bin, ports := c.layout, opts.BinDir, c.state.Ports
+	fmt.Fprintf(opts.Progress, "starting etcd on 127.0.0.1:%d\n", ports.EtcdClient)
+	etcd := etcdProcess(l, bin, ports)
+	if err := c.launch(etcd, opts.Tied); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, etcd, "etcd healthy", func(ctx context.Context) error { return etcdHealthy(ctx, ports.EtcdClient) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.Progress, "starting kube-apiserver on %s (profile %s)\n", c.state.Server, c.state.Profile)
+	apiserver := apiserverProcess(l, bin, ports, opts.Profile)
+	if err := c.launch(apiserver, opts.Tied); err != nil {
+		return err
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, apiserver, "API server ready", func(ctx context.Context) error { return apiReady(ctx, client) }); err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.Progress, "starting kube-controller-manager and kwok (node simulator)")
+	for _, p := range []*process{controllerManagerProcess(l, bin, ports, opts.Profile), simulatorProcess(l, bin, ports)} {
+		if err := c.launch(p, opts.Tied); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(opts.Progress, "creating %d nodes, %d ResourceSlices (%d devices), %d DeviceClasses\n",
+		len(c.Objects.Nodes), len(c.Objects.ResourceSlices), c.Objects.DeviceCount(), len(c.Objects.DeviceClasses))
+	if err := c.waitFor(ctx, apiserver, "cluster objects created", func(ctx context.Context) error { return createObjects(ctx, client, c.Objects) }); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, nil, "nodes Ready, slices published, service accounts issued", func(ctx context.Context) error {
+		return clusterReady(ctx, client, c.Objects)
+	})
+}
+
+// launch starts a process and records it before anything else can fail, so
+// that Down always knows about it.
+func (c *Cluster) launch(p *process, tied bool) error {
+	if err := p.start(tied); err != nil {
+		return err
+	}
+	c.state.Processes = append(c.state.Processes, p)
+	return writeState(c.layout.dir, c.state)
+}
+
+// waitFor polls check until it succeeds, ctx ends, or a component dies. A dead
+// component is reported with its log; a timeout blames primary (or the first
+// component still running, when primary is nil) with the last check error.
+func (c *Cluster) waitFor(ctx context.Context, primary *process, what string, check func(context.Context) error) error {
+	var last error
+	for {
+		if err := c.Failed(); err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		last = check(cctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			blame := primary
+			if blame == nil && len(c.state.Processes) > 0 {
+				blame = c.state.Processes[len(c.state.Processes)-1]
+			}
+			err := fmt.Errorf("timed out waiting for %s: %w", what, last)
+			if blame == nil {
+				return err
+			}
+			return &ComponentError{Component: blame.Name, Log: blame.Log, Tail: blame.logTail(30), Err: err}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Failed returns a *ComponentError for the first component that is no longer
+// running, or nil when all are.
+func (c *Cluster) Failed() error {
+	for _, p := range c.state.Processes {
+		if !p.alive() {
+			return &ComponentError{Component: p.Name, Log: p.Log, Tail: p.logTail(30), Err: errors.New("process exited")}
+		}
+	}
+	return nil
+}
+
+// LogTail returns the last n lines of a component's log.
+func (c *Cluster) LogTail(component string, n int) string {
+	for _, p := range c.state.Processes {
+		if p.Name == component {
+			return p.logTail(n)
+		}
+	}
+	return ""
+}
+
+// Components names the running components in start order.
+func (c *Cluster) Components() []string {
+	names := make([]string, 0, len(c.state.Processes))
+	for _, p := range c.state.Processes {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// Down stops every component and removes the cluster state (logs are kept).
+func (c *Cluster) Down() error {
+	if err := c.stopAll(); err != nil {
+		return err
+	}
+	return clearState(c.layout)
+}
+
+// stopAll stops the components in reverse start order, so that nothing
+// outlives what it depends on.
+func (c *Cluster) stopAll() error {
+	var errs []error
+	for i := len(c.state.Processes) - 1; i >= 0; i-- {
+		if err := c.state.Processes[i].stop(15 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Down stops the cluster recorded in dir by another process.
+func Down(dir string) error {
+	l := layout{dir: dir}
+	s, err := readState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w in %s", errNoCluster, dir)
+	}
+	if err != nil {
+		return err
+	}
+	c := &Cluster{layout: l, state: s}
+	return c.Down()
+}
+
+// IsNoCluster reports whether Down found nothing to stop.
+func IsNoCluster(err error) bool { return errors.Is(err, errNoCluster) }
+
+// Attach returns the cluster recorded in dir if it is running.
+func Attach(dir string) (*Cluster, error) {
+	s, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{layout: layout{dir: dir}, state: s}
+	if err := c.Failed(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func refuseIfRunning(l layout) error {
+	s, err := readState(l.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range s.Processes {
+		if p.alive() {
+			return fmt.Errorf("%w in %s (%s, API server %s); stop it with `lockstep dev down` first",
+				ErrAlreadyUp, l.dir, p.describe(), s.Server)
+		}
+	}
+	return nil // stale state: every process is gone; resetDir cleans it.
+}
+
+func checkPorts(p Ports) error {
+	for _, c := range p.byComponent() {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)))
+		if err != nil {
+			return fmt.Errorf("%w: 127.0.0.1:%d is needed for %s but is taken by another process; free it or pick other ports with --base-port", ErrPortInUse, c.port, c.name)
+		}
+		_ = ln.Close()
+	}
+	return nil
+}
+
+// resetDir empties the state directory but keeps old logs, renamed, for a
+// look at what happened last time.
+func resetDir(l layout) error {
+	if err := clearState(l); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(l.logs(), 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(l.logs())
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) == ".log" {
+			old := l.path("logs", e.Name())
+			if err := os.Rename(old, old+".previous"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// clearState removes everything in the state directory except logs/.
+func clearState(l layout) error {
+	entries, err := os.ReadDir(l.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == "logs" {
+			continue
+		}
+		if err := os.RemoveAll(l.path(e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

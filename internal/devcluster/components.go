@@ -1,0 +1,158 @@
+package devcluster
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// Ports are the loopback ports of one cluster. They are fixed offsets from a
+// base port so that `dev up` can say which one is taken before it starts.
+type Ports struct {
+	APIServer         int `json:"apiserver"`
+	EtcdClient        int `json:"etcdClient"`
+	EtcdPeer          int `json:"etcdPeer"`
+	ControllerManager int `json:"controllerManager"`
+	Simulator         int `json:"simulator"`
+}
+
+// PortsFrom lays the ports out from base.
+func PortsFrom(base int) Ports {
+	return Ports{
+		APIServer:         base,
+		EtcdClient:        base + 1,
+		EtcdPeer:          base + 2,
+		ControllerManager: base + 3,
+		Simulator:         base + 4,
+	}
+}
+
+func (p Ports) byComponent() []struct {
+	name string
+	port int
+} {
+	return []struct {
+		name string
+		port int
+	}{
+		{"kube-apiserver", p.APIServer},
+		{"etcd (client)", p.EtcdClient},
+		{"etcd (peer)", p.EtcdPeer},
+		{"kube-controller-manager", p.ControllerManager},
+		{"kwok (node simulator)", p.Simulator},
+	}
+}
+
+// layout names every file of a cluster's state directory.
+type layout struct{ dir string }
+
+func (l layout) path(elem ...string) string {
+	return filepath.Join(append([]string{l.dir}, elem...)...)
+}
+func (l layout) pki() string             { return l.path("pki") }
+func (l layout) logs() string            { return l.path("logs") }
+func (l layout) log(name string) string  { return l.path("logs", name+".log") }
+func (l layout) adminKubeconfig() string { return l.path("kubeconfig") }
+func (l layout) kubeconfig(user string) string {
+	return l.path("kubeconfigs", user+".kubeconfig")
+}
+
+func url(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+
+func etcdProcess(l layout, bin string, p Ports) *process {
+	return &process{
+		Name:   "etcd",
+		Binary: filepath.Join(bin, "etcd"),
+		Log:    l.log("etcd"),
+		Args: []string{
+			"--name=lockstep-dev",
+			"--data-dir=" + l.path("etcd"),
+			"--listen-client-urls=" + url(p.EtcdClient),
+			"--advertise-client-urls=" + url(p.EtcdClient),
+			"--listen-peer-urls=" + url(p.EtcdPeer),
+			"--initial-advertise-peer-urls=" + url(p.EtcdPeer),
+			"--initial-cluster=lockstep-dev=" + url(p.EtcdPeer),
+			// A dev cluster trades durability for speed: losing it on a
+			// power cut is fine, an fsync per write on a shared disk is not.
+			"--unsafe-no-fsync=true",
+			"--log-level=warn",
+		},
+	}
+}
+
+func apiserverProcess(l layout, bin string, p Ports, prof Profile) *process {
+	pk := l.pki()
+	args := []string{
+		"--etcd-servers=" + url(p.EtcdClient),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(p.APIServer),
+		"--tls-cert-file=" + filepath.Join(pk, "apiserver.crt"),
+		"--tls-private-key-file=" + filepath.Join(pk, "apiserver.key"),
+		"--client-ca-file=" + filepath.Join(pk, "ca.crt"),
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + filepath.Join(pk, "sa.pub"),
+		"--service-account-signing-key-file=" + filepath.Join(pk, "sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		// The endpoint of a loopback-only API server cannot be published as
+		// the kubernetes Service (loopback endpoints are invalid).
+		"--endpoint-reconciler-type=none",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}
+	if g := prof.FeatureGates(); g != "" {
+		args = append(args, "--feature-gates="+g)
+	}
+	if rc := prof.RuntimeConfig(); rc != "" {
+		args = append(args, "--runtime-config="+rc)
+	}
+	return &process{Name: "kube-apiserver", Binary: filepath.Join(bin, "kube-apiserver"), Log: l.log("kube-apiserver"), Args: args}
+}
+
+func controllerManagerProcess(l layout, bin string, p Ports, prof Profile) *process {
+	pk := l.pki()
+	kc := l.kubeconfig("kube-controller-manager")
+	args := []string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(p.ControllerManager),
+		"--service-account-private-key-file=" + filepath.Join(pk, "sa.key"),
+		"--root-ca-file=" + filepath.Join(pk, "ca.crt"),
+		"--use-service-account-credentials=true",
+		// Every default-on controller: job, resourceclaim, garbage-collector,
+		// namespace, podgc, device-taint-eviction, node-lifecycle, serviceaccount …
+		"--controllers=*",
+		"--leader-elect=false",
+		// The default 20 QPS dominates every timing in tests and demos.
+		"--kube-api-qps=500",
+		"--kube-api-burst=1000",
+		"--profiling=false",
+	}
+	if g := prof.FeatureGates(); g != "" {
+		args = append(args, "--feature-gates="+g)
+	}
+	return &process{Name: "kube-controller-manager", Binary: filepath.Join(bin, "kube-controller-manager"), Log: l.log("kube-controller-manager"), Args: args}
+}
+
+func simulatorProcess(l layout, bin string, p Ports) *process {
+	return &process{
+		Name:   "kwok",
+		Binary: filepath.Join(bin, "kwok"),
+		Log:    l.log("kwok"),
+		Args: []string{
+			"--kubeconfig=" + l.kubeconfig("kwok"),
+			"--config=" + l.path("kwok-stages.yaml"),
+			"--manage-all-nodes=true",
+			"--node-lease-duration-seconds=40",
+			"--server-address=127.0.0.1:" + strconv.Itoa(p.Simulator),
+			"--cidr=10.244.0.0/16",
+			"--node-ip=10.96.0.1",
+		},
+	}
+}
+
+// describe is a one-line summary of a process for messages.
+func (p *process) describe() string { return fmt.Sprintf("%s (pid %d, log %s)", p.Name, p.PID, p.Log) }

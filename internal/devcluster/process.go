@@ -1,0 +1,172 @@
+package devcluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one component the cluster runs, as recorded in state.json.
+type process struct {
+	Name   string   `json:"name"`
+	Binary string   `json:"binary"`
+	Args   []string `json:"args"`
+	PID    int      `json:"pid"`
+	Log    string   `json:"log"`
+
+	// exited is closed when a process this one started has exited; nil for a
+	// process read back from state.json.
+	exited chan struct{}
+}
+
+// start launches the process in its own process group with output to its log
+// file. With tied, the child is killed when this process dies (foreground
+// `dev up` and tests); detached children outlive it.
+func (p *process) start(tied bool) error {
+	if _, err := os.Stat(p.Binary); err != nil {
+		return fmt.Errorf("%s: binary %s not found (run `make build`): %w", p.Name, p.Binary, err)
+	}
+	logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(p.Binary, p.Args...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if tied {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", p.Name, err)
+	}
+	p.PID = cmd.Process.Pid
+	p.exited = make(chan struct{})
+	// Reap the child when it exits so it does not linger as a zombie.
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	return nil
+}
+
+// alive reports whether the process still runs. For a process read back from
+// state.json it also checks that the PID still runs the recorded binary, so a
+// recycled PID is never mistaken for (or killed as) a component.
+func (p *process) alive() bool {
+	if p.exited != nil {
+		select {
+		case <-p.exited:
+			return false
+		default:
+			return true
+		}
+	}
+	if p.PID <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+	if err != nil {
+		return false
+	}
+	// Field 3 of /proc/PID/stat is the state; Z is a zombie, already dead.
+	if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+		return false
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
+	if err != nil {
+		return false
+	}
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	want, err := filepath.EvalSymlinks(p.Binary)
+	if err != nil {
+		want = p.Binary
+	}
+	return exe == want
+}
+
+// stop sends SIGTERM, waits up to grace, then SIGKILLs and waits again.
+func (p *process) stop(grace time.Duration) error {
+	if !p.alive() {
+		return nil
+	}
+	_ = syscall.Kill(p.PID, syscall.SIGTERM)
+	if waitGone(p, grace) {
+		return nil
+	}
+	_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	if waitGone(p, 10*time.Second) {
+		return nil
+	}
+	return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, p.PID)
+}
+
+func waitGone(p *process, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !p.alive() {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return !p.alive()
+}
+
+// logTail returns the last n lines of the process log.
+func (p *process) logTail(n int) string {
+	b, err := os.ReadFile(p.Log)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// state is what state.json records about a running cluster.
+type state struct {
+	Profile    Profile    `json:"profile"`
+	Server     string     `json:"server"`
+	Ports      Ports      `json:"ports"`
+	Kubeconfig string     `json:"kubeconfig"`
+	Processes  []*process `json:"processes"`
+}
+
+func stateFile(dir string) string { return filepath.Join(dir, "state.json") }
+
+func readState(dir string) (*state, error) {
+	b, err := os.ReadFile(stateFile(dir))
+	if err != nil {
+		return nil, err
+	}
+	var s state
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("corrupt %s: %w", stateFile(dir), err)
+	}
+	return &s, nil
+}
+
+func writeState(dir string, s *state) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := stateFile(dir) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, stateFile(dir))
+}
+
+// errNoCluster is returned by Down when the directory holds no cluster.
+var errNoCluster = errors.New("no local cluster")

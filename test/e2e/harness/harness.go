@@ -1,0 +1,218 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
+)
+
+// EnvKubeconfig names a running cluster to reuse instead of starting one.
+const EnvKubeconfig = "LOCKSTEP_E2E_KUBECONFIG"
+
+// Options configure the package's cluster.
+type Options struct {
+	Profile devcluster.Profile
+	// Spec is the simulated cluster; nil is the default (3 nodes × 2 GPUs).
+	Spec *clusterspec.Cluster
+}
+
+// Harness is the cluster of one test package and its clients.
+type Harness struct {
+	// Cluster is nil when the harness reuses a cluster it did not start.
+	Cluster    *devcluster.Cluster
+	Kubeconfig string
+	Config     *rest.Config
+	Client     kubernetes.Interface
+	Dynamic    dynamic.Interface
+	Profile    devcluster.Profile
+	// RepoRoot is the checkout the tests run in; BinDir is RepoRoot/bin.
+	RepoRoot string
+	BinDir   string
+}
+
+var current *Harness
+
+// Get returns the package's harness; it fails the test if Main did not run.
+func Get(t testing.TB) *Harness {
+	t.Helper()
+	if current == nil {
+		t.Fatal("harness: no cluster; call harness.Main from TestMain")
+	}
+	return current
+}
+
+// Main starts (or attaches to) the cluster, runs the tests, tears down, and
+// exits with the tests' code.
+func Main(m *testing.M, opts Options) {
+	flag.Parse()
+	os.Exit(run(m, opts))
+}
+
+func run(m *testing.M, opts Options) int {
+	h, teardown, err := setup(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness: cannot start the local control plane:", err)
+		return 1
+	}
+	current = h
+	code := m.Run()
+	if err := teardown(code != 0); err != nil {
+		fmt.Fprintln(os.Stderr, "harness: teardown:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+func setup(opts Options) (*Harness, func(failed bool) error, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	h := &Harness{RepoRoot: root, BinDir: filepath.Join(root, "bin"), Profile: opts.Profile}
+	if kc := os.Getenv(EnvKubeconfig); kc != "" {
+		if err := h.connect(kc); err != nil {
+			return nil, nil, err
+		}
+		return h, func(bool) error { return nil }, h.checkProfile()
+	}
+	c, err := startCluster(root, h.BinDir, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.Cluster = c
+	if err := h.connect(c.Kubeconfig()); err != nil {
+		_ = c.Down()
+		return nil, nil, err
+	}
+	teardown := func(failed bool) error {
+		if failed {
+			fmt.Fprintf(os.Stderr, "harness: tests failed; component logs kept in %s\n", filepath.Join(c.Dir(), "logs"))
+		}
+		if err := c.Down(); err != nil {
+			return err
+		}
+		if !failed {
+			return os.RemoveAll(c.Dir())
+		}
+		return nil
+	}
+	return h, teardown, nil
+}
+
+// startCluster starts a cluster on free loopback ports in a fresh directory
+// under .lockstep/e2e, retrying if another package grabbed the ports first.
+func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
+	if err := os.MkdirAll(filepath.Join(root, ".lockstep", "e2e"), 0o755); err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		dir, err := os.MkdirTemp(filepath.Join(root, ".lockstep", "e2e"), "cluster-")
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		c, err := devcluster.Up(ctx, devcluster.Options{
+			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec,
+			BasePort: freeBasePort(), Tied: true, Progress: os.Stderr,
+		})
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+		if !errors.Is(err, devcluster.ErrPortInUse) {
+			return nil, err
+		}
+	}
+	return nil, lastErr
+}
+
+// freeBasePort finds five consecutive free loopback ports.
+func freeBasePort() int {
+	for {
+		base := 20000 + rand.IntN(30000)
+		free := true
+		for p := base; p < base+5 && free; p++ {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				free = false
+				continue
+			}
+			_ = ln.Close()
+		}
+		if free {
+			return base
+		}
+	}
+}
+
+func (h *Harness) connect(kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	h.Kubeconfig, h.Config = kubeconfig, cfg
+	if h.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	h.Dynamic, err = dynamic.NewForConfig(cfg)
+	return err
+}
+
+// checkProfile refuses a reused cluster whose API does not match the profile
+// the package needs, instead of failing its tests in confusing ways.
+func (h *Harness) checkProfile() error {
+	served, err := ServesGroupVersion(h.Client, "scheduling.k8s.io/v1beta1", "podgroups")
+	if err != nil {
+		return err
+	}
+	if want := h.Profile == devcluster.ProfileUpstream; served != want {
+		return fmt.Errorf("%s=%s: cluster does not match profile %q (scheduling.k8s.io/v1beta1 podgroups served: %v)",
+			EnvKubeconfig, h.Kubeconfig, h.Profile, served)
+	}
+	return nil
+}
+
+// RepoRoot walks up from the working directory to the Lockstep module root.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && len(b) > 0 && containsModule(b) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the lockstep checkout")
+		}
+		dir = parent
+	}
+}
+
+func containsModule(gomod []byte) bool {
+	const want = "module github.com/lockstep-dev/lockstep\n"
+	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
+}
