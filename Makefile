@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/lockstep-dev/lockstep/internal/version.Lockstep=$(VERSION)
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build lockstep tools test unit e2e demo dev bench verify fmt clean
+.PHONY: build lockstep tools generate test unit e2e demo dev bench verify fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37) and kwok
 build: lockstep tools
@@ -19,6 +19,11 @@ lockstep:
 ## tools: the Kubernetes binaries and dev tools, each skipped when built at its version
 tools:
 	hack/build-tools.sh
+
+## generate: deepcopy and CRD YAML for api/ (controller-gen, pinned in hack/tools)
+generate: tools
+	$(BIN)/controller-gen object paths=./api/...
+	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
 
 ## test: every test — unit, integration and e2e against the local control plane
 test: build
@@ -40,8 +45,10 @@ dev: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
-## verify: formatting, vet, tidy modules — fails on any difference
-verify:
+## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
+verify: generate
+	@git diff --exit-code -- api config/crd || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- api config/crd)" || { git status --porcelain -- api config/crd; echo "untracked generated files: commit them"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run make fmt"; exit 1; }
 	$(GO) vet ./...
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum

@@ -1,0 +1,254 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,categories=lockstep
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Workload is the shape of a group-scheduled job, declared once: its pod group
+// templates and their scheduling policies. PodGroups are its runtime instances.
+type Workload struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec WorkloadSpec `json:"spec"`
+}
+
+// +kubebuilder:object:root=true
+
+// WorkloadList is a list of Workloads.
+type WorkloadList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Workload `json:"items"`
+}
+
+// WorkloadSpec defines a Workload.
+type WorkloadSpec struct {
+	// controllerRef points to the object (e.g. a Job) that manages this Workload.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="controllerRef is immutable"
+	ControllerRef *TypedLocalObjectReference `json:"controllerRef,omitempty"`
+
+	// podGroupTemplates are the groups of pods this workload consists of.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="podGroupTemplates are immutable"
+	PodGroupTemplates []PodGroupTemplate `json:"podGroupTemplates"`
+}
+
+// TypedLocalObjectReference refers to an object in the same namespace.
+type TypedLocalObjectReference struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// PodGroupTemplate is one group of a Workload.
+type PodGroupTemplate struct {
+	// name identifies the template within the Workload.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// schedulingPolicy is basic (pod by pod) or gang (all or nothing).
+	SchedulingPolicy PodGroupSchedulingPolicy `json:"schedulingPolicy"`
+	// schedulingConstraints restrict where the group's pods may go together.
+	// +optional
+	SchedulingConstraints *PodGroupSchedulingConstraints `json:"schedulingConstraints,omitempty"`
+	// resourceClaims are claims shared by the whole group.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	ResourceClaims []PodGroupResourceClaim `json:"resourceClaims,omitempty"`
+	// disruptionMode says whether the group is disrupted pod by pod or whole.
+	// +optional
+	DisruptionMode *DisruptionMode `json:"disruptionMode,omitempty"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
+	// +optional
+	PreemptionPolicy *PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+}
+
+// PodGroupSchedulingPolicy holds exactly one policy.
+// +kubebuilder:validation:XValidation:rule="has(self.basic) != has(self.gang)",message="exactly one of basic or gang must be set"
+type PodGroupSchedulingPolicy struct {
+	// basic places the pods independently, as kube-scheduler does.
+	// +optional
+	Basic *BasicSchedulingPolicy `json:"basic,omitempty"`
+	// gang places at least minCount pods together, or none.
+	// +optional
+	Gang *GangSchedulingPolicy `json:"gang,omitempty"`
+}
+
+// BasicSchedulingPolicy is pod-by-pod scheduling.
+type BasicSchedulingPolicy struct{}
+
+// GangSchedulingPolicy is all-or-nothing scheduling.
+type GangSchedulingPolicy struct {
+	// minCount is how many pods must be placeable together for any to be bound.
+	// It is mutable to support scaling; a new value applies from the next cycle.
+	// +kubebuilder:validation:Minimum=1
+	MinCount int32 `json:"minCount"`
+}
+
+// PodGroupResourceClaim names one ResourceClaim shared by the group, directly
+// or through a ResourceClaimTemplate instantiated once for the group.
+// +kubebuilder:validation:XValidation:rule="has(self.resourceClaimName) != has(self.resourceClaimTemplateName)",message="exactly one of resourceClaimName or resourceClaimTemplateName must be set"
+type PodGroupResourceClaim struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// +optional
+	ResourceClaimName *string `json:"resourceClaimName,omitempty"`
+	// +optional
+	ResourceClaimTemplateName *string `json:"resourceClaimTemplateName,omitempty"`
+}
+
+// DisruptionMode holds exactly one mode.
+// +kubebuilder:validation:XValidation:rule="has(self.single) != has(self.all)",message="exactly one of single or all must be set"
+type DisruptionMode struct {
+	// single: members may be disrupted one by one.
+	// +optional
+	Single *SingleDisruptionMode `json:"single,omitempty"`
+	// all: a group that loses a member is taken down and re-queued whole.
+	// +optional
+	All *AllDisruptionMode `json:"all,omitempty"`
+}
+
+// SingleDisruptionMode disrupts pods individually.
+type SingleDisruptionMode struct{}
+
+// AllDisruptionMode disrupts the whole group.
+type AllDisruptionMode struct{}
+
+// PreemptionPolicy says whether a group may preempt lower-priority work.
+// +kubebuilder:validation:Enum=PreemptLowerPriority;Never
+type PreemptionPolicy string
+
+const (
+	PreemptLowerPriority PreemptionPolicy = "PreemptLowerPriority"
+	PreemptNever         PreemptionPolicy = "Never"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=pg,categories=lockstep
+// +kubebuilder:printcolumn:name="MinCount",type=integer,JSONPath=`.spec.schedulingPolicy.gang.minCount`
+// +kubebuilder:printcolumn:name="Scheduled",type=string,JSONPath=`.status.conditions[?(@.type=="PodGroupInitiallyScheduled")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="PodGroupInitiallyScheduled")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// PodGroup is a runtime group of pods admitted or rejected as a unit. Pods
+// join it with the label scheduling.lockstep.dev/pod-group: <name>.
+type PodGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PodGroupSpec `json:"spec"`
+	// +optional
+	Status PodGroupStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PodGroupList is a list of PodGroups.
+type PodGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PodGroup `json:"items"`
+}
+
+// PodGroupSpec defines a PodGroup. Everything but gang.minCount and
+// preemptionPolicy is immutable.
+// +kubebuilder:validation:XValidation:rule="has(self.schedulingPolicy.gang) == has(oldSelf.schedulingPolicy.gang)",message="schedulingPolicy cannot change between basic and gang"
+type PodGroupSpec struct {
+	// workloadRef points to the Workload template this group instantiates.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workloadRef is immutable"
+	WorkloadRef *WorkloadReference `json:"workloadRef,omitempty"`
+	SchedulingPolicy PodGroupSchedulingPolicy `json:"schedulingPolicy"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="schedulingConstraints are immutable"
+	SchedulingConstraints *PodGroupSchedulingConstraints `json:"schedulingConstraints,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="resourceClaims are immutable"
+	ResourceClaims []PodGroupResourceClaim `json:"resourceClaims,omitempty"`
+	// disruptionMode defaults to all in Lockstep (upstream defaults to single):
+	// a gang that loses a member is taken down and re-queued whole, so it never
+	// sits partially alive holding accelerators.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="disruptionMode is immutable"
+	DisruptionMode *DisruptionMode `json:"disruptionMode,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="priorityClassName is immutable"
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="priority is immutable"
+	Priority *int32 `json:"priority,omitempty"`
+	// +optional
+	PreemptionPolicy *PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+}
+
+// WorkloadReference names a Workload and one of its templates.
+type WorkloadReference struct {
+	// +kubebuilder:validation:MinLength=1
+	WorkloadName string `json:"workloadName"`
+	// +kubebuilder:validation:MinLength=1
+	TemplateName string `json:"templateName"`
+}
+
+// PodGroupSchedulingConstraints restrict where a group may go.
+type PodGroupSchedulingConstraints struct {
+	// topology: the whole group must fit inside one domain of each key.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	Topology []TopologyConstraint `json:"topology,omitempty"`
+}
+
+// TopologyConstraint keeps a group inside one value of a node label.
+type TopologyConstraint struct {
+	// key is a node label, e.g. topology.kubernetes.io/zone.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key"`
+}
+
+// PodGroupStatus is observed state.
+type PodGroupStatus struct {
+	// conditions: PodGroupInitiallyScheduled (reasons Scheduled, Unschedulable,
+	// SchedulerError, WaitingForPods) and DisruptionTarget (PreemptionByScheduler).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// resourceClaimStatuses names the claims generated for the group's templates.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ResourceClaimStatuses []PodGroupResourceClaimStatus `json:"resourceClaimStatuses,omitempty"`
+}
+
+// PodGroupResourceClaimStatus maps a group claim to its ResourceClaim.
+type PodGroupResourceClaimStatus struct {
+	Name string `json:"name"`
+	// +optional
+	ResourceClaimName *string `json:"resourceClaimName,omitempty"`
+}
