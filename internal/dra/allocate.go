@@ -1,0 +1,99 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// Features are the allocator features Lockstep enables: those on by default
+// in Kubernetes 1.37, so that what Lockstep allocates is what the cluster's
+// own validation accepts.
+var Features = structured.Features{
+	AdminAccess:          true,
+	DeviceTaints:         true,
+	PartitionableDevices: true,
+	PrioritizedList:      true,
+}
+
+// ErrInvalidClaim marks a claim the allocator cannot evaluate at all (a CEL
+// error, an unknown DeviceClass): a SchedulerError, not "does not fit".
+var ErrInvalidClaim = errors.New("invalid claim")
+
+// Allocator allocates claims against one snapshot. It is not safe for
+// concurrent use (it shares the snapshot, which placement mutates).
+type Allocator struct {
+	snap  *snapshot.Snapshot
+	cache *cel.Cache
+}
+
+// New returns an allocator over snap. cache may be shared across cycles.
+func New(snap *snapshot.Snapshot, cache *cel.Cache) *Allocator {
+	return &Allocator{snap: snap, cache: cache}
+}
+
+// NewCache returns a CEL cache sized for a scheduler.
+func NewCache() *cel.Cache { return cel.NewCache(1024, cel.Features{}) }
+
+// Allocate computes allocations for the unallocated claims on node. It
+// returns (nil, nil) when they do not fit there, an ErrInvalidClaim-wrapped
+// error when a claim cannot be evaluated. Only the node's own slices and the
+// cluster-wide ones are offered to the allocator, so the cost of one call
+// does not grow with the cluster.
+func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) ([]resourcev1.AllocationResult, error) {
+	slices := node.Slices
+	if len(a.snap.GlobalSlices) > 0 {
+		slices = append(append([]*resourcev1.ResourceSlice(nil), node.Slices...), a.snap.GlobalSlices...)
+	}
+	alloc, err := structured.NewAllocator(ctx, Features, structured.AllocatedState{AllocatedDevices: a.snap.Allocated}, classLister(a.snap.Classes), slices, a.cache)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
+	}
+	results, err := alloc.Allocate(ctx, node.Node, claims)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
+	}
+	return results, nil
+}
+
+// NodeMatches reports whether an allocated claim can be used on node.
+func NodeMatches(node *corev1.Node, alloc *resourcev1.AllocationResult) (bool, error) {
+	if alloc == nil || alloc.NodeSelector == nil {
+		return true, nil
+	}
+	return structured.NodeMatches(Features, node, "", false, alloc.NodeSelector)
+}
+
+type classLister map[string]*resourcev1.DeviceClass
+
+func (l classLister) List() ([]*resourcev1.DeviceClass, error) {
+	out := make([]*resourcev1.DeviceClass, 0, len(l))
+	for _, c := range l {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (l classLister) Get(name string) (*resourcev1.DeviceClass, error) {
+	if c, ok := l[name]; ok {
+		return c, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "resource.k8s.io", Resource: "deviceclasses"}, name)
+}
+
+// DeviceID identifies a device of a slice.
+func DeviceID(s *resourcev1.ResourceSlice, device string) structured.DeviceID {
+	return structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, device)
+}

@@ -1,0 +1,166 @@
+package snapshot
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// NodeInfo is a node and what is already placed on it.
+type NodeInfo struct {
+	Node        *corev1.Node
+	Allocatable Resources
+	Requested   Resources
+	// UsedPorts are host ports in use, as "protocol/ip/port".
+	UsedPorts sets.Set[string]
+	// Slices are the ResourceSlices local to this node.
+	Slices []*resourcev1.ResourceSlice
+}
+
+// Snapshot is the cluster state of one cycle.
+type Snapshot struct {
+	Nodes      []*NodeInfo
+	nodeByName map[string]*NodeInfo
+	// GlobalSlices are slices not local to one node (allNodes or a node selector).
+	GlobalSlices []*resourcev1.ResourceSlice
+	Classes      map[string]*resourcev1.DeviceClass
+	// Claims by namespace/name, with allocations this cycle made applied.
+	Claims map[types.NamespacedName]*resourcev1.ResourceClaim
+	// Allocated are all devices allocated to any claim.
+	Allocated sets.Set[structured.DeviceID]
+}
+
+// Input is what a snapshot is built from. Pods must include every pod bound
+// (or assumed bound) to a node, by any scheduler; pods that are terminal are
+// ignored.
+type Input struct {
+	Nodes   []*corev1.Node
+	Pods    []*corev1.Pod
+	Slices  []*resourcev1.ResourceSlice
+	Classes []*resourcev1.DeviceClass
+	Claims  []*resourcev1.ResourceClaim
+}
+
+// New builds a snapshot. It does not retain or modify the input objects'
+// contents except by pointer (claims are replaced, never mutated, on Assume).
+func New(in Input) *Snapshot {
+	s := &Snapshot{
+		nodeByName: make(map[string]*NodeInfo, len(in.Nodes)),
+		Classes:    make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
+		Claims:     make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(in.Claims)),
+		Allocated:  sets.New[structured.DeviceID](),
+	}
+	nodes := append([]*corev1.Node(nil), in.Nodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		ni := &NodeInfo{Node: n, Allocatable: FromList(n.Status.Allocatable), UsedPorts: sets.New[string]()}
+		s.Nodes = append(s.Nodes, ni)
+		s.nodeByName[n.Name] = ni
+	}
+	for _, p := range in.Pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if ni := s.nodeByName[p.Spec.NodeName]; ni != nil {
+			ni.AddPod(p)
+		}
+	}
+	for _, sl := range in.Slices {
+		if sl.Spec.NodeName != nil && *sl.Spec.NodeName != "" {
+			if ni := s.nodeByName[*sl.Spec.NodeName]; ni != nil {
+				ni.Slices = append(ni.Slices, sl)
+			}
+			continue
+		}
+		s.GlobalSlices = append(s.GlobalSlices, sl)
+	}
+	for _, c := range in.Classes {
+		s.Classes[c.Name] = c
+	}
+	for _, c := range in.Claims {
+		s.Claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
+		s.markAllocated(c)
+	}
+	return s
+}
+
+// Node returns the NodeInfo of a node, or nil.
+func (s *Snapshot) Node(name string) *NodeInfo { return s.nodeByName[name] }
+
+func (s *Snapshot) markAllocated(c *resourcev1.ResourceClaim) {
+	if c.Status.Allocation == nil {
+		return
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		s.Allocated.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+	}
+}
+
+// AddPod records a pod as placed on the node.
+func (ni *NodeInfo) AddPod(p *corev1.Pod) {
+	ni.Requested.Add(PodRequests(p))
+	for _, port := range HostPorts(p) {
+		ni.UsedPorts.Insert(port)
+	}
+}
+
+// HostPorts are the host ports a pod uses, as "protocol/ip/port".
+func HostPorts(p *corev1.Pod) []string {
+	var out []string
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.HostPort <= 0 {
+				continue
+			}
+			ip := cp.HostIP
+			if ip == "" {
+				ip = "0.0.0.0"
+			}
+			proto := cp.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
+			}
+			out = append(out, string(proto)+"/"+ip+"/"+itoa(cp.HostPort))
+		}
+	}
+	return out
+}
+
+// PortConflict reports whether the port "proto/ip/port" clashes with one in use
+// (same protocol and port, and the same IP or either is 0.0.0.0).
+func (ni *NodeInfo) PortConflict(port string) bool {
+	if ni.UsedPorts.Has(port) {
+		return true
+	}
+	proto, ip, num := splitPort(port)
+	for used := range ni.UsedPorts {
+		up, uip, unum := splitPort(used)
+		if up == proto && unum == num && (uip == "0.0.0.0" || ip == "0.0.0.0") {
+			return true
+		}
+	}
+	return false
+}
+
+// AssumeClaim records an allocation made this cycle: the claim is replaced
+// by a copy with the allocation and its devices count as allocated.
+func (s *Snapshot) AssumeClaim(c *resourcev1.ResourceClaim) {
+	s.Claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
+	s.markAllocated(c)
+}
+
+// UnassumeClaim undoes AssumeClaim: old is restored and the devices that
+// assumed allocated are free again.
+func (s *Snapshot) UnassumeClaim(old, assumed *resourcev1.ResourceClaim) {
+	s.Claims[types.NamespacedName{Namespace: old.Namespace, Name: old.Name}] = old
+	if assumed.Status.Allocation == nil {
+		return
+	}
+	for _, r := range assumed.Status.Allocation.Devices.Results {
+		s.Allocated.Delete(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+	}
+}
