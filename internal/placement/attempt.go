@@ -1,0 +1,169 @@
+package placement
+
+import (
+	"context"
+
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// attempt places members group by group, recording every change to the
+// snapshot so a failed gang can be rolled back.
+type attempt struct {
+	ctx   context.Context
+	snap  *snapshot.Snapshot
+	alloc *dra.Allocator
+	unit  Unit
+	undo  []func()
+}
+
+func (a *attempt) run(groups []*group, gang bool) (Result, error) {
+	var res Result
+	for _, g := range groups {
+		for _, mi := range g.members {
+			asg, diag, err := a.placeMember(g, mi)
+			if err != nil {
+				a.rollback()
+				return Result{}, err
+			}
+			if asg == nil {
+				res.Unplaced = append(res.Unplaced, Failure{Pod: a.unit.Members[mi].Pod, Diagnosis: diag})
+				continue
+			}
+			res.Assignments = append(res.Assignments, *asg)
+		}
+	}
+	res.Placeable = len(res.Assignments)
+	if gang && a.unit.Bound+res.Placeable < a.unit.MinCount {
+		a.rollback()
+		// Every member stays unbound; explain the ones that did not fit.
+		res.Assignments = nil
+	}
+	return res, nil
+}
+
+func (a *attempt) rollback() {
+	for i := len(a.undo) - 1; i >= 0; i-- {
+		a.undo[i]()
+	}
+	a.undo = nil
+}
+
+// placeMember tries the group's nodes from its cursor on. A node that fails
+// is full for the rest of the group (capacity only shrinks within a cycle).
+func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) {
+	m := a.unit.Members[mi]
+	for ; g.cursor < len(g.feasible); g.cursor++ {
+		ni := g.feasible[g.cursor]
+		asg, reason, err := a.tryNode(g, m, ni)
+		if err != nil {
+			return nil, Diagnosis{}, err
+		}
+		if asg != nil {
+			return asg, Diagnosis{}, nil
+		}
+		g.full[reason]++
+	}
+	diag := Diagnosis{Nodes: g.static.Nodes, Reasons: map[string]int{}}
+	for r, n := range g.static.Reasons {
+		diag.Reasons[r] += n
+	}
+	for r, n := range g.full {
+		diag.Reasons[r] += n
+	}
+	if g.full[ReasonDevices] > 0 {
+		claims, _ := resolve(a.snap, m)
+		diag.DeviceClasses = requestedClasses(claims)
+	}
+	return nil, diag, nil
+}
+
+func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignment, string, error) {
+	if reason := fitsResources(ni, g.req, g.ports); reason != "" {
+		return nil, reason, nil
+	}
+	claims, err := resolve(a.snap, m)
+	if err != nil {
+		return nil, "", err
+	}
+	var pending []*resourcev1.ResourceClaim
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			pending = append(pending, c)
+			continue
+		}
+		ok, err := dra.NodeMatches(ni.Node, c.Status.Allocation)
+		if err != nil {
+			return nil, "", err
+		}
+		if !ok {
+			return nil, ReasonClaimNode, nil
+		}
+	}
+	var results []resourcev1.AllocationResult
+	if len(pending) > 0 {
+		results, err = a.alloc.Allocate(a.ctx, ni, pending)
+		if err != nil {
+			return nil, "", err
+		}
+		if results == nil {
+			return nil, ReasonDevices, nil
+		}
+	}
+	return a.assume(ni, m, g, claims, pending, results), "", nil
+}
+
+// assume records the placement in the snapshot (requests, ports, claim
+// allocations) and how to undo it.
+func (a *attempt) assume(ni *snapshot.NodeInfo, m Member, g *group, claims, pending []*resourcev1.ResourceClaim, results []resourcev1.AllocationResult) *Assignment {
+	asg := &Assignment{Pod: m.Pod, Node: ni.Node.Name}
+	allocated := map[*resourcev1.ResourceClaim]*resourcev1.ResourceClaim{}
+	for i, c := range pending {
+		cp := c.DeepCopy()
+		cp.Status.Allocation = results[i].DeepCopy()
+		allocated[c] = cp
+		old := c
+		a.snap.AssumeClaim(cp)
+		a.undo = append(a.undo, func() { a.snap.UnassumeClaim(old, cp) })
+	}
+	for _, c := range claims {
+		if cp, ok := allocated[c]; ok {
+			asg.Claims = append(asg.Claims, cp)
+			asg.NewlyAllocated = append(asg.NewlyAllocated, true)
+			continue
+		}
+		asg.Claims = append(asg.Claims, c)
+		asg.NewlyAllocated = append(asg.NewlyAllocated, false)
+	}
+	ni.Requested.Add(g.req)
+	for _, p := range g.ports {
+		ni.UsedPorts.Insert(p)
+	}
+	a.undo = append(a.undo, func() {
+		ni.Requested.Sub(g.req)
+		for _, p := range g.ports {
+			ni.UsedPorts.Delete(p)
+		}
+	})
+	return asg
+}
+
+func requestedClasses(claims []*resourcev1.ResourceClaim) []string {
+	var out []string
+	for _, c := range claims {
+		if c.Status.Allocation != nil {
+			continue
+		}
+		for _, r := range c.Spec.Devices.Requests {
+			switch {
+			case r.Exactly != nil:
+				out = append(out, r.Exactly.DeviceClassName)
+			case len(r.FirstAvailable) > 0:
+				out = append(out, r.FirstAvailable[0].DeviceClassName)
+			}
+		}
+	}
+	return out
+}

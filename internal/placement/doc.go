@@ -1,0 +1,26 @@
+// Package placement decides where the pods of one unit (a gang, a basic
+// group or a lone pod) go, on an in-memory snapshot, all or nothing. It never
+// calls the API server: it returns assignments (pod → node, plus the device
+// allocations made for the pod's claims) and, for pods it could not place, a
+// diagnosis counting the nodes that failed each reason.
+//
+// The algorithm, for a unit of members with minCount m of which b are bound:
+//
+//  1. Members are grouped by signature: pods whose scheduling-relevant spec is
+//     the same (requests, selectors, affinity, tolerations, host ports, claim
+//     specs) are interchangeable, so node filtering runs once per signature
+//     and nodes found full for one member are skipped for the rest of it:
+//     within a cycle capacity only shrinks. A 1,000-pod homogeneous gang costs
+//     one pass over the nodes, not 1,000.
+//  2. Signatures are placed most-constrained first (fewest feasible nodes).
+//  3. Within a signature, feasible nodes are tried tightest first (fewest free
+//     devices, then least free CPU and memory) and a node is filled before the
+//     next is opened, so large free blocks stay free for the next gang.
+//  4. A gang succeeds if b + placed ≥ m; otherwise every tentative placement is
+//     rolled back and other signature orders are tried (heterogeneous groups)
+//     before giving up.
+//
+// For a homogeneous gang whose pods need only node-local resources the greedy
+// fill is complete: placing a pod on one node never reduces what fits on
+// another, so if a placement of m pods exists, it is found.
+package placement

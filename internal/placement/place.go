@@ -1,0 +1,200 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// ErrMissingClaim: a member names a claim the snapshot does not have yet
+// (e.g. kube-controller-manager has not created it from its template).
+var ErrMissingClaim = errors.New("resource claim not in snapshot")
+
+// maxOrders bounds how many signature orders a failing heterogeneous gang tries.
+const maxOrders = 4
+
+// Place places unit on snap. On success (or for a basic unit, for each pod
+// placed) the snapshot keeps the placements assumed; a failed gang leaves
+// the snapshot as it found it. An error means the unit could not be
+// evaluated (SchedulerError), not that it does not fit.
+func Place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit) (Result, error) {
+	domains := [][]*snapshot.NodeInfo{snap.Nodes}
+	if unit.Gang && len(unit.TopologyKeys) > 0 {
+		domains = topologyDomains(snap, unit.TopologyKeys)
+		if len(domains) == 0 {
+			return failAll(unit, Diagnosis{Nodes: len(snap.Nodes), Reasons: map[string]int{fmt.Sprintf(reasonNoDomainFmt, unit.TopologyKeys): len(snap.Nodes)}}), nil
+		}
+	}
+	var best Result
+	for _, nodes := range domains {
+		res, err := placeIn(ctx, snap, alloc, unit, nodes)
+		if err != nil || len(res.Assignments) > 0 && (unit.Gang || res.Placeable == len(unit.Members)) {
+			return res, err
+		}
+		if best.Unplaced == nil || res.Placeable > best.Placeable {
+			best = res
+		}
+	}
+	return best, nil
+}
+
+func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo) (Result, error) {
+	groups, err := buildGroups(ctx, snap, unit, nodes)
+	if err != nil {
+		return Result{}, err
+	}
+	if !unit.Gang {
+		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit}
+		return a.run(groups, false)
+	}
+	var best Result
+	for i, order := range orders(groups) {
+		if i == maxOrders {
+			break
+		}
+		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit}
+		res, err := a.run(order, true)
+		if err != nil || len(res.Assignments) > 0 {
+			return res, err
+		}
+		if best.Unplaced == nil || res.Placeable > best.Placeable {
+			best = res
+		}
+		for _, g := range groups {
+			g.reset()
+		}
+	}
+	return best, nil
+}
+
+// group is the members of one signature and the nodes that can take them.
+type group struct {
+	members  []int
+	req      snapshot.Resources
+	ports    []string
+	claims   bool
+	feasible []*snapshot.NodeInfo
+	static   Diagnosis
+	// cursor: feasible[:cursor] are full for this signature this cycle.
+	cursor int
+	full   map[string]int
+}
+
+func (g *group) reset() {
+	g.cursor = 0
+	g.full = map[string]int{}
+}
+
+func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes []*snapshot.NodeInfo) ([]*group, error) {
+	logger := klog.FromContext(ctx)
+	bySig := map[string]*group{}
+	var groups []*group
+	for i, m := range unit.Members {
+		claims, err := resolve(snap, m)
+		if err != nil {
+			return nil, err
+		}
+		sig := signatureOf(m.Pod, claims)
+		if g := bySig[sig]; g != nil {
+			g.members = append(g.members, i)
+			continue
+		}
+		g := &group{members: []int{i}, req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod), claims: len(claims) > 0, full: map[string]int{}}
+		g.static.Nodes = len(snap.Nodes)
+		aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
+		for _, ni := range nodes {
+			reason, err := staticFilter(logger, m.Pod, aff, ni.Node)
+			if err != nil {
+				return nil, err
+			}
+			if reason != "" {
+				g.static.add(reason)
+				continue
+			}
+			g.feasible = append(g.feasible, ni)
+		}
+		if out := len(snap.Nodes) - len(nodes); out > 0 {
+			if g.static.Reasons == nil {
+				g.static.Reasons = map[string]int{}
+			}
+			g.static.Reasons[fmt.Sprintf(reasonOutsideDomainFmt, unit.TopologyKeys)] = out
+		}
+		sortTightest(snap, g.feasible, g.claims)
+		bySig[sig] = g
+		groups = append(groups, g)
+	}
+	return groups, nil
+}
+
+func resolve(snap *snapshot.Snapshot, m Member) ([]*resourcev1.ResourceClaim, error) {
+	claims := make([]*resourcev1.ResourceClaim, 0, len(m.Claims))
+	for _, key := range m.Claims {
+		c := snap.Claims[key]
+		if c == nil {
+			return nil, fmt.Errorf("%w: %s (pod %s)", ErrMissingClaim, key, klog.KObj(m.Pod))
+		}
+		claims = append(claims, c)
+	}
+	return claims, nil
+}
+
+// sortTightest orders nodes fewest free devices first (when the pods use
+// devices), then least free CPU, then least free memory, then by name.
+func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices bool) {
+	type key struct {
+		dev, cpu, mem int64
+	}
+	keys := make(map[string]key, len(nodes))
+	for _, ni := range nodes {
+		k := key{cpu: ni.Allocatable.MilliCPU - ni.Requested.MilliCPU, mem: ni.Allocatable.Memory - ni.Requested.Memory}
+		if devices {
+			k.dev = int64(freeDevices(snap, ni))
+		}
+		keys[ni.Node.Name] = k
+	}
+	sort.SliceStable(nodes, func(i, j int) bool {
+		a, b := keys[nodes[i].Node.Name], keys[nodes[j].Node.Name]
+		switch {
+		case a.dev != b.dev:
+			return a.dev < b.dev
+		case a.cpu != b.cpu:
+			return a.cpu < b.cpu
+		case a.mem != b.mem:
+			return a.mem < b.mem
+		}
+		return nodes[i].Node.Name < nodes[j].Node.Name
+	})
+}
+
+func freeDevices(snap *snapshot.Snapshot, ni *snapshot.NodeInfo) int {
+	n := 0
+	for _, s := range ni.Slices {
+		for _, d := range s.Spec.Devices {
+			if !snap.Allocated.Has(dra.DeviceID(s, d.Name)) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// orders yields the signature orders to try: most constrained first, then
+// each other group moved to the front.
+func orders(groups []*group) [][]*group {
+	base := append([]*group(nil), groups...)
+	sort.SliceStable(base, func(i, j int) bool { return len(base[i].feasible) < len(base[j].feasible) })
+	out := [][]*group{base}
+	for i := 1; i < len(base); i++ {
+		o := append([]*group{base[i]}, append(append([]*group(nil), base[:i]...), base[i+1:]...)...)
+		out = append(out, o)
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+package placement
+
+import (
+	"encoding/json"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// signatureOf is a key equal for pods that every filter treats the same. An
+// unallocated claim contributes its spec (each pod of an Indexed Job has its
+// own claim from the same template, and those are interchangeable); an
+// allocated or shared claim contributes its name, since it pins the pod.
+func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) string {
+	type claimKey struct {
+		Name string                        `json:"n,omitempty"`
+		Spec *resourcev1.ResourceClaimSpec `json:"s,omitempty"`
+	}
+	sig := struct {
+		NodeName    string
+		Selector    map[string]string
+		Affinity    *corev1.NodeAffinity
+		Tolerations []corev1.Toleration
+		Requests    snapshot.Resources
+		Ports       []string
+		Claims      []claimKey
+	}{
+		NodeName:    pod.Spec.NodeName,
+		Selector:    pod.Spec.NodeSelector,
+		Tolerations: pod.Spec.Tolerations,
+		Requests:    snapshot.PodRequests(pod),
+		Ports:       snapshot.HostPorts(pod),
+	}
+	if pod.Spec.Affinity != nil {
+		sig.Affinity = pod.Spec.Affinity.NodeAffinity
+	}
+	for _, c := range claims {
+		if c.Status.Allocation != nil || len(c.OwnerReferences) == 0 || c.OwnerReferences[0].Kind != "Pod" {
+			sig.Claims = append(sig.Claims, claimKey{Name: c.Namespace + "/" + c.Name})
+			continue
+		}
+		sig.Claims = append(sig.Claims, claimKey{Spec: &c.Spec})
+	}
+	b, _ := json.Marshal(sig)
+	return string(b)
+}

@@ -1,0 +1,125 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Member is one unbound pod of a unit with the names of its claims, in
+// pod.spec.resourceClaims order (template claims resolved through
+// pod.status.resourceClaimStatuses).
+type Member struct {
+	Pod    *corev1.Pod
+	Claims []types.NamespacedName
+}
+
+// Unit is what one cycle places.
+type Unit struct {
+	Members []Member
+	// Bound members count toward MinCount.
+	Bound int
+	// MinCount: a gang needs Bound+placed ≥ MinCount. Ignored unless Gang.
+	MinCount int
+	Gang     bool
+	// TopologyKeys: all placed members (with the bound ones) must share one
+	// value of each of these node labels.
+	TopologyKeys []string
+}
+
+// Assignment places one pod.
+type Assignment struct {
+	Pod  *corev1.Pod
+	Node string
+	// Claims are the pod's claims as they must be written: each has
+	// status.allocation set (allocated now or before).
+	Claims []*resourcev1.ResourceClaim
+	// NewlyAllocated[i] reports whether Claims[i] was allocated by this cycle.
+	NewlyAllocated []bool
+}
+
+// Result of placing a unit.
+type Result struct {
+	// Assignments are empty when a gang could not reach MinCount.
+	Assignments []Assignment
+	// Unplaced pods with why they did not fit (for a failed gang: every
+	// member, with the diagnosis of the best attempt).
+	Unplaced []Failure
+	// Placeable is the most members one attempt could place.
+	Placeable int
+}
+
+// Failure explains why a pod was not placed.
+type Failure struct {
+	Pod       *corev1.Pod
+	Diagnosis Diagnosis
+}
+
+// Diagnosis counts, per reason, the nodes that rejected a pod for that
+// reason (the first failing check per node, like kube-scheduler).
+type Diagnosis struct {
+	Nodes   int
+	Reasons map[string]int
+	// DeviceClasses are the classes of the device requests that did not fit.
+	DeviceClasses []string
+	// Err is set when the pod could not be evaluated at all (SchedulerError).
+	Err error
+}
+
+func (d *Diagnosis) add(reason string) {
+	if d.Reasons == nil {
+		d.Reasons = map[string]int{}
+	}
+	d.Reasons[reason]++
+}
+
+// Top returns the reasons, most nodes first, ties by name.
+func (d Diagnosis) Top() []ReasonCount {
+	out := make([]ReasonCount, 0, len(d.Reasons))
+	for r, n := range d.Reasons {
+		out = append(out, ReasonCount{Reason: r, Nodes: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Nodes != out[j].Nodes {
+			return out[i].Nodes > out[j].Nodes
+		}
+		return out[i].Reason < out[j].Reason
+	})
+	return out
+}
+
+// String is "0/3 nodes are available: 3 Insufficient cpu, 1 node(s) had untolerated taint …".
+func (d Diagnosis) String() string {
+	if d.Err != nil {
+		return d.Err.Error()
+	}
+	var parts []string
+	for _, rc := range d.Top() {
+		parts = append(parts, fmt.Sprintf("%d %s", rc.Nodes, rc.Reason))
+	}
+	return fmt.Sprintf("0/%d nodes are available: %s", d.Nodes, strings.Join(parts, ", "))
+}
+
+// ReasonCount is one reason and how many nodes failed it.
+type ReasonCount struct {
+	Reason string
+	Nodes  int
+}
+
+// Reasons, worded as kube-scheduler words them where it has them.
+const (
+	ReasonUnschedulable    = "node(s) were unschedulable"
+	ReasonNodeName         = "node(s) didn't match the requested node name"
+	ReasonAffinity         = "node(s) didn't match Pod's node affinity/selector"
+	ReasonPorts            = "node(s) didn't have free ports for the requested pod ports"
+	ReasonClaimNode        = "node(s) cannot reach the devices already allocated to the pod's claims"
+	ReasonDevices          = "node(s) had no free devices for the pod's claims"
+	reasonTaintPrefix      = "node(s) had untolerated taint "
+	reasonNoDomainFmt      = "node(s) lack the topology labels %v"
+	reasonOutsideDomainFmt = "node(s) outside the topology domain %v being tried"
+	reasonInsufficientFmt  = "Insufficient %s"
+)
