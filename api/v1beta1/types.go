@@ -180,7 +180,7 @@ type PodGroupSpec struct {
 	// workloadRef points to the Workload template this group instantiates.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workloadRef is immutable"
-	WorkloadRef *WorkloadReference `json:"workloadRef,omitempty"`
+	WorkloadRef      *WorkloadReference       `json:"workloadRef,omitempty"`
 	SchedulingPolicy PodGroupSchedulingPolicy `json:"schedulingPolicy"`
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="schedulingConstraints are immutable"
