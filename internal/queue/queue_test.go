@@ -1,0 +1,98 @@
+package queue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestPopOrder(t *testing.T) {
+	base := time.Unix(1000, 0)
+	meta := map[Key]struct {
+		p int32
+		t time.Time
+	}{
+		"low-old":  {1, base},
+		"high-new": {10, base.Add(time.Hour)},
+		"high-old": {10, base},
+	}
+	q := New(clocktesting.NewFakeClock(base), func(k Key) (int32, time.Time) { return meta[k].p, meta[k].t })
+	for k := range meta {
+		q.Add(k)
+	}
+	ctx := context.Background()
+	var got []Key
+	for range meta {
+		k, _ := q.Pop(ctx)
+		got = append(got, k)
+		q.Done(k)
+	}
+	want := []Key{"high-old", "high-new", "low-old"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order: want %v, got %v", want, got)
+		}
+	}
+}
+
+func TestUnschedulableWaitsForEventAndBackoff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
+	q.Add("a")
+	k, _ := q.Pop(context.Background())
+	q.Unschedulable(k)
+
+	if a, p := q.Len(); a != 0 || p != 1 {
+		t.Fatalf("after a failed cycle: want 0 active 1 parked, got %d %d", a, p)
+	}
+	clk.Step(2 * time.Second) // backoff over, but no event yet: still parked
+	if a, _ := q.Len(); a != 0 {
+		t.Fatalf("after backoff without event: want parked, got %d active", a)
+	}
+	q.MoveAllToActive()
+	if a, _ := q.Len(); a != 1 {
+		t.Fatalf("after event: want active, got %d", a)
+	}
+}
+
+func TestEventDuringBackoffWakesAtBackoffEnd(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
+	q.Add("a")
+	k, _ := q.Pop(context.Background())
+	q.Unschedulable(k)
+	q.MoveAllToActive()
+	clk.Step(1500 * time.Millisecond)
+	if a, _ := q.Len(); a != 1 {
+		t.Fatalf("an event during backoff must take effect when the backoff ends; active=%d", a)
+	}
+}
+
+func TestAddDuringFlightIsNotLost(t *testing.T) {
+	q := New(clocktesting.NewFakeClock(time.Unix(0, 0)), func(Key) (int32, time.Time) { return 0, time.Time{} })
+	q.Add("a")
+	k, _ := q.Pop(context.Background())
+	q.Add("a") // e.g. a new member pod arrived mid-cycle
+	q.Done(k)
+	if a, _ := q.Len(); a != 1 {
+		t.Fatalf("want the unit active again after Done, got %d active", a)
+	}
+}
+
+func TestPopReturnsWhenContextEnds(t *testing.T) {
+	q := New(clocktesting.NewFakeClock(time.Unix(0, 0)), func(Key) (int32, time.Time) { return 0, time.Time{} })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan bool)
+	go func() { _, ok := q.Pop(ctx); done <- ok }()
+	cancel()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Fatal("Pop returned a key from an empty queue")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Pop did not return after cancel")
+	}
+}
