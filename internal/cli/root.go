@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/cli/dev"
+	"github.com/lockstep-dev/lockstep/internal/cli/schedulercmd"
 	"github.com/lockstep-dev/lockstep/internal/version"
 )
 
@@ -26,7 +27,7 @@ func Execute(ctx context.Context, args []string) int {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
-	root.AddCommand(dev.NewCommand(), versionCommand())
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), versionCommand())
 	root.SetArgs(args)
 	logger := klog.Background()
 	if err := root.ExecuteContext(klog.NewContext(ctx, logger)); err != nil {

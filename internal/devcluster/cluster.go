@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,6 +43,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// Schedulers to run; nil means just Lockstep's. Lockstep's CRDs and RBAC
+	// are installed whatever runs.
+	Schedulers []Scheduler
 }
 
 func (o *Options) complete() error {
@@ -73,6 +77,9 @@ func (o *Options) complete() error {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.Schedulers == nil {
+		o.Schedulers = []Scheduler{SchedulerLockstep}
 	}
 	return nil
 }
@@ -191,9 +198,31 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 	if err := c.waitFor(ctx, apiserver, "cluster objects created", func(ctx context.Context) error { return createObjects(ctx, client, c.Objects) }); err != nil {
 		return err
 	}
-	return c.waitFor(ctx, nil, "nodes Ready, slices published, service accounts issued", func(ctx context.Context) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, apiserver, "Lockstep CRDs and RBAC installed", func(ctx context.Context) error { return InstallLockstep(ctx, dyn, client) }); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, nil, "nodes Ready, slices published, service accounts issued", func(ctx context.Context) error {
 		return clusterReady(ctx, client, c.Objects)
-	})
+	}); err != nil {
+		return err
+	}
+	for _, sched := range opts.Schedulers {
+		fmt.Fprintf(opts.Progress, "starting %s\n", sched)
+		p := kubeSchedulerProcess(l, bin, ports, opts.Profile)
+		if sched == SchedulerLockstep {
+			p = &process{Name: "lockstep-scheduler", Binary: filepath.Join(bin, "lockstep"), Log: l.log("lockstep-scheduler"), Args: c.LockstepSchedulerArgs("lockstep-scheduler-0")}
+		}
+		if err := c.launch(p, opts.Tied); err != nil {
+			return err
+		}
+	}
+	// A scheduler that crashes at start (bad flags, missing RBAC) is caught here.
+	time.Sleep(300 * time.Millisecond)
+	return c.Failed()
 }
 
 // launch starts a process and records it before anything else can fail, so

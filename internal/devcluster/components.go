@@ -14,7 +14,12 @@ type Ports struct {
 	EtcdPeer          int `json:"etcdPeer"`
 	ControllerManager int `json:"controllerManager"`
 	Simulator         int `json:"simulator"`
+	KubeScheduler     int `json:"kubeScheduler"`
+	Lockstep          int `json:"lockstep"`
 }
+
+// PortCount is how many ports from the base port a cluster uses.
+const PortCount = 7
 
 // PortsFrom lays the ports out from base.
 func PortsFrom(base int) Ports {
@@ -24,6 +29,8 @@ func PortsFrom(base int) Ports {
 		EtcdPeer:          base + 2,
 		ControllerManager: base + 3,
 		Simulator:         base + 4,
+		KubeScheduler:     base + 5,
+		Lockstep:          base + 6,
 	}
 }
 
@@ -40,6 +47,8 @@ func (p Ports) byComponent() []struct {
 		{"etcd (peer)", p.EtcdPeer},
 		{"kube-controller-manager", p.ControllerManager},
 		{"kwok (node simulator)", p.Simulator},
+		{"kube-scheduler", p.KubeScheduler},
+		{"lockstep (reserved for metrics)", p.Lockstep},
 	}
 }
 
@@ -156,3 +165,44 @@ func simulatorProcess(l layout, bin string, p Ports) *process {
 
 // describe is a one-line summary of a process for messages.
 func (p *process) describe() string { return fmt.Sprintf("%s (pid %d, log %s)", p.Name, p.PID, p.Log) }
+
+// Scheduler names a scheduler the cluster can run.
+type Scheduler string
+
+const (
+	// SchedulerLockstep is `lockstep scheduler` (schedulerName lockstep).
+	SchedulerLockstep Scheduler = "lockstep"
+	// SchedulerKube is upstream kube-scheduler v1.37 (schedulerName
+	// default-scheduler), the reference the demo compares against.
+	SchedulerKube Scheduler = "kube-scheduler"
+)
+
+func kubeSchedulerProcess(l layout, bin string, p Ports, prof Profile) *process {
+	kc := l.kubeconfig("kube-scheduler")
+	args := []string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(p.KubeScheduler),
+		"--leader-elect=false",
+		"--kube-api-qps=200",
+		"--kube-api-burst=400",
+		"--profiling=false",
+	}
+	if g := prof.FeatureGates(); g != "" {
+		args = append(args, "--feature-gates="+g)
+	}
+	return &process{Name: "kube-scheduler", Binary: filepath.Join(bin, "kube-scheduler"), Log: l.log("kube-scheduler"), Args: args}
+}
+
+// LockstepSchedulerArgs are the arguments of a `lockstep scheduler` replica
+// in this cluster; tests start extra replicas with them.
+func (c *Cluster) LockstepSchedulerArgs(identity string) []string {
+	return []string{
+		"scheduler",
+		"--kubeconfig=" + c.layout.kubeconfig("lockstep-scheduler"),
+		"--identity=" + identity,
+		"-v=2",
+	}
+}

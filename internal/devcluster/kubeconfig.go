@@ -23,6 +23,8 @@ var identities = []identity{
 	{file: "kube-controller-manager", cn: "system:kube-controller-manager"},
 	{file: "kube-scheduler", cn: "system:kube-scheduler"},
 	{file: "kwok", cn: "lockstep-node-simulator", groups: []string{"system:masters"}},
+	// Lockstep's components get only the RBAC in config/rbac.
+	{file: "lockstep-scheduler", cn: "lockstep-scheduler"},
 }
 
 func writeKubeconfig(path, server string, p *pki, user string) error {

@@ -25,13 +25,15 @@ type UpOptions struct {
 	BinDir      string
 	BasePort    int
 	Timeout     time.Duration
+	Schedulers  []string
 
-	spec    *clusterspec.Cluster
-	profile devcluster.Profile
+	spec       *clusterspec.Cluster
+	profile    devcluster.Profile
+	schedulers []devcluster.Scheduler
 }
 
 func newUpCommand() *cobra.Command {
-	o := &UpOptions{StateDir: DefaultStateDir, Profile: string(devcluster.ProfileEKS), BasePort: devcluster.DefaultBasePort, Timeout: 3 * time.Minute}
+	o := &UpOptions{StateDir: DefaultStateDir, Profile: string(devcluster.ProfileEKS), BasePort: devcluster.DefaultBasePort, Timeout: 3 * time.Minute, Schedulers: []string{string(devcluster.SchedulerLockstep)}}
 	cmd := &cobra.Command{
 		Use:   "up [--cluster FILE] [--profile eks|upstream] [--detach]",
 		Short: "Start the local control plane (foreground until Ctrl-C, or --detach)",
@@ -56,8 +58,9 @@ The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 	f.BoolVar(&o.Detach, "detach", o.Detach, "return once the cluster is ready and leave it running (stop it with `lockstep dev down`)")
 	f.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory for kubeconfig, certificates, etcd data and logs")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "directory holding etcd, kube-apiserver, kube-controller-manager and kwok (default: beside this binary)")
-	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager and the simulator use the next 4 ports")
+	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager, simulator and schedulers use the next 6 ports")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the cluster to be ready")
+	f.StringSliceVar(&o.Schedulers, "schedulers", o.Schedulers, "schedulers to run: lockstep, kube-scheduler (v1.37, the reference), or none")
 	return cmd
 }
 
@@ -92,8 +95,18 @@ func (o *UpOptions) Validate() error {
 		return err
 	}
 	o.profile = p
-	if o.BasePort < 1024 || o.BasePort > 65530 {
-		return fmt.Errorf("--base-port %d: want 1024-65530", o.BasePort)
+	if o.BasePort < 1024 || o.BasePort > 65535-devcluster.PortCount {
+		return fmt.Errorf("--base-port %d: want 1024-%d", o.BasePort, 65535-devcluster.PortCount)
+	}
+	o.schedulers = []devcluster.Scheduler{}
+	for _, s := range o.Schedulers {
+		switch devcluster.Scheduler(s) {
+		case devcluster.SchedulerLockstep, devcluster.SchedulerKube:
+			o.schedulers = append(o.schedulers, devcluster.Scheduler(s))
+		case "none":
+		default:
+			return fmt.Errorf("--schedulers: unknown scheduler %q: want lockstep, kube-scheduler or none", s)
+		}
 	}
 	return nil
 }
@@ -104,7 +117,7 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 	start := time.Now()
 	c, err := devcluster.Up(ctx, devcluster.Options{
 		Dir: o.StateDir, BinDir: o.BinDir, Profile: o.profile, Spec: o.spec,
-		BasePort: o.BasePort, Tied: !o.Detach, ReadyTimeout: o.Timeout, Progress: out,
+		BasePort: o.BasePort, Tied: !o.Detach, ReadyTimeout: o.Timeout, Progress: out, Schedulers: o.schedulers,
 	})
 	if err != nil {
 		return err

@@ -69,10 +69,10 @@ func stateDir(t *testing.T, c *cli) string {
 	return dir
 }
 
-// freeBase finds five consecutive free loopback ports.
+// freeBase finds seven consecutive free loopback ports.
 func freeBase(t *testing.T) int {
-	for base := 30000 + os.Getpid()%5000*5; base < 65000; base += 5 {
-		if portsFree(base, 5) {
+	for base := 30000 + os.Getpid()%5000*5; base < 65000; base += 7 {
+		if portsFree(base, 7) {
 			return base
 		}
 	}
@@ -131,8 +131,8 @@ func TestUpDownLifecycle(t *testing.T) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Processes) != 4 {
-		t.Fatalf("want 4 components recorded (etcd, kube-apiserver, kube-controller-manager, kwok), got %+v", st.Processes)
+	if len(st.Processes) != 5 {
+		t.Fatalf("want 5 components recorded (etcd, kube-apiserver, kube-controller-manager, kwok, lockstep-scheduler), got %+v", st.Processes)
 	}
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -179,8 +179,8 @@ func TestUpDownLifecycle(t *testing.T) {
 			t.Errorf("%s (pid %d) still running after dev down", p.Name, p.PID)
 		}
 	}
-	if !portsFree(base, 5) {
-		t.Errorf("ports %d-%d still taken after dev down", base, base+4)
+	if !portsFree(base, 7) {
+		t.Errorf("ports %d-%d still taken after dev down", base, base+6)
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -220,8 +220,8 @@ func TestUpReportsFailingComponentWithItsLog(t *testing.T) {
 			t.Errorf("dev up output: want %q, got:\n%s", want, out)
 		}
 	}
-	if !portsFree(base, 5) {
-		t.Errorf("failed dev up left ports %d-%d taken (etcd or kube-apiserver still running)", base, base+4)
+	if !portsFree(base, 7) {
+		t.Errorf("failed dev up left ports %d-%d taken (etcd or kube-apiserver still running)", base, base+6)
 	}
 }
 

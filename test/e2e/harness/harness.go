@@ -30,6 +30,8 @@ type Options struct {
 	Profile devcluster.Profile
 	// Spec is the simulated cluster; nil is the default (3 nodes × 2 GPUs).
 	Spec *clusterspec.Cluster
+	// Schedulers to run; nil runs Lockstep's, empty runs none.
+	Schedulers []devcluster.Scheduler
 }
 
 // Harness is the cluster of one test package and its clients.
@@ -132,7 +134,7 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		c, err := devcluster.Up(ctx, devcluster.Options{
 			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec,
-			BasePort: freeBasePort(), Tied: true, Progress: os.Stderr,
+			BasePort: freeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers,
 		})
 		cancel()
 		if err == nil {
@@ -146,12 +148,12 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 	return nil, lastErr
 }
 
-// freeBasePort finds five consecutive free loopback ports.
+// freeBasePort finds enough consecutive free loopback ports.
 func freeBasePort() int {
 	for {
 		base := 20000 + rand.IntN(30000)
 		free := true
-		for p := base; p < base+5 && free; p++ {
+		for p := base; p < base+devcluster.PortCount && free; p++ {
 			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 			if err != nil {
 				free = false

@@ -1,0 +1,85 @@
+// Package schedulercmd implements `lockstep scheduler`.
+package schedulercmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
+)
+
+// Options are the flags of `lockstep scheduler`.
+type Options struct {
+	Kubeconfig string
+	QPS        float32
+	Burst      int
+	Scheduler  scheduler.Options
+}
+
+// NewCommand returns `lockstep scheduler`.
+func NewCommand() *cobra.Command {
+	o := &Options{QPS: 200, Burst: 400, Scheduler: scheduler.Options{
+		LeaderElect: true, LeaseNamespace: "lockstep-system", LeaseName: "lockstep-scheduler",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+	}}
+	cmd := &cobra.Command{
+		Use:   "scheduler",
+		Short: "Schedule every pod whose schedulerName is lockstep: gangs all or nothing, DRA devices included",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
+	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "client QPS to the API server")
+	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client burst to the API server")
+	f.BoolVar(&o.Scheduler.LeaderElect, "leader-elect", o.Scheduler.LeaderElect, "elect a leader through a coordination Lease; only the leader schedules")
+	f.StringVar(&o.Scheduler.LeaseNamespace, "leader-elect-namespace", o.Scheduler.LeaseNamespace, "namespace of the Lease")
+	f.StringVar(&o.Scheduler.LeaseName, "leader-elect-name", o.Scheduler.LeaseName, "name of the Lease")
+	f.StringVar(&o.Scheduler.Identity, "identity", o.Scheduler.Identity, "this replica's identity in the Lease (default hostname_pid)")
+	f.DurationVar(&o.Scheduler.LeaseDuration, "leader-elect-lease-duration", o.Scheduler.LeaseDuration, "how long a non-leader waits before taking over an unrenewed Lease")
+	f.DurationVar(&o.Scheduler.RenewDeadline, "leader-elect-renew-deadline", o.Scheduler.RenewDeadline, "how long the leader retries renewing before giving up")
+	f.DurationVar(&o.Scheduler.RetryPeriod, "leader-elect-retry-period", o.Scheduler.RetryPeriod, "how often to try to acquire or renew")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if o.Scheduler.LeaderElect && !(o.Scheduler.LeaseDuration > o.Scheduler.RenewDeadline && o.Scheduler.RenewDeadline > o.Scheduler.RetryPeriod) {
+		return fmt.Errorf("leader election needs lease-duration > renew-deadline > retry-period")
+	}
+	return nil
+}
+
+// Run schedules until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	cfg.UserAgent = "lockstep-scheduler"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	s, err := scheduler.New(client, dyn, o.Scheduler)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}

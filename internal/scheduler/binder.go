@@ -1,0 +1,275 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-dev/lockstep/internal/placement"
+)
+
+// bindWorkers bounds the writes in flight for one unit.
+const bindWorkers = 16
+
+// EnvCrashAfterBinds is a test hook: when set to N, the scheduler process
+// exits right after its N-th successful binding ("0" exits after the claim
+// phase, before any binding), to prove crash safety in e2e tests.
+const EnvCrashAfterBinds = "LOCKSTEP_TEST_CRASH_AFTER_BINDS"
+
+// binder turns assignments into API writes: claims first, then bindings.
+type binder struct {
+	client  kubernetes.Interface
+	assumed *assumed
+	crashAt int64 // -1: off
+	binds   atomic.Int64
+}
+
+func newBinder(client kubernetes.Interface, a *assumed) *binder {
+	b := &binder{client: client, assumed: a, crashAt: -1}
+	if v, err := strconv.ParseInt(os.Getenv(EnvCrashAfterBinds), 10, 64); err == nil {
+		b.crashAt = v
+	}
+	return b
+}
+
+// claimWrite is everything this cycle writes to one claim.
+type claimWrite struct {
+	claim    *resourcev1.ResourceClaim // as placement left it (allocation set)
+	newAlloc bool
+	pods     []*corev1.Pod
+}
+
+// bind writes the assignments. On a claim-phase failure it undoes the claim
+// writes and binds nothing. On a bind-phase failure it releases the claims
+// of the pods it could not bind and returns the error; pods already bound
+// stay bound (a binding cannot be undone) and count toward minCount next time.
+func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) error {
+	logger := klog.FromContext(ctx)
+	writes := groupClaimWrites(asgs)
+	for _, asg := range asgs {
+		b.assumed.assumePod(asg.Pod.UID, asg.Node)
+	}
+	written, err := b.writeClaims(ctx, writes)
+	if err != nil {
+		b.releaseClaims(ctx, written, nil)
+		for _, asg := range asgs {
+			b.assumed.forgetPod(asg.Pod.UID)
+		}
+		return fmt.Errorf("writing claim allocations: %w", err)
+	}
+	b.maybeCrash(logger, 0)
+	failed := b.bindPods(ctx, asgs)
+	if len(failed) == 0 {
+		return nil
+	}
+	unbound := map[types.UID]bool{}
+	var errs []error
+	for uid, err := range failed {
+		unbound[uid] = true
+		b.assumed.forgetPod(uid)
+		errs = append(errs, err)
+	}
+	b.releaseClaims(ctx, written, unbound)
+	return fmt.Errorf("binding %d of %d pods failed: %w", len(failed), len(asgs), errors.Join(errs...))
+}
+
+func groupClaimWrites(asgs []placement.Assignment) []*claimWrite {
+	byKey := map[types.NamespacedName]*claimWrite{}
+	var out []*claimWrite
+	for _, asg := range asgs {
+		for i, c := range asg.Claims {
+			key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+			w := byKey[key]
+			if w == nil {
+				w = &claimWrite{claim: c}
+				byKey[key] = w
+				out = append(out, w)
+			}
+			if asg.NewlyAllocated[i] {
+				w.newAlloc = true
+				w.claim = c
+			}
+			w.pods = append(w.pods, asg.Pod)
+		}
+	}
+	return out
+}
+
+// writeClaims writes allocation and reservations; it returns the writes
+// that succeeded, for rollback.
+func (b *binder) writeClaims(ctx context.Context, writes []*claimWrite) ([]*claimWrite, error) {
+	var mu sync.Mutex
+	var done []*claimWrite
+	err := parallel(ctx, len(writes), func(ctx context.Context, i int) error {
+		w := writes[i]
+		if err := b.writeClaim(ctx, w); err != nil {
+			return fmt.Errorf("claim %s/%s: %w", w.claim.Namespace, w.claim.Name, err)
+		}
+		mu.Lock()
+		done = append(done, w)
+		mu.Unlock()
+		return nil
+	})
+	return done, err
+}
+
+func (b *binder) writeClaim(ctx context.Context, w *claimWrite) error {
+	claims := b.client.ResourceV1().ResourceClaims(w.claim.Namespace)
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := w.claim.DeepCopy()
+		if !first || !w.newAlloc {
+			latest, err := claims.Get(ctx, w.claim.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if w.newAlloc && latest.Status.Allocation != nil {
+				return fmt.Errorf("claim was allocated by someone else meanwhile")
+			}
+			if w.newAlloc {
+				latest.Status.Allocation = w.claim.Status.Allocation.DeepCopy()
+			}
+			cur = latest
+		}
+		first = false
+		for _, p := range w.pods {
+			if !reservedFor(cur, p.UID) {
+				cur.Status.ReservedFor = append(cur.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
+			}
+		}
+		updated, err := claims.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		b.assumed.assumeClaim(updated)
+		return nil
+	})
+}
+
+func reservedFor(c *resourcev1.ResourceClaim, uid types.UID) bool {
+	for _, r := range c.Status.ReservedFor {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseClaims removes the reservations of the given pods (all pods of the
+// write when only is nil) and, for claims this cycle allocated and nobody
+// else uses, the allocation.
+func (b *binder) releaseClaims(ctx context.Context, writes []*claimWrite, only map[types.UID]bool) {
+	logger := klog.FromContext(ctx)
+	for _, w := range writes {
+		drop := map[types.UID]bool{}
+		for _, p := range w.pods {
+			if only == nil || only[p.UID] {
+				drop[p.UID] = true
+			}
+		}
+		if len(drop) == 0 {
+			continue
+		}
+		key := types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name}
+		b.assumed.forgetClaim(key)
+		if err := releaseClaim(ctx, b.client, key, drop, w.newAlloc); err != nil {
+			logger.Error(err, "Releasing claim after a failed binding", "claim", key)
+		}
+	}
+}
+
+// releaseClaim drops the reservations of the pods in drop and, if dealloc
+// and no reservation remains, the allocation.
+func releaseClaim(ctx context.Context, client kubernetes.Interface, key types.NamespacedName, drop map[types.UID]bool, dealloc bool) error {
+	claims := client.ResourceV1().ResourceClaims(key.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := claims.Get(ctx, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		kept := c.Status.ReservedFor[:0]
+		for _, r := range c.Status.ReservedFor {
+			if !drop[r.UID] {
+				kept = append(kept, r)
+			}
+		}
+		c.Status.ReservedFor = kept
+		if dealloc && len(kept) == 0 {
+			c.Status.Allocation = nil
+		}
+		_, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// bindPods binds in parallel and returns the pods that failed.
+func (b *binder) bindPods(ctx context.Context, asgs []placement.Assignment) map[types.UID]error {
+	logger := klog.FromContext(ctx)
+	var mu sync.Mutex
+	failed := map[types.UID]error{}
+	_ = parallel(ctx, len(asgs), func(ctx context.Context, i int) error {
+		asg := asgs[i]
+		err := retry.OnError(retry.DefaultBackoff, func(err error) bool { return !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) }, func() error {
+			return b.client.CoreV1().Pods(asg.Pod.Namespace).Bind(ctx, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: asg.Pod.Namespace, Name: asg.Pod.Name, UID: asg.Pod.UID},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: asg.Node},
+			}, metav1.CreateOptions{})
+		})
+		if err != nil {
+			mu.Lock()
+			failed[asg.Pod.UID] = fmt.Errorf("pod %s: %w", klog.KObj(asg.Pod), err)
+			mu.Unlock()
+			return nil
+		}
+		logger.V(2).Info("Bound pod", "pod", klog.KObj(asg.Pod), "node", asg.Node)
+		b.maybeCrash(logger, b.binds.Add(1))
+		return nil
+	})
+	return failed
+}
+
+func (b *binder) maybeCrash(logger klog.Logger, n int64) {
+	if b.crashAt >= 0 && n == b.crashAt {
+		logger.Info("Test hook: exiting mid-binding", "env", EnvCrashAfterBinds, "binds", n)
+		klog.Flush()
+		os.Exit(3)
+	}
+}
+
+// parallel runs f for 0..n-1 on up to bindWorkers goroutines and returns the
+// first error; the others still finish.
+func parallel(ctx context.Context, n int, f func(context.Context, int) error) error {
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	sem := make(chan struct{}, bindWorkers)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(ctx, i); err != nil {
+				once.Do(func() { first = err })
+			}
+		}(i)
+	}
+	wg.Wait()
+	return first
+}

@@ -1,0 +1,226 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/queue"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// unit is a queue key resolved against the caches.
+type unit struct {
+	key     queue.Key
+	group   *lockv1.PodGroup // nil for a lone pod
+	pending []*corev1.Pod
+	bound   int
+	// waiting explains why the unit cannot be attempted yet ("" if it can).
+	waiting string
+}
+
+func (u *unit) minCount() int {
+	if u.group != nil && u.group.Spec.SchedulingPolicy.Gang != nil {
+		return int(u.group.Spec.SchedulingPolicy.Gang.MinCount)
+	}
+	return 1
+}
+
+func (u *unit) gang() bool { return u.group != nil && u.group.Spec.SchedulingPolicy.Gang != nil }
+
+// scheduleOne runs one cycle for a unit and reports the outcome to the queue.
+func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "unit", k)
+	ctx = klog.NewContext(ctx, logger)
+	start := time.Now()
+	u, err := s.resolveUnit(k)
+	if err != nil {
+		logger.Error(err, "Resolving unit")
+		s.queue.Retry(k)
+		return
+	}
+	if u == nil || len(u.pending) == 0 {
+		s.queue.Done(k)
+		return
+	}
+	if u.waiting != "" {
+		s.reportWaiting(ctx, u)
+		// Pod, claim and PodGroup events bring the unit back.
+		s.queue.Unschedulable(k)
+		return
+	}
+	members, missing := s.members(u)
+	if missing != "" {
+		u.waiting = missing
+		s.reportWaiting(ctx, u)
+		s.queue.Unschedulable(k)
+		return
+	}
+	snap, err := s.snapshot()
+	if err != nil {
+		logger.Error(err, "Building snapshot")
+		s.queue.Retry(k)
+		return
+	}
+	res, err := placement.Place(ctx, snap, dra.New(snap, s.celCache), placement.Unit{
+		Members: members, Bound: u.bound, MinCount: u.minCount(), Gang: u.gang(), TopologyKeys: topologyKeys(u.group),
+	})
+	logger.V(1).Info("Placement decided", "pending", len(u.pending), "bound", u.bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
+	if err != nil {
+		s.reportError(ctx, u, err)
+		if errors.Is(err, placement.ErrMissingClaim) {
+			s.queue.Unschedulable(k)
+		} else {
+			s.queue.Retry(k)
+		}
+		return
+	}
+	if len(res.Assignments) > 0 {
+		if err := s.binder.bind(ctx, res.Assignments); err != nil {
+			logger.Error(err, "Binding failed; unit requeued")
+			s.reportError(ctx, u, err)
+			s.queue.Retry(k)
+			return
+		}
+	}
+	s.reportPlaced(ctx, u, snap, res)
+	if len(res.Unplaced) > 0 {
+		s.queue.Unschedulable(k)
+		return
+	}
+	s.queue.Done(k)
+}
+
+// resolveUnit reads a unit from the caches; nil means nothing to do.
+func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
+	kind, ns, name, err := parseKey(k)
+	if err != nil {
+		return nil, err
+	}
+	u := &unit{key: k}
+	if kind+"/" == podKeyPrefix {
+		p, err := s.listers.pods.Pods(ns).Get(name)
+		if err != nil {
+			return nil, ignoreNotFound(err)
+		}
+		if ours(p) && pending(p) && !s.isAssumed(p) {
+			u.pending = []*corev1.Pod{p}
+		}
+		return u, nil
+	}
+	objs, err := s.listers.podIndex.ByIndex(groupIndex, ns+"/"+name)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		p := o.(*corev1.Pod)
+		switch {
+		case !ours(p):
+		case active(p) || s.isAssumed(p) && pending(p):
+			u.bound++
+		case pending(p):
+			u.pending = append(u.pending, p)
+		}
+	}
+	sort.Slice(u.pending, func(i, j int) bool { return u.pending[i].Name < u.pending[j].Name })
+	pg, err := s.podGroup(ns, name)
+	if apierrors.IsNotFound(err) {
+		u.waiting = fmt.Sprintf("PodGroup %s/%s does not exist yet; its pods wait for it", ns, name)
+		return u, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	u.group = pg
+	if have := u.bound + len(u.pending); u.gang() && have < u.minCount() {
+		u.waiting = fmt.Sprintf("waiting for pods: %d of minCount %d exist", have, u.minCount())
+	}
+	return u, nil
+}
+
+func (s *Scheduler) isAssumed(p *corev1.Pod) bool {
+	_, ok := s.assumed.podNode(p.UID)
+	return ok
+}
+
+// members resolves each pending pod's claims; the second result explains
+// what the unit waits for when a claim does not exist yet.
+func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
+	out := make([]placement.Member, 0, len(u.pending))
+	for _, p := range u.pending {
+		m := placement.Member{Pod: p}
+		for _, pc := range p.Spec.ResourceClaims {
+			name, ok := claimName(p, pc)
+			if !ok {
+				return nil, fmt.Sprintf("pod %s: waiting for the ResourceClaim of %q to be created from its template", p.Name, pc.Name)
+			}
+			if _, err := s.listers.claims.ResourceClaims(p.Namespace).Get(name); err != nil {
+				return nil, fmt.Sprintf("pod %s: waiting for ResourceClaim %s", p.Name, name)
+			}
+			m.Claims = append(m.Claims, types.NamespacedName{Namespace: p.Namespace, Name: name})
+		}
+		out = append(out, m)
+	}
+	return out, ""
+}
+
+// claimName resolves a pod claim: a named claim, or the one generated from a
+// template as recorded in pod.status.resourceClaimStatuses.
+func claimName(p *corev1.Pod, pc corev1.PodResourceClaim) (string, bool) {
+	if pc.ResourceClaimName != nil {
+		return *pc.ResourceClaimName, true
+	}
+	for _, st := range p.Status.ResourceClaimStatuses {
+		if st.Name == pc.Name && st.ResourceClaimName != nil {
+			return *st.ResourceClaimName, true
+		}
+	}
+	return "", false
+}
+
+// snapshot builds the cycle's state from the caches plus assumed decisions.
+func (s *Scheduler) snapshot() (*snapshot.Snapshot, error) {
+	nodes, err := s.listers.nodes.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := s.listers.pods.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	slices, err := s.listers.slices.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	classes, err := s.listers.classes.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := s.listers.claims.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	pods, claims = s.assumed.overlay(pods, claims)
+	return snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, Slices: slices, Classes: classes, Claims: claims}), nil
+}
+
+func topologyKeys(pg *lockv1.PodGroup) []string {
+	if pg == nil || pg.Spec.SchedulingConstraints == nil {
+		return nil
+	}
+	var keys []string
+	for _, t := range pg.Spec.SchedulingConstraints.Topology {
+		keys = append(keys, t.Key)
+	}
+	return keys
+}

@@ -1,0 +1,155 @@
+package scheduler
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic/dynamiclister"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
+	"k8s.io/client-go/tools/cache"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+)
+
+// PodGroupResource is the GVR of Lockstep's PodGroup.
+var PodGroupResource = lockv1.GroupVersion.WithResource("podgroups")
+
+type listers struct {
+	pods            corelisters.PodLister
+	podIndex        cache.Indexer
+	nodes           corelisters.NodeLister
+	slices          resourcelisters.ResourceSliceLister
+	classes         resourcelisters.DeviceClassLister
+	claims          resourcelisters.ResourceClaimLister
+	priorityClasses schedulinglisters.PriorityClassLister
+	podGroups       dynamiclister.Lister
+}
+
+func labelsEverything() labels.Selector { return labels.Everything() }
+
+func (s *Scheduler) setupInformers() error {
+	f := s.factory
+	podInf := f.Core().V1().Pods().Informer()
+	if err := podInf.AddIndexers(cache.Indexers{groupIndex: podGroupIndexFunc}); err != nil {
+		return err
+	}
+	s.listers = listers{
+		pods:            f.Core().V1().Pods().Lister(),
+		podIndex:        podInf.GetIndexer(),
+		nodes:           f.Core().V1().Nodes().Lister(),
+		slices:          f.Resource().V1().ResourceSlices().Lister(),
+		classes:         f.Resource().V1().DeviceClasses().Lister(),
+		claims:          f.Resource().V1().ResourceClaims().Lister(),
+		priorityClasses: f.Scheduling().V1().PriorityClasses().Lister(),
+	}
+	pgInf := s.dynFactor.ForResource(PodGroupResource)
+	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), PodGroupResource)
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{podInf, cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: func(_, n any) { s.onPod(n) }, DeleteFunc: s.onPodDelete}},
+		{pgInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}},
+		// Anything that can free or add capacity moves parked units back.
+		{f.Core().V1().Nodes().Informer(), s.moveAllHandler()},
+		{f.Resource().V1().ResourceSlices().Informer(), s.moveAllHandler()},
+		{f.Resource().V1().DeviceClasses().Informer(), s.moveAllHandler()},
+		{f.Resource().V1().ResourceClaims().Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.queue.MoveAllToActive() },
+			UpdateFunc: s.onClaimUpdate,
+			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return err
+		}
+	}
+	_ = f.Scheduling().V1().PriorityClasses().Informer()
+	return nil
+}
+
+func (s *Scheduler) moveAllHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.queue.MoveAllToActive() },
+		UpdateFunc: func(any, any) { s.queue.MoveAllToActive() },
+		DeleteFunc: func(any) { s.queue.MoveAllToActive() },
+	}
+}
+
+// onPod queues the unit of a pending Lockstep pod; a pod that stops holding
+// its node (finished) may make room for parked units.
+func (s *Scheduler) onPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if ours(pod) && pending(pod) {
+		s.queue.Add(unitKey(pod))
+		return
+	}
+	if pod.Spec.NodeName != "" && !active(pod) {
+		s.queue.MoveAllToActive()
+	}
+}
+
+func (s *Scheduler) onPodDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	s.assumed.forgetPod(pod.UID)
+	if pod.Spec.NodeName != "" {
+		s.queue.MoveAllToActive()
+	}
+	if ours(pod) && groupOf(pod) != "" {
+		// The group may now lack members; re-evaluate its status.
+		s.queue.Add(unitKey(pod))
+	}
+}
+
+func (s *Scheduler) onPodGroup(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	s.queue.Add(groupKey(u.GetNamespace(), u.GetName()))
+}
+
+// onClaimUpdate: a deallocation frees devices; a new status on a claim a
+// waiting pod needs may unblock it.
+func (s *Scheduler) onClaimUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*resourcev1.ResourceClaim)
+	n, ok2 := newObj.(*resourcev1.ResourceClaim)
+	if !ok1 || !ok2 {
+		return
+	}
+	if o.Status.Allocation != nil && n.Status.Allocation == nil || len(n.Status.ReservedFor) < len(o.Status.ReservedFor) {
+		s.queue.MoveAllToActive()
+	}
+}
+
+// podGroup returns the typed PodGroup from the informer cache.
+func (s *Scheduler) podGroup(ns, name string) (*lockv1.PodGroup, error) {
+	u, err := s.listers.podGroups.Namespace(ns).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return toPodGroup(u)
+}
+
+func toPodGroup(u *unstructured.Unstructured) (*lockv1.PodGroup, error) {
+	pg := &lockv1.PodGroup{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pg); err != nil {
+		return nil, err
+	}
+	return pg, nil
+}

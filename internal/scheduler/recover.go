@@ -1,0 +1,66 @@
+package scheduler
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// recover releases device allocations left behind by a crash: claims that
+// are allocated and reserved only for Lockstep pods that are not bound, when
+// no member of those pods' group is bound. Claims of a group that is partly
+// bound are kept so the rest binds where its devices already are.
+func (s *Scheduler) recover(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	claims, err := s.listers.claims.List(everything)
+	if err != nil {
+		return err
+	}
+	released := 0
+	for _, c := range claims {
+		if c.Status.Allocation == nil || len(c.Status.ReservedFor) == 0 {
+			continue
+		}
+		orphan := true
+		drop := map[types.UID]bool{}
+		for _, r := range c.Status.ReservedFor {
+			p, err := s.listers.pods.Pods(c.Namespace).Get(r.Name)
+			if err != nil || p.UID != r.UID || !ours(p) || !pending(p) || s.groupPartlyBound(p) {
+				orphan = false
+				break
+			}
+			drop[r.UID] = true
+		}
+		if !orphan {
+			continue
+		}
+		key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+		logger.Info("Releasing a claim allocated for pods that were never bound", "claim", key)
+		if err := releaseClaim(ctx, s.client, key, drop, true); err != nil {
+			return err
+		}
+		released++
+	}
+	logger.V(1).Info("Start-up recovery done", "releasedClaims", released)
+	return nil
+}
+
+// groupPartlyBound reports whether another member of the pod's group holds a node.
+func (s *Scheduler) groupPartlyBound(p *corev1.Pod) bool {
+	g := groupOf(p)
+	if g == "" {
+		return false
+	}
+	objs, err := s.listers.podIndex.ByIndex(groupIndex, p.Namespace+"/"+g)
+	if err != nil {
+		return false
+	}
+	for _, o := range objs {
+		if m := o.(*corev1.Pod); ours(m) && active(m) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,214 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/queue"
+)
+
+// Options configure the scheduler.
+type Options struct {
+	// LeaderElect turns on leader election; only the leader schedules.
+	LeaderElect bool
+	// LeaseNamespace and LeaseName name the coordination Lease.
+	LeaseNamespace, LeaseName string
+	// Identity is this replica's name in the Lease (default hostname_pid).
+	Identity string
+	// LeaseDuration, RenewDeadline, RetryPeriod as in kube-scheduler.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Scheduler schedules every pod whose schedulerName is lockstep.
+type Scheduler struct {
+	opts      Options
+	client    kubernetes.Interface
+	dynamic   dynamic.Interface
+	factory   informers.SharedInformerFactory
+	dynFactor dynamicinformer.DynamicSharedInformerFactory
+	listers   listers
+	queue     *queue.Queue
+	assumed   *assumed
+	binder    *binder
+	celCache  *cel.Cache
+	recorder  events.EventRecorder
+	broadcast events.EventBroadcaster
+}
+
+// Scheme knows the core and Lockstep types (for events and conversions).
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = lockv1.AddToScheme(s)
+	return s
+}
+
+// New wires informers, queue and binder; nothing runs until Run.
+func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Scheduler, error) {
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
+	}
+	s := &Scheduler{
+		opts:      opts,
+		client:    client,
+		dynamic:   dyn,
+		factory:   informers.NewSharedInformerFactory(client, 0),
+		dynFactor: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
+		assumed:   newAssumed(time.Minute),
+		celCache:  dra.NewCache(),
+	}
+	s.binder = newBinder(client, s.assumed)
+	s.queue = queue.New(clock.RealClock{}, s.order)
+	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	s.recorder = s.broadcast.NewRecorder(Scheme(), "lockstep-scheduler")
+	if err := s.setupInformers(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run starts the informers and, once leader (or at once without leader
+// election), recovers from any crash and schedules until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if err := s.broadcast.StartRecordingToSinkWithContext(ctx); err != nil {
+		return err
+	}
+	defer s.broadcast.Shutdown()
+	s.factory.Start(ctx.Done())
+	s.dynFactor.Start(ctx.Done())
+	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache for %v did not sync", typ)
+		}
+	}
+	for typ, ok := range s.dynFactor.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache for %v did not sync (are Lockstep's CRDs installed?)", typ)
+		}
+	}
+	logger.Info("Caches synced", "identity", s.opts.Identity)
+	if !s.opts.LeaderElect {
+		return s.lead(ctx)
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, s.opts.LeaseNamespace, s.opts.LeaseName,
+		s.client.CoreV1(), s.client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: s.opts.Identity})
+	if err != nil {
+		return err
+	}
+	var runErr error
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   s.opts.LeaseDuration,
+		RenewDeadline:   s.opts.RenewDeadline,
+		RetryPeriod:     s.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            s.opts.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Became leader", "identity", s.opts.Identity)
+				runErr = s.lead(ctx)
+			},
+			OnStoppedLeading: func() {
+				logger.Info("Stopped leading", "identity", s.opts.Identity)
+			},
+		},
+	})
+	if runErr == nil && ctx.Err() == nil {
+		// Lost the lease without being asked to stop: exit so a fresh
+		// process (with fresh assumptions) competes again.
+		return fmt.Errorf("leader election lost")
+	}
+	return runErr
+}
+
+// lead recovers, queues every pending pod, and runs the scheduling loop.
+func (s *Scheduler) lead(ctx context.Context) error {
+	if err := s.recover(ctx); err != nil {
+		return fmt.Errorf("start-up recovery: %w", err)
+	}
+	pods, err := s.listers.pods.List(everything)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if ours(p) && pending(p) {
+			s.queue.Add(unitKey(p))
+		}
+	}
+	for {
+		k, ok := s.queue.Pop(ctx)
+		if !ok {
+			return nil
+		}
+		s.scheduleOne(ctx, k)
+	}
+}
+
+// order gives the queue a unit's priority and age.
+func (s *Scheduler) order(k queue.Key) (int32, time.Time) {
+	kind, ns, name, err := parseKey(k)
+	if err != nil {
+		return 0, time.Time{}
+	}
+	if kind+"/" == groupKeyPrefix {
+		if pg, err := s.podGroup(ns, name); err == nil {
+			return s.groupPriority(pg), pg.CreationTimestamp.Time
+		}
+		return 0, time.Time{}
+	}
+	p, err := s.listers.pods.Pods(ns).Get(name)
+	if err != nil {
+		return 0, time.Time{}
+	}
+	return podPriority(p), p.CreationTimestamp.Time
+}
+
+func podPriority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}
+
+// groupPriority: spec.priority, else the priorityClassName's value, else 0.
+func (s *Scheduler) groupPriority(pg *lockv1.PodGroup) int32 {
+	if pg.Spec.Priority != nil {
+		return *pg.Spec.Priority
+	}
+	if pg.Spec.PriorityClassName != "" {
+		if pc, err := s.listers.priorityClasses.Get(pg.Spec.PriorityClassName); err == nil {
+			return pc.Value
+		}
+	}
+	return 0
+}
+
+var everything = labelsEverything()
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

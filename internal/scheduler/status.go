@@ -1,0 +1,200 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// Event reasons.
+const (
+	eventScheduled        = "Scheduled"
+	eventFailedScheduling = "FailedScheduling"
+	eventWaiting          = "WaitingForPodGroup"
+)
+
+func (s *Scheduler) reportWaiting(ctx context.Context, u *unit) {
+	if u.group == nil {
+		for _, p := range u.pending {
+			s.recorder.Eventf(p, nil, corev1.EventTypeNormal, eventWaiting, "Scheduling", u.waiting)
+		}
+		return
+	}
+	s.setCondition(ctx, u.group, metav1.ConditionFalse, lockv1.PodGroupReasonWaitingForPods, u.waiting)
+}
+
+func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
+	msg := "scheduler error: " + err.Error()
+	if u.group != nil {
+		s.setCondition(ctx, u.group, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
+		s.recorder.Eventf(u.group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
+		return
+	}
+	for _, p := range u.pending {
+		s.recorder.Eventf(p, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
+	}
+}
+
+// reportPlaced writes the PodGroup condition, pod conditions for pods that
+// did not fit, and events.
+func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, snap *snapshot.Snapshot, res placement.Result) {
+	for _, a := range res.Assignments {
+		s.recorder.Eventf(a.Pod, nil, corev1.EventTypeNormal, eventScheduled, "Binding", "Successfully assigned %s/%s to %s", a.Pod.Namespace, a.Pod.Name, a.Node)
+	}
+	msg := ""
+	if len(res.Unplaced) > 0 {
+		msg = s.unplacedMessage(ctx, u, snap, res)
+		for _, f := range res.Unplaced {
+			s.recorder.Eventf(f.Pod, u.group, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMessage(u, f, msg))
+			s.setPodUnschedulable(ctx, f.Pod, podMessage(u, f, msg))
+		}
+	}
+	if u.group == nil {
+		return
+	}
+	if len(res.Unplaced) == 0 || u.gang() && len(res.Assignments) > 0 {
+		placed := u.bound + len(res.Assignments)
+		s.setCondition(ctx, u.group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, u.bound+len(u.pending), u.minCount()))
+		if len(res.Assignments) > 0 {
+			s.recorder.Eventf(u.group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(res.Assignments), placed, u.bound+len(u.pending))
+		}
+		return
+	}
+	s.setCondition(ctx, u.group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
+	s.recorder.Eventf(u.group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
+}
+
+func podMessage(u *unit, f placement.Failure, groupMsg string) string {
+	if u.gang() {
+		return fmt.Sprintf("PodGroup %s: %s", u.group.Name, groupMsg)
+	}
+	return f.Diagnosis.String()
+}
+
+// unplacedMessage is the arithmetic users read first, e.g.
+// "minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use)".
+func (s *Scheduler) unplacedMessage(ctx context.Context, u *unit, snap *snapshot.Snapshot, res placement.Result) string {
+	total := u.bound + len(u.pending)
+	fit := u.bound + res.Placeable
+	head := fmt.Sprintf("%d of %d pods fit", fit, total)
+	if u.gang() {
+		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", u.minCount(), fit, total)
+	}
+	byReason := map[string]int{}
+	for _, f := range res.Unplaced {
+		byReason[s.mainReason(ctx, snap, f.Diagnosis)]++
+	}
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if byReason[reasons[i]] != byReason[reasons[j]] {
+			return byReason[reasons[i]] > byReason[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := []string{head}
+	for _, r := range reasons {
+		parts = append(parts, fmt.Sprintf("%d %s: %s", byReason[r], plural(byReason[r], "pod", "pods"), r))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// mainReason words the reason most nodes gave; device shortages name the
+// class and its arithmetic.
+func (s *Scheduler) mainReason(ctx context.Context, snap *snapshot.Snapshot, d placement.Diagnosis) string {
+	if d.Err != nil {
+		return d.Err.Error()
+	}
+	top := d.Top()
+	if len(top) == 0 {
+		return "no nodes"
+	}
+	if top[0].Reason == placement.ReasonDevices && len(d.DeviceClasses) > 0 {
+		c := dra.CountClass(ctx, snap, s.celCache, d.DeviceClasses[0])
+		return fmt.Sprintf("no free device of class %s (%d devices, %d in use)", c.Class, c.Total, c.Allocated)
+	}
+	return d.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// setCondition writes the PodGroupInitiallyScheduled condition if it
+// changed. Once True it stays True (upstream semantics: it records that the
+// group was admitted once).
+func (s *Scheduler) setCondition(ctx context.Context, pg *lockv1.PodGroup, status metav1.ConditionStatus, reason, msg string) {
+	logger := klog.FromContext(ctx)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := s.podGroup(pg.Namespace, pg.Name)
+		if err != nil {
+			return err
+		}
+		old := meta.FindStatusCondition(cur.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
+		if old != nil && old.Status == metav1.ConditionTrue && status != metav1.ConditionTrue {
+			return nil
+		}
+		if old != nil && old.Status == status && old.Reason == reason && old.Message == msg {
+			return nil
+		}
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{
+			Type: lockv1.PodGroupInitiallyScheduled, Status: status, Reason: reason, Message: msg, ObservedGeneration: cur.Generation,
+		})
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cur)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetGroupVersionKind(lockv1.GroupVersion.WithKind("PodGroup"))
+		_, err = s.dynamic.Resource(PodGroupResource).Namespace(pg.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		logger.Error(err, "Writing PodGroup status", "podGroup", klog.KObj(pg))
+	}
+}
+
+// setPodUnschedulable sets PodScheduled=False/Unschedulable on a pod, as
+// kube-scheduler does, when the message changed.
+func (s *Scheduler) setPodUnschedulable(ctx context.Context, p *corev1.Pod, msg string) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message == msg {
+			return
+		}
+	}
+	cp := p.DeepCopy()
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}
+	replaced := false
+	for i, c := range cp.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			cp.Status.Conditions[i] = cond
+			replaced = true
+		}
+	}
+	if !replaced {
+		cp.Status.Conditions = append(cp.Status.Conditions, cond)
+	}
+	if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
+		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KObj(p), "err", err)
+	}
+}
