@@ -25,12 +25,12 @@ var kinds = map[schema.GroupVersionKind]struct {
 	namespaced bool
 }{
 	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}: {"customresourcedefinitions", false},
-	{Version: "v1", Kind: "Namespace"}:                                                 {"namespaces", false},
-	{Version: "v1", Kind: "ServiceAccount"}:                                            {"serviceaccounts", true},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}:          {"clusterroles", false},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}:   {"clusterrolebindings", false},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}:                 {"roles", true},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}:          {"rolebindings", true},
+	{Version: "v1", Kind: "Namespace"}:                                               {"namespaces", false},
+	{Version: "v1", Kind: "ServiceAccount"}:                                          {"serviceaccounts", true},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}:         {"clusterroles", false},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}:  {"clusterrolebindings", false},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}:                {"roles", true},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}:         {"rolebindings", true},
 }
 
 // InstallLockstep applies Lockstep's CRDs and RBAC with server-side apply
