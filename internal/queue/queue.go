@@ -52,7 +52,7 @@ func New(clk clock.WithDelayedExecution, order Order) *Queue {
 		clock: clk, order: order,
 		active: map[Key]bool{}, parked: map[Key]time.Time{}, attempts: map[Key]int{},
 		inFlight: map[Key]bool{}, dirty: map[Key]bool{},
-		InitialBackoff: time.Second, MaxBackoff: 30 * time.Second,
+		InitialBackoff: time.Second, MaxBackoff: 10 * time.Second,
 	}
 	q.cond = sync.NewCond(&q.mu)
 	return q
@@ -163,7 +163,8 @@ func (q *Queue) Done(k Key) {
 }
 
 // Unschedulable ends a cycle where the unit did not fit: it is parked with
-// backoff (1s, 2s, 4s … up to MaxBackoff) until an event moves it.
+// backoff (1s, 2s, 4s … up to MaxBackoff, as kube-scheduler) until an event
+// moves it.
 func (q *Queue) Unschedulable(k Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -178,6 +179,22 @@ func (q *Queue) Unschedulable(k Key) {
 	if q.dirty[k] {
 		delete(q.dirty, k)
 		q.wakeAt(k, at)
+	}
+}
+
+// Wait ends a cycle for a unit that cannot be attempted yet (members, claims
+// or its PodGroup do not exist): it is parked without backoff, and the event
+// that creates what it waits for makes it active at once.
+func (q *Queue) Wait(k Key) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.inFlight, k)
+	q.parked[k] = q.clock.Now()
+	if q.dirty[k] {
+		delete(q.dirty, k)
+		delete(q.parked, k)
+		q.active[k] = true
+		q.cond.Broadcast()
 	}
 }
 

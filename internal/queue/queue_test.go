@@ -96,3 +96,17 @@ func TestPopReturnsWhenContextEnds(t *testing.T) {
 		t.Fatal("Pop did not return after cancel")
 	}
 }
+
+func TestWaitIsNotBackedOff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
+	for i := 0; i < 5; i++ {
+		q.Add("a")
+		k, _ := q.Pop(context.Background())
+		q.Wait(k)
+	}
+	q.MoveAllToActive()
+	if a, _ := q.Len(); a != 1 {
+		t.Fatalf("a waiting unit must be active on the next event, however often it waited; active=%d", a)
+	}
+}

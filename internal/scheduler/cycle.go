@@ -54,16 +54,18 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		return
 	}
 	if u.waiting != "" {
+		logger.V(2).Info("Unit waits", "reason", u.waiting)
 		s.reportWaiting(ctx, u)
 		// Pod, claim and PodGroup events bring the unit back.
-		s.queue.Unschedulable(k)
+		s.queue.Wait(k)
 		return
 	}
 	members, missing := s.members(u)
 	if missing != "" {
+		logger.V(2).Info("Unit waits", "reason", missing)
 		u.waiting = missing
 		s.reportWaiting(ctx, u)
-		s.queue.Unschedulable(k)
+		s.queue.Wait(k)
 		return
 	}
 	snap, err := s.snapshot()
@@ -79,7 +81,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 	if err != nil {
 		s.reportError(ctx, u, err)
 		if errors.Is(err, placement.ErrMissingClaim) {
-			s.queue.Unschedulable(k)
+			s.queue.Wait(k)
 		} else {
 			s.queue.Retry(k)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -45,7 +46,7 @@ func (h *Harness) Namespace(t testing.TB) string {
 		if t.Failed() {
 			h.Dump(t, ns.Name)
 		}
-		_ = h.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		h.deleteNamespace(t, ns.Name)
 	})
 	// Pods are rejected until the namespace's default ServiceAccount exists.
 	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -127,5 +128,23 @@ func dumpObjects(ctx context.Context, b *strings.Builder, c kubernetes.Interface
 		for _, n := range nodes.Items {
 			fmt.Fprintf(b, "  %s taints=%v unschedulable=%v\n", n.Name, n.Spec.Taints, n.Spec.Unschedulable)
 		}
+	}
+}
+
+// deleteNamespace deletes the namespace and waits until it is gone, so the
+// capacity its pods held (GPUs above all) is free for the next test.
+func (h *Harness) deleteNamespace(t testing.TB, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := h.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Logf("deleting namespace %s: %v", ns, err)
+		return
+	}
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := h.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Logf("namespace %s still terminating after 90s", ns)
 	}
 }
