@@ -121,4 +121,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
