@@ -59,7 +59,7 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, snap *snapshot.Sn
 	if len(res.Unplaced) > 0 {
 		msg = s.unplacedMessage(ctx, u, snap, res)
 		for _, f := range res.Unplaced {
-			s.recorder.Eventf(f.Pod, u.group, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMessage(u, f, msg))
+			s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMessage(u, f, msg))
 			s.setPodUnschedulable(ctx, f.Pod, podMessage(u, f, msg))
 		}
 	}
@@ -77,6 +77,15 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, snap *snapshot.Sn
 	}
 	s.setCondition(ctx, u.group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
 	s.recorder.Eventf(u.group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
+}
+
+// related is the group as an event's related object; nil (not a typed nil)
+// for a lone pod.
+func (u *unit) related() runtime.Object {
+	if u.group == nil {
+		return nil
+	}
+	return u.group
 }
 
 func podMessage(u *unit, f placement.Failure, groupMsg string) string {

@@ -43,6 +43,11 @@ func (h *Harness) Namespace(t testing.TB) string {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	t.Cleanup(func() {
+		if h.Cluster != nil {
+			if err := h.Cluster.Failed(); err != nil {
+				t.Errorf("a control-plane component died during the test: %v", err)
+			}
+		}
 		if t.Failed() {
 			h.Dump(t, ns.Name)
 		}
