@@ -27,7 +27,7 @@ func Execute(ctx context.Context, args []string) int {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), versionCommand())
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), demoCommand(), versionCommand())
 	root.SetArgs(args)
 	logger := klog.Background()
 	if err := root.ExecuteContext(klog.NewContext(ctx, logger)); err != nil {

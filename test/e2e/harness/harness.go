@@ -134,7 +134,7 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		c, err := devcluster.Up(ctx, devcluster.Options{
 			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec,
-			BasePort: freeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers,
+			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers,
 		})
 		cancel()
 		if err == nil {
@@ -148,8 +148,8 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 	return nil, lastErr
 }
 
-// freeBasePort finds enough consecutive free loopback ports.
-func freeBasePort() int {
+// FreeBasePort finds enough consecutive free loopback ports.
+func FreeBasePort() int {
 	for {
 		base := 20000 + rand.IntN(30000)
 		free := true
