@@ -1,0 +1,109 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+	"github.com/lockstep-dev/lockstep/test/builders"
+)
+
+const benchNodes = 5000
+
+// benchCluster is 5,000 nodes × 8 DRA GPUs. fragmented: node i already has
+// i mod 8 of its GPUs allocated (and matching CPU used), so free GPUs are
+// scattered in runs of 1 to 8.
+func benchCluster(b *testing.B, fragmented bool) snapshot.Input {
+	spec := fmt.Sprintf(`
+nodePools:
+- name: gpu
+  count: %d
+  capacity: {cpu: "96", memory: 1Ti, pods: "110"}
+  labels: {topology.kubernetes.io/zone: "zone-{{mod .Index 4}}"}
+  devices:
+  - driver: gpu.example.com
+    count: 8
+    attributes:
+      index: {int: "{{.Index}}"}
+`, benchNodes)
+	c, err := clusterspec.Parse([]byte(spec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs, err := clusterspec.Render(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := snapshot.Input{Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
+	if !fragmented {
+		return in
+	}
+	for i, n := range objs.Nodes {
+		for d := 0; d < i%8; d++ {
+			name := fmt.Sprintf("busy-%d-%d", i, d)
+			claim := builders.Claim("other", name, "gpu.example.com", 1)
+			claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+				Request: "dev", Driver: "gpu.example.com", Pool: n.Name, Device: fmt.Sprintf("gpu-%d", d),
+			}}}}
+			in.Claims = append(in.Claims, claim)
+			pod := builders.MakePod().Namespace("other").Name(name).Node(n.Name).Req(corev1.ResourceCPU, "4").Obj()
+			in.Pods = append(in.Pods, pod)
+		}
+	}
+	return in
+}
+
+// benchGang is n identical pods, each with its own claim for one GPU (the
+// shape an Indexed Job with a ResourceClaimTemplate produces).
+func benchGang(in *snapshot.Input, n int) []Member {
+	ms := make([]Member, 0, n)
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("rank-%d", i)
+		pod := builders.MakePod().Namespace("ml").Name(name).Req(corev1.ResourceCPU, "4").ClaimTemplate("gpu", "one-gpu").Obj()
+		pod.UID = types.UID(name)
+		claim := builders.Claim("ml", name+"-gpu", "gpu.example.com", 1)
+		claim.OwnerReferences = []metav1.OwnerReference{{Kind: "Pod", Name: name, UID: pod.UID}}
+		in.Claims = append(in.Claims, claim)
+		ms = append(ms, Member{Pod: pod, Claims: []types.NamespacedName{{Namespace: "ml", Name: claim.Name}}})
+	}
+	return ms
+}
+
+// BenchmarkGangCycle measures one scheduling cycle: building the snapshot
+// from the cluster's objects and placing one gang all or nothing.
+func BenchmarkGangCycle(b *testing.B) {
+	for _, frag := range []bool{false, true} {
+		base := benchCluster(b, frag)
+		for _, size := range []int{8, 256, 1024} {
+			name := fmt.Sprintf("nodes=%d/gpus=8/fragmented=%v/gang=%d", benchNodes, frag, size)
+			b.Run(name, func(b *testing.B) {
+				in := base
+				in.Claims = append([]*resourcev1.ResourceClaim(nil), base.Claims...)
+				members := benchGang(&in, size)
+				cache := dra.NewCache()
+				ctx := klog.NewContext(context.Background(), klog.Background().V(0))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					snap := snapshot.New(in)
+					res, err := Place(ctx, snap, dra.New(snap, cache), Unit{Members: members, MinCount: size, Gang: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(res.Assignments) != size {
+						b.Fatalf("placed %d of %d", len(res.Assignments), size)
+					}
+				}
+			})
+		}
+	}
+}
