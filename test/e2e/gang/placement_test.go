@@ -152,3 +152,34 @@ func podScheduledCondition(p *corev1.Pod) *corev1.PodCondition {
 	}
 	return nil
 }
+
+// A basic group places pods one by one and reports on the group.
+func TestBasicGroupPlacesWhatFits(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 2*time.Minute)
+	// 3 pods of 6 CPUs on 3 nodes of 8 CPUs each, plus one that cannot fit anywhere.
+	for i := 0; i < 3; i++ {
+		p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("basic-%d", i)).Member("basic").Req(corev1.ResourceCPU, "6").Obj()
+		if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := builders.MakePod().Namespace(ns).Name("basic-big").Member("basic").Req(corev1.ResourceCPU, "9").Obj()
+	if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, big, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The group comes last, so its first cycle sees all four pods.
+	pg := builders.GangPodGroup(ns, "basic", 1)
+	pg.Spec.SchedulingPolicy = lockv1.PodGroupSchedulingPolicy{Basic: &lockv1.BasicSchedulingPolicy{}}
+	h.CreatePodGroup(ctx, t, pg)
+	waitBound(t, ctx, h, ns, "basic", 3)
+	harness.Eventually(t, ctx, "group condition counting 3 of 4", func(ctx context.Context) (bool, string, error) {
+		c, err := h.ScheduledCondition(ctx, ns, "basic")
+		if err != nil || c == nil {
+			return false, "no condition", err
+		}
+		want := "3 of 4 pods fit; 1 pod: 0/3 nodes are available: 3 Insufficient cpu"
+		return c.Reason == lockv1.PodGroupReasonUnschedulable && c.Message == want, c.Reason + ": " + c.Message, nil
+	})
+}

@@ -1,0 +1,68 @@
+package gang
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+// The CRD's OpenAPI and CEL rules reject, through the real API server, what
+// can be checked statically.
+func TestPodGroupValidation(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, time.Minute)
+	pgs := h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(ns)
+	obj := func(name string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "scheduling.lockstep.dev/v1beta1", "kind": "PodGroup",
+			"metadata": map[string]any{"name": name}, "spec": spec,
+		}}
+	}
+	gang := func(n int64) map[string]any { return map[string]any{"gang": map[string]any{"minCount": n}} }
+	creates := map[string]struct {
+		spec    map[string]any
+		wantErr string
+	}{
+		"minCount 0":           {spec: map[string]any{"schedulingPolicy": gang(0)}, wantErr: "should be greater than or equal to 1"},
+		"no policy":            {spec: map[string]any{"schedulingPolicy": map[string]any{}}, wantErr: "exactly one of basic or gang must be set"},
+		"basic and gang":       {spec: map[string]any{"schedulingPolicy": map[string]any{"basic": map[string]any{}, "gang": map[string]any{"minCount": int64(2)}}}, wantErr: "exactly one of basic or gang must be set"},
+		"two disruption modes": {spec: map[string]any{"schedulingPolicy": gang(2), "disruptionMode": map[string]any{"all": map[string]any{}, "single": map[string]any{}}}, wantErr: "exactly one of single or all must be set"},
+		"bad preemptionPolicy": {spec: map[string]any{"schedulingPolicy": gang(2), "preemptionPolicy": "Sometimes"}, wantErr: "Unsupported value"},
+	}
+	for name, tc := range creates {
+		t.Run(name, func(t *testing.T) {
+			_, err := pgs.Create(ctx, obj("bad", tc.spec), metav1.CreateOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("want rejection containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+
+	// Immutable fields, and minCount that may change (scaling).
+	created, err := pgs.Create(ctx, obj("ok", map[string]any{"schedulingPolicy": gang(2), "priority": int64(100)}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled := created.DeepCopy()
+	_ = unstructured.SetNestedField(scaled.Object, int64(3), "spec", "schedulingPolicy", "gang", "minCount")
+	if created, err = pgs.Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("minCount must be mutable: %v", err)
+	}
+	elevated := created.DeepCopy()
+	_ = unstructured.SetNestedField(elevated.Object, int64(1000000), "spec", "priority")
+	if _, err := pgs.Update(ctx, elevated, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "priority is immutable") {
+		t.Errorf("changing priority: want 'priority is immutable', got %v", err)
+	}
+	toBasic := created.DeepCopy()
+	_ = unstructured.SetNestedField(toBasic.Object, map[string]any{"basic": map[string]any{}}, "spec", "schedulingPolicy")
+	if _, err := pgs.Update(ctx, toBasic, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "cannot change between basic and gang") {
+		t.Errorf("gang to basic: want rejection, got %v", err)
+	}
+}
