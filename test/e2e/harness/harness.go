@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,7 +142,8 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 			return c, nil
 		}
 		lastErr = err
-		if !errors.Is(err, devcluster.ErrPortInUse) {
+		// Another package may grab a port between the check and the bind.
+		if !errors.Is(err, devcluster.ErrPortInUse) && !strings.Contains(err.Error(), "address already in use") {
 			return nil, err
 		}
 	}
@@ -149,9 +151,12 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 }
 
 // FreeBasePort finds enough consecutive free loopback ports.
+//
+// Ports are drawn from 20000-32000, below Linux's ephemeral range
+// (32768-60999), where outgoing connections would otherwise take them.
 func FreeBasePort() int {
 	for {
-		base := 20000 + rand.IntN(30000)
+		base := 20000 + rand.IntN(12000)
 		free := true
 		for p := base; p < base+devcluster.PortCount && free; p++ {
 			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
