@@ -11,8 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/controllerscmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/dev"
 	"github.com/lockstep-dev/lockstep/internal/cli/schedulercmd"
+	"github.com/lockstep-dev/lockstep/internal/cli/webhookcmd"
 	"github.com/lockstep-dev/lockstep/internal/version"
 )
 
@@ -27,7 +29,7 @@ func Execute(ctx context.Context, args []string) int {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), demoCommand(), versionCommand())
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), demoCommand(), versionCommand())
 	root.SetArgs(args)
 	logger := klog.Background()
 	if err := root.ExecuteContext(klog.NewContext(ctx, logger)); err != nil {

@@ -211,12 +211,21 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		return err
 	}
 	for _, sched := range opts.Schedulers {
-		fmt.Fprintf(opts.Progress, "starting %s\n", sched)
-		p := kubeSchedulerProcess(l, bin, ports, opts.Profile)
-		if sched == SchedulerLockstep {
-			p = &process{Name: "lockstep-scheduler", Binary: filepath.Join(bin, "lockstep"), Log: l.log("lockstep-scheduler"), Args: c.LockstepSchedulerArgs("lockstep-scheduler-0")}
+		if sched == SchedulerKube {
+			fmt.Fprintln(opts.Progress, "starting kube-scheduler")
+			if err := c.launch(kubeSchedulerProcess(l, bin, ports, opts.Profile), opts.Tied); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := c.launch(p, opts.Tied); err != nil {
+		fmt.Fprintln(opts.Progress, "starting lockstep webhook, controllers and scheduler")
+		procs := c.lockstepProcesses(bin)
+		for _, p := range procs {
+			if err := c.launch(p, opts.Tied); err != nil {
+				return err
+			}
+		}
+		if err := c.waitFor(ctx, procs[0], "Lockstep webhook serving", func(ctx context.Context) error { return webhookServing(ctx, client, ports.Webhook) }); err != nil {
 			return err
 		}
 	}

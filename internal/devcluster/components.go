@@ -15,7 +15,7 @@ type Ports struct {
 	ControllerManager int `json:"controllerManager"`
 	Simulator         int `json:"simulator"`
 	KubeScheduler     int `json:"kubeScheduler"`
-	Lockstep          int `json:"lockstep"`
+	Webhook           int `json:"webhook"`
 }
 
 // PortCount is how many ports from the base port a cluster uses.
@@ -30,7 +30,7 @@ func PortsFrom(base int) Ports {
 		ControllerManager: base + 3,
 		Simulator:         base + 4,
 		KubeScheduler:     base + 5,
-		Lockstep:          base + 6,
+		Webhook:           base + 6,
 	}
 }
 
@@ -48,7 +48,7 @@ func (p Ports) byComponent() []struct {
 		{"kube-controller-manager", p.ControllerManager},
 		{"kwok (node simulator)", p.Simulator},
 		{"kube-scheduler", p.KubeScheduler},
-		{"lockstep (reserved for metrics)", p.Lockstep},
+		{"lockstep webhook", p.Webhook},
 	}
 }
 
@@ -204,5 +204,23 @@ func (c *Cluster) LockstepSchedulerArgs(identity string) []string {
 		"--kubeconfig=" + c.layout.kubeconfig("lockstep-scheduler"),
 		"--identity=" + identity,
 		"-v=2",
+	}
+}
+
+// lockstepProcesses are Lockstep's own components: scheduler, controllers
+// and admission webhook, each with its own identity and RBAC.
+func (c *Cluster) lockstepProcesses(bin string) []*process {
+	l, p := c.layout, c.state.Ports
+	lockstep := filepath.Join(bin, "lockstep")
+	return []*process{
+		{Name: "lockstep-webhook", Binary: lockstep, Log: l.log("lockstep-webhook"), Args: []string{
+			"webhook", "--kubeconfig=" + l.kubeconfig("lockstep-webhook"), "--bind-address=127.0.0.1",
+			"--port=" + strconv.Itoa(p.Webhook), "--url-host=127.0.0.1:" + strconv.Itoa(p.Webhook),
+			"--cert-dir=" + l.path("webhook-certs"), "-v=2",
+		}},
+		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: []string{
+			"controllers", "--kubeconfig=" + l.kubeconfig("lockstep-controllers"), "-v=2",
+		}},
+		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: c.LockstepSchedulerArgs("lockstep-scheduler-0")},
 	}
 }

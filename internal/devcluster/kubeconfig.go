@@ -25,6 +25,8 @@ var identities = []identity{
 	{file: "kwok", cn: "lockstep-node-simulator", groups: []string{"system:masters"}},
 	// Lockstep's components get only the RBAC in config/rbac.
 	{file: "lockstep-scheduler", cn: "lockstep-scheduler"},
+	{file: "lockstep-controllers", cn: "lockstep-controllers"},
+	{file: "lockstep-webhook", cn: "lockstep-webhook"},
 }
 
 func writeKubeconfig(path, server string, p *pki, user string) error {

@@ -1,27 +1,23 @@
 package devcluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/lockstep-dev/lockstep/internal/certs"
 )
 
 // pki is the certificate authority and key material of one local cluster.
 // Everything lives under dir/pki; nothing is shared between clusters.
 type pki struct {
-	dir    string
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
+	dir string
+	ca  *certs.CA
 }
 
 // certValidity is long enough for any dev session, short enough that a leaked
@@ -32,32 +28,12 @@ func newPKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := certs.NewCA("lockstep-dev-ca", certValidity)
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "lockstep-dev-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(certValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	p := &pki{dir: dir, caCert: cert, caKey: key}
-	if err := p.write("ca.crt", "CERTIFICATE", der); err != nil {
-		return nil, err
-	}
-	return p, nil
+	p := &pki{dir: dir, ca: ca}
+	return p, os.WriteFile(p.path("ca.crt"), ca.CertPEM, 0o600)
 }
 
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
@@ -70,39 +46,19 @@ func (p *pki) write(name, blockType string, der []byte) error {
 // certificate gets the loopback SANs; a client certificate carries the user
 // (CN) and groups (O) the API server authenticates.
 func (p *pki) issue(name, cn string, groups []string, serving bool) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn, Organization: groups},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	r := certs.Request{CommonName: cn, Groups: groups, Validity: certValidity}
 	if serving {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)}
-		tmpl.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+		r.IPs = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)}
+		r.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		return fmt.Errorf("signing %s: %w", name, err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	pair, err := p.ca.Issue(r)
 	if err != nil {
 		return err
 	}
-	if err := p.write(name+".crt", "CERTIFICATE", der); err != nil {
+	if err := os.WriteFile(p.path(name+".crt"), pair.CertPEM, 0o600); err != nil {
 		return err
 	}
-	return p.write(name+".key", "EC PRIVATE KEY", keyDER)
+	return os.WriteFile(p.path(name+".key"), pair.KeyPEM, 0o600)
 }
 
 // serviceAccountKey writes the RSA key pair kube-apiserver signs and verifies

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -162,4 +164,16 @@ func NodeSchedulable(n *corev1.Node) bool {
 		}
 	}
 	return true
+}
+
+// webhookServing: the configurations exist and the port accepts connections.
+func webhookServing(ctx context.Context, client kubernetes.Interface, port int) error {
+	if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "lockstep", metav1.GetOptions{}); err != nil {
+		return err
+	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 
@@ -21,29 +22,31 @@ type ClassCount struct {
 // CountClass counts the devices in the snapshot that the class's selectors
 // match. Devices whose selectors fail to evaluate are not counted.
 func CountClass(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, className string) ClassCount {
-	out := ClassCount{Class: className}
 	class := snap.Classes[className]
 	if class == nil {
-		return out
+		return ClassCount{Class: className}
 	}
-	count := func(s *resourcev1.ResourceSlice) {
+	slices := append([]*resourcev1.ResourceSlice(nil), snap.GlobalSlices...)
+	for _, ni := range snap.Nodes {
+		slices = append(slices, ni.Slices...)
+	}
+	return CountClassIn(ctx, cache, class, slices, snap.Allocated)
+}
+
+// CountClassIn counts the devices of slices that class matches, and how many
+// of them are in allocated (which may be nil).
+func CountClassIn(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, slices []*resourcev1.ResourceSlice, allocated sets.Set[structured.DeviceID]) ClassCount {
+	out := ClassCount{Class: class.Name}
+	for _, s := range slices {
 		for _, d := range s.Spec.Devices {
 			if !classMatches(ctx, cache, class, s.Spec.Driver, d) {
 				continue
 			}
 			out.Total++
-			if snap.Allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
+			if allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
 				out.Allocated++
 			}
 		}
-	}
-	for _, ni := range snap.Nodes {
-		for _, s := range ni.Slices {
-			count(s)
-		}
-	}
-	for _, s := range snap.GlobalSlices {
-		count(s)
 	}
 	return out
 }

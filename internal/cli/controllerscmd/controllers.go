@@ -1,0 +1,57 @@
+// Package controllerscmd implements `lockstep controllers`: the Job
+// integration (and, later, the gang integrity controller).
+package controllerscmd
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
+)
+
+// NewCommand returns `lockstep controllers`.
+func NewCommand() *cobra.Command {
+	var kubeconfig, leaseNamespace string
+	leaderElect := true
+	cmd := &cobra.Command{
+		Use:   "controllers",
+		Short: "Run Lockstep's controllers: Jobs become gangs (Workload + PodGroup) with no extra YAML",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(klog.NewKlogr())
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			cfg.UserAgent = "lockstep-controllers"
+			cfg.QPS, cfg.Burst = 100, 200
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:                  scheduler.Scheme(),
+				Metrics:                 metricsserver.Options{BindAddress: "0"},
+				LeaderElection:          leaderElect,
+				LeaderElectionID:        "lockstep-controllers",
+				LeaderElectionNamespace: leaseNamespace,
+			})
+			if err != nil {
+				return err
+			}
+			for _, integ := range []jobintegration.Integration{job.Integration{}} {
+				r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ}
+				if err := r.SetupWithManager(mgr); err != nil {
+					return err
+				}
+			}
+			return mgr.Start(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig file; empty means in-cluster configuration")
+	f.BoolVar(&leaderElect, "leader-elect", leaderElect, "elect a leader; only the leader reconciles")
+	f.StringVar(&leaseNamespace, "leader-elect-namespace", "lockstep-system", "namespace of the Lease")
+	return cmd
+}

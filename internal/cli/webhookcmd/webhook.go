@@ -1,0 +1,46 @@
+// Package webhookcmd implements `lockstep webhook`.
+package webhookcmd
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/lockstep-dev/lockstep/internal/webhook"
+)
+
+// NewCommand returns `lockstep webhook`.
+func NewCommand() *cobra.Command {
+	var kubeconfig string
+	o := webhook.Options{
+		BindAddress: "0.0.0.0", Port: 9443, CertDir: "/tmp/lockstep-webhook-certs",
+		ServiceNamespace: "lockstep-system", ServiceName: "lockstep-webhook",
+		SecretNamespace: "lockstep-system", SecretName: "lockstep-webhook-tls",
+	}
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "Serve admission for PodGroups and for pods and Jobs that target Lockstep",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(klog.NewKlogr())
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return err
+			}
+			cfg.UserAgent = "lockstep-webhook"
+			return webhook.Run(cmd.Context(), cfg, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig file; empty means in-cluster configuration")
+	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address to listen on")
+	f.IntVar(&o.Port, "port", o.Port, "HTTPS port")
+	f.StringVar(&o.URLHost, "url-host", o.URLHost, "host:port the API server calls the webhook at (out-of-cluster, e.g. the local control plane); empty uses the Service")
+	f.StringVar(&o.ServiceNamespace, "service-namespace", o.ServiceNamespace, "namespace of the webhook Service")
+	f.StringVar(&o.ServiceName, "service-name", o.ServiceName, "name of the webhook Service")
+	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory the serving certificate is written to")
+	f.StringVar(&o.SecretNamespace, "secret-namespace", o.SecretNamespace, "namespace of the Secret holding the serving certificate")
+	f.StringVar(&o.SecretName, "secret-name", o.SecretName, "name of the Secret holding the serving certificate")
+	return cmd
+}

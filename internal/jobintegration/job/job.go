@@ -1,0 +1,77 @@
+// Package job is the batch/v1 Job integration.
+package job
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+)
+
+// Integration is the batch/v1 Job integration.
+type Integration struct{}
+
+var _ jobintegration.Integration = Integration{}
+
+// Name implements Integration.
+func (Integration) Name() string { return "batch/job" }
+
+// NewObject implements Integration.
+func (Integration) NewObject() client.Object { return &batchv1.Job{} }
+
+// Wrap implements Integration.
+func (Integration) Wrap(o client.Object) jobintegration.GenericJob { return &Job{o.(*batchv1.Job)} }
+
+// Job adapts a batch/v1 Job.
+type Job struct{ *batchv1.Job }
+
+var _ jobintegration.GenericJob = (*Job)(nil)
+
+// Object implements GenericJob.
+func (j *Job) Object() client.Object { return j.Job }
+
+// GVK implements GenericJob.
+func (j *Job) GVK() schema.GroupVersionKind { return batchv1.SchemeGroupVersion.WithKind("Job") }
+
+// PodTemplate implements GenericJob.
+func (j *Job) PodTemplate() *corev1.PodTemplateSpec { return &j.Spec.Template }
+
+// Size implements GenericJob: parallelism (default 1).
+func (j *Job) Size() int32 {
+	if j.Spec.Parallelism == nil {
+		return 1
+	}
+	return *j.Spec.Parallelism
+}
+
+// InTreeGang implements GenericJob.
+func (j *Job) InTreeGang() bool {
+	s := j.Spec.Scheduling
+	return s != nil && s.SchedulingPolicy != nil && s.SchedulingPolicy.Gang != nil
+}
+
+// Qualify implements GenericJob: the fixed shape upstream's Job integration
+// requires — parallelism > 1, Indexed, completions == parallelism, and no
+// group already named on the template.
+func (j *Job) Qualify() *jobintegration.NotQualified {
+	p := j.Size()
+	switch {
+	case p <= 1:
+		return &jobintegration.NotQualified{Condition: fmt.Sprintf("parallelism is %d", p), Fix: "a gang needs parallelism > 1"}
+	case j.Spec.CompletionMode == nil || *j.Spec.CompletionMode != batchv1.IndexedCompletion:
+		return &jobintegration.NotQualified{Condition: "completionMode is not Indexed", Fix: "set spec.completionMode: Indexed so every rank has a stable index"}
+	case j.Spec.Completions == nil || *j.Spec.Completions != p:
+		c := "unset"
+		if j.Spec.Completions != nil {
+			c = fmt.Sprint(*j.Spec.Completions)
+		}
+		return &jobintegration.NotQualified{Condition: fmt.Sprintf("completions (%s) differs from parallelism (%d)", c, p), Fix: fmt.Sprintf("set spec.completions: %d so all ranks run at once", p)}
+	case jobintegration.HasGroup(&j.Spec.Template):
+		return &jobintegration.NotQualified{Condition: "the pod template already names a pod group", Fix: "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the group, or manage that PodGroup yourself"}
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package jobintegration
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+)
+
+// TemplateName is the name of the one pod group template of a job's Workload.
+const TemplateName = "workers"
+
+// Event reasons on the job.
+const (
+	ReasonGangCreated      = "GangCreated"
+	ReasonNotGangScheduled = "NotGangScheduled"
+	ReasonInTreeGang       = "InTreeGangPolicy"
+)
+
+// Reconciler makes every qualifying job of one integration a gang.
+type Reconciler struct {
+	Client      client.Client
+	Recorder    record.EventRecorder
+	Integration Integration
+}
+
+// SetupWithManager watches the integration's jobs (creation and spec
+// changes only: status churn does not re-run it) and the PodGroups and
+// Workloads they own, so a deleted group is recreated.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("jobintegration-"+r.Integration.Name()).
+		For(r.Integration.NewObject(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&lockv1.PodGroup{}).
+		Owns(&lockv1.Workload{}).
+		Complete(r)
+}
+
+// Reconcile ensures the job's Workload and PodGroup.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := ctrl.LoggerFrom(ctx)
+	obj := r.Integration.NewObject()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return ctrl.Result{}, nil
+	}
+	j := r.Integration.Wrap(obj)
+	if !TargetsLockstep(j) {
+		return ctrl.Result{}, nil
+	}
+	if j.InTreeGang() {
+		r.Recorder.Event(obj, corev1.EventTypeNormal, ReasonInTreeGang,
+			"the job's spec.scheduling gang policy is used: Lockstep schedules the PodGroup the API server's Job controller creates and creates none of its own")
+		return ctrl.Result{}, nil
+	}
+	if nq := j.Qualify(); nq != nil {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %s; %s", nq.Condition, nq.Fix)
+		return ctrl.Result{}, nil
+	}
+	pg, wl, err := desired(j)
+	if err != nil {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
+		return ctrl.Result{}, nil
+	}
+	if err := r.ensure(ctx, wl, func(existing client.Object) bool { return false }); err != nil {
+		return ctrl.Result{}, fmt.Errorf("workload: %w", err)
+	}
+	created := false
+	err = r.ensure(ctx, pg, func(existing client.Object) bool {
+		cur := existing.(*lockv1.PodGroup)
+		if cur.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
+			return false
+		}
+		// minCount follows the job (parallelism can change); it is the one
+		// mutable policy field.
+		cur.Spec.SchedulingPolicy.Gang.MinCount = pg.Spec.SchedulingPolicy.Gang.MinCount
+		return true
+	}, func() { created = true })
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("podgroup: %w", err)
+	}
+	if created {
+		logger.V(1).Info("Job became a gang", "podGroup", client.ObjectKeyFromObject(pg), "minCount", pg.Spec.SchedulingPolicy.Gang.MinCount)
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGangCreated, "created PodGroup %s (gang, minCount %d) and Workload %s", pg.Name, pg.Spec.SchedulingPolicy.Gang.MinCount, wl.Name)
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensure creates want if missing, else lets update adjust the existing
+// object and writes it when update reports a change.
+func (r *Reconciler) ensure(ctx context.Context, want client.Object, update func(client.Object) bool, onCreate ...func()) error {
+	existing := want.DeepCopyObject().(client.Object)
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), existing)
+	if apierrors.IsNotFound(err) {
+		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		for _, f := range onCreate {
+			f()
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if update(existing) {
+		return r.Client.Update(ctx, existing)
+	}
+	return nil
+}
+
+// desired computes the Workload and PodGroup of a job, both owned by it.
+func desired(j GenericJob) (*lockv1.PodGroup, *lockv1.Workload, error) {
+	minCount, err := MinCount(j)
+	if err != nil {
+		return nil, nil, err
+	}
+	mode, err := DisruptionMode(j)
+	if err != nil {
+		return nil, nil, err
+	}
+	obj := j.Object()
+	gvk := j.GVK()
+	owner := metav1.OwnerReference{
+		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: obj.GetName(), UID: obj.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+	meta := metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName(), OwnerReferences: []metav1.OwnerReference{owner}}
+	policy := lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: minCount}}
+	priorityClass := j.PodTemplate().Spec.PriorityClassName
+	wl := &lockv1.Workload{
+		ObjectMeta: meta,
+		Spec: lockv1.WorkloadSpec{
+			ControllerRef: &lockv1.TypedLocalObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: obj.GetName()},
+			PodGroupTemplates: []lockv1.PodGroupTemplate{{
+				Name: TemplateName, SchedulingPolicy: policy, DisruptionMode: mode, PriorityClassName: priorityClass,
+			}},
+		},
+	}
+	pg := &lockv1.PodGroup{
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: lockv1.PodGroupSpec{
+			WorkloadRef:       &lockv1.WorkloadReference{WorkloadName: wl.Name, TemplateName: TemplateName},
+			SchedulingPolicy:  *policy.DeepCopy(),
+			DisruptionMode:    mode.DeepCopy(),
+			PriorityClassName: priorityClass,
+		},
+	}
+	return pg, wl, nil
+}

@@ -1,0 +1,98 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
+)
+
+// PodGroupValidator rejects PodGroups that can only deadlock or that would
+// raise their own priority. (Static rules — minCount ≥ 1, one policy,
+// immutable fields — are in the CRD schema and run first.)
+type PodGroupValidator struct {
+	Client client.Reader
+}
+
+var _ admission.Validator[*lockv1.PodGroup] = (*PodGroupValidator)(nil)
+
+// ValidateCreate implements admission.Validator.
+func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGroup) (admission.Warnings, error) {
+	return nil, v.validate(ctx, pg)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, _, pg *lockv1.PodGroup) (admission.Warnings, error) {
+	return nil, v.validate(ctx, pg)
+}
+
+// ValidateDelete implements admission.Validator.
+func (v *PodGroupValidator) ValidateDelete(context.Context, *lockv1.PodGroup) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *PodGroupValidator) validate(ctx context.Context, pg *lockv1.PodGroup) error {
+	ns := namespaceOf(ctx, pg.Namespace)
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	errs = append(errs, validatePriority(ctx, v.Client, spec, pg.Spec.PriorityClassName, pg.Spec.Priority)...)
+	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+		if size, job, ok := v.ownerJobSize(ctx, ns, pg); ok && g.MinCount > size {
+			errs = append(errs, field.Invalid(spec.Child("schedulingPolicy", "gang", "minCount"), g.MinCount,
+				fmt.Sprintf("larger than Job %s can ever run (parallelism %d): the gang would wait forever; set minCount to at most %d or raise the Job's parallelism", job, size, size)))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: lockv1.GroupVersion.Group, Kind: "PodGroup"}, pg.Name, errs)
+}
+
+// ownerJobSize returns the parallelism of the Job that owns the group.
+func (v *PodGroupValidator) ownerJobSize(ctx context.Context, ns string, pg *lockv1.PodGroup) (int32, string, bool) {
+	for _, o := range pg.OwnerReferences {
+		if o.Kind != "Job" || o.APIVersion != batchv1.SchemeGroupVersion.String() {
+			continue
+		}
+		job := &batchv1.Job{}
+		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.Name}, job); err != nil {
+			return 0, "", false
+		}
+		return (&jobint.Job{Job: job}).Size(), o.Name, true
+	}
+	return 0, "", false
+}
+
+// validatePriority: a named class must exist, and an explicit priority must
+// equal its class's value — a group may not pick its own priority.
+func validatePriority(ctx context.Context, c client.Reader, spec *field.Path, className string, priority *int32) field.ErrorList {
+	if className == "" {
+		if priority != nil {
+			return field.ErrorList{field.Forbidden(spec.Child("priority"), "set priorityClassName instead: a priority without a class would let a group raise itself above others")}
+		}
+		return nil
+	}
+	pc := &schedulingv1.PriorityClass{}
+	err := c.Get(ctx, types.NamespacedName{Name: className}, pc)
+	if apierrors.IsNotFound(err) {
+		return field.ErrorList{field.NotFound(spec.Child("priorityClassName"), className)}
+	}
+	if err != nil {
+		return field.ErrorList{field.InternalError(spec.Child("priorityClassName"), err)}
+	}
+	if priority != nil && *priority != pc.Value {
+		return field.ErrorList{field.Invalid(spec.Child("priority"), *priority,
+			fmt.Sprintf("does not match PriorityClass %s (%d): remove spec.priority or set it to %d", className, pc.Value, pc.Value))}
+	}
+	return nil
+}
