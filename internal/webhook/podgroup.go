@@ -85,7 +85,8 @@ func validatePriority(ctx context.Context, c client.Reader, spec *field.Path, cl
 	pc := &schedulingv1.PriorityClass{}
 	err := c.Get(ctx, types.NamespacedName{Name: className}, pc)
 	if apierrors.IsNotFound(err) {
-		return field.ErrorList{field.NotFound(spec.Child("priorityClassName"), className)}
+		return field.ErrorList{field.Invalid(spec.Child("priorityClassName"), className,
+			"PriorityClass does not exist: use one of `kubectl get priorityclasses` or create it first")}
 	}
 	if err != nil {
 		return field.ErrorList{field.InternalError(spec.Child("priorityClassName"), err)}

@@ -18,18 +18,24 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
 )
 
-// CreatePodGroup creates a Lockstep PodGroup.
+// CreatePodGroup creates a Lockstep PodGroup or fails the test.
 func (h *Harness) CreatePodGroup(ctx context.Context, t testing.TB, pg *lockv1.PodGroup) {
 	t.Helper()
+	if err := h.CreatePodGroupErr(ctx, pg); err != nil {
+		t.Fatalf("creating PodGroup %s: %v", pg.Name, err)
+	}
+}
+
+// CreatePodGroupErr creates a Lockstep PodGroup and returns the API error.
+func (h *Harness) CreatePodGroupErr(ctx context.Context, pg *lockv1.PodGroup) error {
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pg)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetGroupVersionKind(lockv1.GroupVersion.WithKind("PodGroup"))
-	if _, err := h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(pg.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating PodGroup %s: %v", pg.Name, err)
-	}
+	_, err = h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(pg.Namespace).Create(ctx, u, metav1.CreateOptions{})
+	return err
 }
 
 // PodGroup reads a Lockstep PodGroup.

@@ -1,0 +1,187 @@
+package jobs
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/test/builders"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+func TestAdmissionRejectsWithActionableMessages(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 2*time.Minute)
+	pcName := "team-" + ns
+	if _, err := h.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pcName}, Value: 1000}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), pcName, metav1.DeleteOptions{})
+	})
+	small, err := h.Client.BatchV1().Jobs(ns).Create(ctx, builders.IndexedJob(ns, "small", 2, builders.MakePod().Obj()), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	withPG := func(mut func(*lockv1.PodGroup)) func() error {
+		return func() error {
+			pg := builders.GangPodGroup(ns, "pg", 2)
+			mut(pg)
+			return createPodGroup(ctx, h, pg)
+		}
+	}
+	withJob := func(mut func(*batchv1.Job)) func() error {
+		return func() error {
+			j := gpuJob(ns, "j", 4)
+			mut(j)
+			_, err := h.Client.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{})
+			return err
+		}
+	}
+	tests := map[string]struct {
+		create  func() error
+		wantErr []string
+	}{
+		"PodGroup: priorityClassName does not exist": {
+			create:  withPG(func(pg *lockv1.PodGroup) { pg.Spec.PriorityClassName = "no-such-class" }),
+			wantErr: []string{"spec.priorityClassName", "no-such-class", "PriorityClass does not exist"},
+		},
+		"PodGroup: priority does not match its class": {
+			create: withPG(func(pg *lockv1.PodGroup) {
+				pg.Spec.PriorityClassName = pcName
+				pg.Spec.Priority = ptr.To[int32](1000000)
+			}),
+			wantErr: []string{"spec.priority", "does not match PriorityClass " + pcName + " (1000)", "set it to 1000"},
+		},
+		"PodGroup: priority without a class": {
+			create:  withPG(func(pg *lockv1.PodGroup) { pg.Spec.Priority = ptr.To[int32](1000000) }),
+			wantErr: []string{"spec.priority", "set priorityClassName instead"},
+		},
+		"PodGroup: minCount larger than the owning Job can run": {
+			create: withPG(func(pg *lockv1.PodGroup) {
+				pg.Spec.SchedulingPolicy.Gang.MinCount = 4
+				pg.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: small.Name, UID: small.UID}}
+			}),
+			wantErr: []string{"spec.schedulingPolicy.gang.minCount", "larger than Job small can ever run (parallelism 2)", "at most 2"},
+		},
+		"Job: min-count annotation above parallelism": {
+			create:  withJob(func(j *batchv1.Job) { j.Annotations = map[string]string{"scheduling.lockstep.dev/min-count": "9"} }),
+			wantErr: []string{"scheduling.lockstep.dev/min-count", "larger than the job can ever run (4 pods at once)", "at most 4"},
+		},
+		"Job: unknown disruption mode": {
+			create: withJob(func(j *batchv1.Job) {
+				j.Annotations = map[string]string{"scheduling.lockstep.dev/disruption-mode": "sometimes"}
+			}),
+			wantErr: []string{"scheduling.lockstep.dev/disruption-mode", `use "all" (default) or "single"`},
+		},
+		"Job: priority class does not exist": {
+			create:  withJob(func(j *batchv1.Job) { j.Spec.Template.Spec.PriorityClassName = "no-such-class" }),
+			wantErr: []string{"spec.template.spec.priorityClassName", "no-such-class", "PriorityClass does not exist"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := tc.create()
+			if err == nil {
+				t.Fatal("accepted; want a rejection")
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("rejection %q does not contain %q", err.Error(), want)
+				}
+			}
+		})
+	}
+	// The same PodGroup with a consistent priority is accepted.
+	if err := withPG(func(pg *lockv1.PodGroup) { pg.Spec.PriorityClassName = pcName; pg.Spec.Priority = ptr.To[int32](1000) })(); err != nil {
+		t.Errorf("consistent priority rejected: %v", err)
+	}
+}
+
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warnings) all() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.msgs, "\n")
+}
+
+func TestAdmissionWarningsAndDefaults(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 2*time.Minute)
+	w := &warnings{}
+	cfg := rest.CopyConfig(h.Config)
+	cfg.WarningHandler = w
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A class no driver publishes, and a template naming a class that does not exist.
+	fpga := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "fpga-" + ns}, Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "fpga.example.com"`}}}}}
+	if _, err := h.Client.ResourceV1().DeviceClasses().Create(ctx, fpga, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.ResourceV1().DeviceClasses().Delete(context.Background(), fpga.Name, metav1.DeleteOptions{})
+	})
+	for name, class := range map[string]string{"fpga": fpga.Name, "typo": "gpu.exmaple.com"} {
+		if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, name, class, 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := builders.MakePod().Namespace(ns).Name("p").Label(lockv1.PodGroupLabel, "not-yet").ClaimTemplate("a", "fpga").ClaimTemplate("b", "typo").Obj()
+	created, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := w.all()
+	for _, want := range []string{
+		"PodGroup " + ns + "/not-yet does not exist yet",
+		`DeviceClass "gpu.exmaple.com" does not exist`,
+		`no ResourceSlice in the cluster has a device of DeviceClass "` + fpga.Name + `"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings %q: want one containing %q", got, want)
+		}
+	}
+	if created.Spec.SchedulerName != lockv1.SchedulerName {
+		t.Errorf("a pod with the membership label must default to schedulerName lockstep, got %q", created.Spec.SchedulerName)
+	}
+	// A pod that does not target Lockstep is not touched and not warned about.
+	w.msgs = nil
+	plain, err := client.CoreV1().Pods(ns).Create(ctx, builders.MakePod().Namespace(ns).Name("plain").ClaimTemplate("b", "typo").Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Spec.SchedulerName != corev1.DefaultSchedulerName || w.all() != "" {
+		t.Errorf("unrelated pod: want default-scheduler and no warnings, got %q and %q", plain.Spec.SchedulerName, w.all())
+	}
+}
+
+func createPodGroup(ctx context.Context, h *harness.Harness, pg *lockv1.PodGroup) error {
+	return h.CreatePodGroupErr(ctx, pg)
+}
