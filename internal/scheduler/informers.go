@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
@@ -18,6 +20,12 @@ import (
 // PodGroupResource is the GVR of Lockstep's PodGroup.
 var PodGroupResource = lockv1.GroupVersion.WithResource("podgroups")
 
+// UpstreamPodGroupResource is the in-tree PodGroup (scheduling.k8s.io/v1beta1),
+// served where GenericWorkload is on. It has the same fields and JSON as
+// Lockstep's, so Lockstep schedules pods that point at one through
+// spec.schedulingGroup (e.g. the Job controller's, under WorkloadWithJob).
+var UpstreamPodGroupResource = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
+
 type listers struct {
 	pods            corelisters.PodLister
 	podIndex        cache.Indexer
@@ -27,6 +35,8 @@ type listers struct {
 	claims          resourcelisters.ResourceClaimLister
 	priorityClasses schedulinglisters.PriorityClassLister
 	podGroups       dynamiclister.Lister
+	// upstreamPodGroups is nil where scheduling.k8s.io/v1beta1 is not served.
+	upstreamPodGroups dynamiclister.Lister
 }
 
 func labelsEverything() labels.Selector { return labels.Everything() }
@@ -48,6 +58,13 @@ func (s *Scheduler) setupInformers() error {
 	}
 	pgInf := s.dynFactor.ForResource(PodGroupResource)
 	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), PodGroupResource)
+	if s.upstreamServed {
+		up := s.dynFactor.ForResource(UpstreamPodGroupResource)
+		s.listers.upstreamPodGroups = dynamiclister.New(up.Informer().GetIndexer(), UpstreamPodGroupResource)
+		if _, err := up.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}); err != nil {
+			return err
+		}
+	}
 
 	handlers := []struct {
 		inf cache.SharedIndexInformer
@@ -137,13 +154,26 @@ func (s *Scheduler) onClaimUpdate(oldObj, newObj any) {
 	}
 }
 
-// podGroup returns the typed PodGroup from the informer cache.
+// podGroup returns the group from the informer cache: Lockstep's PodGroup,
+// else the in-tree one of the same name where it is served. The returned
+// object's apiVersion says which (see podGroupResource).
 func (s *Scheduler) podGroup(ns, name string) (*lockv1.PodGroup, error) {
 	u, err := s.listers.podGroups.Namespace(ns).Get(name)
+	if apierrors.IsNotFound(err) && s.listers.upstreamPodGroups != nil {
+		u, err = s.listers.upstreamPodGroups.Namespace(ns).Get(name)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return toPodGroup(u)
+}
+
+// podGroupResource is where a group read by podGroup lives.
+func podGroupResource(pg *lockv1.PodGroup) schema.GroupVersionResource {
+	if pg.APIVersion == UpstreamPodGroupResource.GroupVersion().String() {
+		return UpstreamPodGroupResource
+	}
+	return PodGroupResource
 }
 
 func toPodGroup(u *unstructured.Unstructured) (*lockv1.PodGroup, error) {

@@ -52,6 +52,8 @@ type Scheduler struct {
 	celCache  *cel.Cache
 	recorder  events.EventRecorder
 	broadcast events.EventBroadcaster
+	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1 podgroups.
+	upstreamServed bool
 }
 
 // Scheme knows the core and Lockstep types (for events and conversions).
@@ -81,6 +83,11 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	s.queue = queue.New(clock.RealClock{}, s.order)
 	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	s.recorder = s.broadcast.NewRecorder(Scheme(), "lockstep-scheduler")
+	served, err := servesUpstreamPodGroups(client)
+	if err != nil {
+		return nil, err
+	}
+	s.upstreamServed = served
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
@@ -211,4 +218,20 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+func servesUpstreamPodGroups(client kubernetes.Interface) (bool, error) {
+	list, err := client.Discovery().ServerResourcesForGroupVersion(UpstreamPodGroupResource.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", UpstreamPodGroupResource.GroupVersion(), err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == UpstreamPodGroupResource.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
 }

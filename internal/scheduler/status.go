@@ -174,8 +174,9 @@ func (s *Scheduler) setCondition(ctx context.Context, pg *lockv1.PodGroup, statu
 			return err
 		}
 		u := &unstructured.Unstructured{Object: obj}
-		u.SetGroupVersionKind(lockv1.GroupVersion.WithKind("PodGroup"))
-		_, err = s.dynamic.Resource(PodGroupResource).Namespace(pg.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		gvr := podGroupResource(cur)
+		u.SetGroupVersionKind(gvr.GroupVersion().WithKind("PodGroup"))
+		_, err = s.dynamic.Resource(gvr).Namespace(pg.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {

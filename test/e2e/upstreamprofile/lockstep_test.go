@@ -1,0 +1,74 @@
+package upstreamprofile
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/test/builders"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+// Where the API server serves Job spec.scheduling, a Job that targets
+// Lockstep is gang-scheduled by Lockstep from that field, through the
+// PodGroup the in-tree Job controller creates; Lockstep creates none.
+func TestLockstepSchedulesInTreeJobGang(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 3*time.Minute)
+	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"train-a", "train-b"} {
+		job := builders.IndexedJob(ns, name, 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").ClaimTemplate("gpu", "one-gpu").Obj())
+		job.Spec.Scheduling = &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
+			Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{MinCount: ptr.To[int32](4)},
+		}}
+		if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness.Eventually(t, ctx, "one Job 4/4 and the other 0/4 with the in-tree PodGroup saying why", func(ctx context.Context) (bool, string, error) {
+		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		bound := map[string]int{}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound[p.Labels["batch.kubernetes.io/job-name"]]++
+			}
+		}
+		pgs, err := h.Client.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		unschedulable := 0
+		for _, pg := range pgs.Items {
+			if c := meta.FindStatusCondition(pg.Status.Conditions, lockv1.PodGroupInitiallyScheduled); c != nil && c.Reason == lockv1.PodGroupReasonUnschedulable &&
+				strings.Contains(c.Message, "minCount 4 not satisfiable") {
+				unschedulable++
+			}
+		}
+		ok := (bound["train-a"] == 4 && bound["train-b"] == 0 || bound["train-a"] == 0 && bound["train-b"] == 4) && unschedulable == 1
+		return ok, fmt.Sprintf("bound %v, %d in-tree PodGroups, %d Unschedulable", bound, len(pgs.Items), unschedulable), nil
+	})
+	list, err := h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("Lockstep must not create a second group for a Job with spec.scheduling; found %d", len(list.Items))
+	}
+}
