@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
@@ -65,11 +64,7 @@ func runMode(ctx context.Context, o Options, m mode, dir string) ([]JobState, er
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := createSeed004(ctx, client, dyn, m); err != nil {
+	if err := createSeed004(ctx, client, m); err != nil {
 		return nil, err
 	}
 	return settle(ctx, client, o.Quiet, 90*time.Second)

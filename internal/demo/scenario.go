@@ -11,26 +11,23 @@ import (
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
 )
 
 // mode is one column of the comparison.
 type mode struct {
 	name string
 	// ramp: the jobs' ranks arrive interleaved, one rank of each job at a
-	// time (the arrival pattern behind seed 004's 3 + 3). The in-tree gang
-	// column cannot ramp: upstream's Job integration requires parallelism ==
-	// minCount from the start.
+	// time (the arrival pattern behind seed 004's 3 + 3; without it the
+	// pod-by-pod result depends on timing). The gang columns do not ramp: a
+	// Job is a gang of its parallelism from the start, and gang admission
+	// does not depend on arrival order.
 	ramp       bool
 	profile    devcluster.Profile
 	schedulers []devcluster.Scheduler
@@ -41,15 +38,15 @@ type mode struct {
 type gangStyle int
 
 const (
-	podByPod      gangStyle = iota // plain Jobs, kube-scheduler
-	inTreeGang                     // Job spec.scheduling gang.minCount (needs the upstream gates)
-	lockstepGroup                  // Lockstep PodGroup + membership label, schedulerName lockstep
+	podByPod    gangStyle = iota // plain Jobs, kube-scheduler
+	inTreeGang                   // Job spec.scheduling gang.minCount (needs the upstream gates)
+	lockstepJob                  // plain Job with schedulerName lockstep (the Job integration makes the gang)
 )
 
 var modes = []mode{
 	{name: "kube-scheduler 1.37, pod by pod", ramp: true, profile: devcluster.ProfileEKS, schedulers: []devcluster.Scheduler{devcluster.SchedulerKube}, gang: podByPod},
 	{name: "kube-scheduler 1.37, in-tree gang", profile: devcluster.ProfileUpstream, schedulers: []devcluster.Scheduler{devcluster.SchedulerKube}, gang: inTreeGang},
-	{name: "Lockstep (eks profile, no gates)", ramp: true, profile: devcluster.ProfileEKS, schedulers: []devcluster.Scheduler{devcluster.SchedulerLockstep}, gang: lockstepGroup},
+	{name: "Lockstep (eks profile, no gates)", profile: devcluster.ProfileEKS, schedulers: []devcluster.Scheduler{devcluster.SchedulerLockstep}, gang: lockstepJob},
 }
 
 const (
@@ -61,7 +58,7 @@ var jobs = []string{"train-a", "train-b"}
 
 // createSeed004 creates the two 4-rank jobs, one GPU per rank through a
 // ResourceClaimTemplate, as the given mode expresses gangs.
-func createSeed004(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, m mode) error {
+func createSeed004(ctx context.Context, client kubernetes.Interface, m mode) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -73,13 +70,6 @@ func createSeed004(ctx context.Context, client kubernetes.Interface, dyn dynamic
 	}
 	if _, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		return err
-	}
-	for _, name := range jobs {
-		if m.gang == lockstepGroup {
-			if err := createPodGroup(ctx, dyn, name); err != nil {
-				return err
-			}
-		}
 	}
 	// Both jobs are submitted at the same moment, as two teams would: the Job
 	// controller then creates their ranks interleaved (slow start: 1, 2, 1).
@@ -187,24 +177,8 @@ func job(name string, m mode) *batchv1.Job {
 		j.Spec.Scheduling = &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
 			Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{MinCount: ptr.To[int32](ranks)},
 		}}
-	case lockstepGroup:
+	case lockstepJob:
 		j.Spec.Template.Spec.SchedulerName = lockv1.SchedulerName
-		j.Spec.Template.Labels[lockv1.PodGroupLabel] = name
 	}
 	return j
-}
-
-func createPodGroup(ctx context.Context, dyn dynamic.Interface, name string) error {
-	pg := &lockv1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       lockv1.PodGroupSpec{SchedulingPolicy: lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: ranks}}},
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pg)
-	if err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetGroupVersionKind(lockv1.GroupVersion.WithKind("PodGroup"))
-	_, err = dyn.Resource(scheduler.PodGroupResource).Namespace(namespace).Create(ctx, u, metav1.CreateOptions{})
-	return err
 }
