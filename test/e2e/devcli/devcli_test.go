@@ -133,8 +133,8 @@ func TestUpDownLifecycle(t *testing.T) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Processes) != 5 {
-		t.Fatalf("want 5 components recorded (etcd, kube-apiserver, kube-controller-manager, kwok, lockstep-scheduler), got %+v", st.Processes)
+	if len(st.Processes) != 7 {
+		t.Fatalf("want 7 components recorded (etcd, kube-apiserver, kube-controller-manager, kwok, lockstep webhook, controllers, scheduler), got %+v", st.Processes)
 	}
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
