@@ -22,13 +22,22 @@ import (
 // immutable fields — are in the CRD schema and run first.)
 type PodGroupValidator struct {
 	Client client.Reader
+	// Claims warns about the group's claims' DeviceClasses.
+	Claims *PodValidator
 }
 
 var _ admission.Validator[*lockv1.PodGroup] = (*PodGroupValidator)(nil)
 
 // ValidateCreate implements admission.Validator.
 func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGroup) (admission.Warnings, error) {
-	return nil, v.validate(ctx, pg)
+	var warnings admission.Warnings
+	if v.Claims != nil {
+		ns := namespaceOf(ctx, pg.Namespace)
+		for _, c := range pg.Spec.ResourceClaims {
+			warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, c.Name, claimSource{c.ResourceClaimName, c.ResourceClaimTemplateName})...)
+		}
+	}
+	return warnings, v.validate(ctx, pg)
 }
 
 // ValidateUpdate implements admission.Validator.

@@ -66,8 +66,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	srv := mgr.GetWebhookServer()
 	reader := mgr.GetAPIReader()
 	srv.Register(pathPodMutate, admission.WithDefaulter[*corev1.Pod](scheme, &PodDefaulter{Reader: reader}))
-	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{Client: mgr.GetClient(), CEL: dra.NewCache()}))
-	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{Client: reader}))
+	warner := &PodValidator{Client: mgr.GetClient(), CEL: dra.NewCache()}
+	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, warner))
+	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{Client: reader, Claims: warner}))
 	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{Client: reader}))
 	if err := ensureConfigurations(ctx, client, cc); err != nil {
 		return fmt.Errorf("webhook configurations: %w", err)

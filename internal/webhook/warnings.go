@@ -23,6 +23,11 @@ type PodValidator struct {
 	CEL    *cel.Cache
 }
 
+// claimSource is a claim named directly or through a template.
+type claimSource struct {
+	name, template *string
+}
+
 var _ admission.Validator[*corev1.Pod] = (*PodValidator)(nil)
 
 // ValidateCreate implements admission.Validator.
@@ -36,13 +41,18 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 		}
 	}
 	for _, pc := range pod.Spec.ResourceClaims {
-		classes, err := v.claimClasses(ctx, ns, pc)
-		if err != nil {
-			continue
-		}
-		warnings = append(warnings, v.classWarnings(ctx, fmt.Sprintf("claim %q", pc.Name), classes)...)
+		warnings = append(warnings, v.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
 	}
 	return warnings, nil
+}
+
+// claimWarnings warns about the DeviceClasses one claim asks for.
+func (v *PodValidator) claimWarnings(ctx context.Context, ns, name string, src claimSource) admission.Warnings {
+	classes, err := v.claimClasses(ctx, ns, src)
+	if err != nil {
+		return nil
+	}
+	return v.classWarnings(ctx, fmt.Sprintf("claim %q", name), classes)
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -55,18 +65,18 @@ func (v *PodValidator) ValidateDelete(context.Context, *corev1.Pod) (admission.W
 	return nil, nil
 }
 
-func (v *PodValidator) claimClasses(ctx context.Context, ns string, pc corev1.PodResourceClaim) ([]string, error) {
+func (v *PodValidator) claimClasses(ctx context.Context, ns string, src claimSource) ([]string, error) {
 	var spec resourcev1.ResourceClaimSpec
 	switch {
-	case pc.ResourceClaimTemplateName != nil:
+	case src.template != nil:
 		t := &resourcev1.ResourceClaimTemplate{}
-		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: *pc.ResourceClaimTemplateName}, t); err != nil {
+		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: *src.template}, t); err != nil {
 			return nil, err
 		}
 		spec = t.Spec.Spec
-	case pc.ResourceClaimName != nil:
+	case src.name != nil:
 		c := &resourcev1.ResourceClaim{}
-		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: *pc.ResourceClaimName}, c); err != nil {
+		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: *src.name}, c); err != nil {
 			return nil, err
 		}
 		spec = c.Spec

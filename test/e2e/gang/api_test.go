@@ -1,10 +1,12 @@
 package gang
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -46,7 +48,14 @@ func TestPodGroupValidation(t *testing.T) {
 	}
 
 	// Immutable fields, and minCount that may change (scaling).
-	created, err := pgs.Create(ctx, obj("ok", map[string]any{"schedulingPolicy": gang(2), "priority": int64(100)}), metav1.CreateOptions{})
+	pc := "pg-validation-" + ns
+	if _, err := h.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pc}, Value: 100}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), pc, metav1.DeleteOptions{})
+	})
+	created, err := pgs.Create(ctx, obj("ok", map[string]any{"schedulingPolicy": gang(2), "priorityClassName": pc, "priority": int64(100)}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
