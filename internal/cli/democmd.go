@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/dev"
 	"github.com/lockstep-dev/lockstep/internal/demo"
 )
 
@@ -18,14 +17,11 @@ func demoCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.BinDir == "" {
-				exe, err := os.Executable()
+				dir, err := dev.BinDir()
 				if err != nil {
 					return err
 				}
-				if exe, err = filepath.EvalSymlinks(exe); err != nil {
-					return err
-				}
-				o.BinDir = filepath.Dir(exe)
+				o.BinDir = dir
 			}
 			o.Out = cmd.OutOrStdout()
 			_, err := demo.Run(cmd.Context(), o)

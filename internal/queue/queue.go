@@ -169,12 +169,7 @@ func (q *Queue) Unschedulable(k Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
-	q.attempts[k]++
-	d := q.InitialBackoff << min(q.attempts[k]-1, 16)
-	if d > q.MaxBackoff || d <= 0 {
-		d = q.MaxBackoff
-	}
-	at := q.clock.Now().Add(d)
+	at := q.backoff(k)
 	q.parked[k] = at
 	if q.dirty[k] {
 		delete(q.dirty, k)
@@ -204,15 +199,21 @@ func (q *Queue) Retry(k Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
+	at := q.backoff(k)
+	q.parked[k] = at
+	delete(q.dirty, k)
+	q.wakeAt(k, at)
+}
+
+// backoff counts a failed attempt and returns when the unit may run again.
+// Caller holds mu.
+func (q *Queue) backoff(k Key) time.Time {
 	q.attempts[k]++
 	d := q.InitialBackoff << min(q.attempts[k]-1, 16)
 	if d > q.MaxBackoff || d <= 0 {
 		d = q.MaxBackoff
 	}
-	at := q.clock.Now().Add(d)
-	q.parked[k] = at
-	delete(q.dirty, k)
-	q.wakeAt(k, at)
+	return q.clock.Now().Add(d)
 }
 
 func (q *Queue) requeueIfDirty(k Key) {

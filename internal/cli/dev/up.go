@@ -67,14 +67,11 @@ The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 // Complete fills in defaults and loads the cluster spec.
 func (o *UpOptions) Complete() error {
 	if o.BinDir == "" {
-		exe, err := os.Executable()
+		dir, err := BinDir()
 		if err != nil {
 			return err
 		}
-		if exe, err = filepath.EvalSymlinks(exe); err != nil {
-			return err
-		}
-		o.BinDir = filepath.Dir(exe)
+		o.BinDir = dir
 	}
 	if o.ClusterFile == "" {
 		o.spec = clusterspec.Default()
@@ -161,4 +158,17 @@ func printSummary(out io.Writer, c *devcluster.Cluster, took time.Duration) {
 	fmt.Fprintf(out, "  kubeconfig:  %s\n", c.Kubeconfig())
 	fmt.Fprintf(out, "  logs:        %s\n", filepath.Join(c.Dir(), "logs"))
 	fmt.Fprintf(out, "  try:         bin/kubectl --kubeconfig %s get nodes,resourceslices\n", c.Kubeconfig())
+}
+
+// BinDir is the directory of the running lockstep binary, where `make build`
+// puts the Kubernetes binaries too.
+func BinDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", err
+	}
+	return filepath.Dir(exe), nil
 }

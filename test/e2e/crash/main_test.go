@@ -7,7 +7,6 @@ package crash
 import (
 	"testing"
 
-	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -24,9 +23,5 @@ nodePools:
 `
 
 func TestMain(m *testing.M) {
-	c, err := clusterspec.Parse([]byte(spec))
-	if err != nil {
-		panic(err)
-	}
-	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: c, Schedulers: []devcluster.Scheduler{}})
+	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(spec), Schedulers: []devcluster.Scheduler{}})
 }

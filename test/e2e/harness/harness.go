@@ -35,6 +35,16 @@ type Options struct {
 	Schedulers []devcluster.Scheduler
 }
 
+// MustParseSpec parses a cluster spec for Options.Spec; it panics on a bad
+// spec, which is a bug in the test package.
+func MustParseSpec(yaml string) *clusterspec.Cluster {
+	c, err := clusterspec.Parse([]byte(yaml))
+	if err != nil {
+		panic(fmt.Sprintf("invalid cluster spec in test: %v", err))
+	}
+	return c
+}
+
 // Harness is the cluster of one test package and its clients.
 type Harness struct {
 	// Cluster is nil when the harness reuses a cluster it did not start.
