@@ -16,10 +16,11 @@ type Ports struct {
 	Simulator         int `json:"simulator"`
 	KubeScheduler     int `json:"kubeScheduler"`
 	Webhook           int `json:"webhook"`
+	SchedulerMetrics  int `json:"schedulerMetrics"`
 }
 
 // PortCount is how many ports from the base port a cluster uses.
-const PortCount = 7
+const PortCount = 8
 
 // PortsFrom lays the ports out from base.
 func PortsFrom(base int) Ports {
@@ -31,6 +32,7 @@ func PortsFrom(base int) Ports {
 		Simulator:         base + 4,
 		KubeScheduler:     base + 5,
 		Webhook:           base + 6,
+		SchedulerMetrics:  base + 7,
 	}
 }
 
@@ -49,6 +51,7 @@ func (p Ports) byComponent() []struct {
 		{"kwok (node simulator)", p.Simulator},
 		{"kube-scheduler", p.KubeScheduler},
 		{"lockstep webhook", p.Webhook},
+		{"lockstep scheduler metrics", p.SchedulerMetrics},
 	}
 }
 
@@ -197,14 +200,21 @@ func kubeSchedulerProcess(l layout, bin string, p Ports, prof Profile) *process 
 }
 
 // LockstepSchedulerArgs are the arguments of a `lockstep scheduler` replica
-// in this cluster; tests start extra replicas with them.
+// in this cluster; tests start extra replicas with them (metrics off, so
+// replicas do not compete for the port).
 func (c *Cluster) LockstepSchedulerArgs(identity string) []string {
 	return []string{
 		"scheduler",
 		"--kubeconfig=" + c.layout.kubeconfig("lockstep-scheduler"),
 		"--identity=" + identity,
+		"--metrics-bind-address=0",
 		"-v=2",
 	}
+}
+
+// SchedulerMetricsURL is where the cluster's Lockstep scheduler serves /metrics.
+func (c *Cluster) SchedulerMetricsURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(c.state.Ports.SchedulerMetrics) + "/metrics"
 }
 
 // lockstepProcesses are Lockstep's own components: scheduler, controllers
@@ -221,6 +231,7 @@ func (c *Cluster) lockstepProcesses(bin string) []*process {
 		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: []string{
 			"controllers", "--kubeconfig=" + l.kubeconfig("lockstep-controllers"), "-v=2",
 		}},
-		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: c.LockstepSchedulerArgs("lockstep-scheduler-0")},
+		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: append(c.LockstepSchedulerArgs("lockstep-scheduler-0"),
+			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerMetrics))},
 	}
 }

@@ -29,6 +29,9 @@ const bindWorkers = 16
 // phase, before any binding), to prove crash safety in e2e tests.
 const EnvCrashAfterBinds = "LOCKSTEP_TEST_CRASH_AFTER_BINDS"
 
+// errClaimWrite marks a failure of the claim phase.
+var errClaimWrite = errors.New("writing claim allocations")
+
 // binder turns assignments into API writes: claims first, then bindings.
 type binder struct {
 	client  kubernetes.Interface
@@ -68,7 +71,7 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) error {
 		for _, asg := range asgs {
 			b.assumed.forgetPod(asg.Pod.UID)
 		}
-		return fmt.Errorf("writing claim allocations: %w", err)
+		return fmt.Errorf("%w: %w", errClaimWrite, err)
 	}
 	b.maybeCrash(logger, 0)
 	failed := b.bindPods(ctx, asgs)

@@ -14,6 +14,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -79,6 +80,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 	})
 	logger.V(1).Info("Placement decided", "pending", len(u.pending), "bound", u.bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
 	if err != nil {
+		s.observe(start, metrics.ResultError)
 		s.reportError(ctx, u, err)
 		if errors.Is(err, placement.ErrMissingClaim) {
 			s.queue.Wait(k)
@@ -89,6 +91,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 	}
 	if len(res.Assignments) > 0 {
 		if err := s.binder.bind(ctx, res.Assignments); err != nil {
+			s.observe(start, metrics.ResultError)
+			s.metrics.WriteErrors.WithLabelValues(writeKind(err)).Inc()
 			logger.Error(err, "Binding failed; unit requeued")
 			s.reportError(ctx, u, err)
 			s.queue.Retry(k)
@@ -96,11 +100,45 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		}
 	}
 	s.reportPlaced(ctx, u, snap, res)
+	if len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0) {
+		s.observe(start, metrics.ResultUnschedulable)
+		s.countDeviceFailures(res)
+	} else {
+		s.observe(start, metrics.ResultScheduled)
+	}
 	if len(res.Unplaced) > 0 {
 		s.queue.Unschedulable(k)
 		return
 	}
 	s.queue.Done(k)
+}
+
+func (s *Scheduler) observe(start time.Time, result string) {
+	s.metrics.Attempts.WithLabelValues(result).Inc()
+	s.metrics.AttemptDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+}
+
+// countDeviceFailures counts, once per class, units that failed on devices.
+func (s *Scheduler) countDeviceFailures(res placement.Result) {
+	classes := map[string]bool{}
+	for _, f := range res.Unplaced {
+		if f.Diagnosis.Reasons[placement.ReasonDevices] > 0 {
+			for _, c := range f.Diagnosis.DeviceClasses {
+				classes[c] = true
+			}
+		}
+	}
+	for c := range classes {
+		s.metrics.DeviceAllocationFailures.WithLabelValues(c).Inc()
+	}
+}
+
+// writeKind says which phase a binder error came from.
+func writeKind(err error) string {
+	if errors.Is(err, errClaimWrite) {
+		return "claim"
+	}
+	return "binding"
 }
 
 // resolveUnit reads a unit from the caches; nil means nothing to do.

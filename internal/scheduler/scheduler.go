@@ -23,6 +23,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
@@ -36,6 +37,8 @@ type Options struct {
 	Identity string
 	// LeaseDuration, RenewDeadline, RetryPeriod as in kube-scheduler.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MetricsAddr serves /metrics; empty or "0" disables it.
+	MetricsAddr string
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.
@@ -54,6 +57,7 @@ type Scheduler struct {
 	broadcast events.EventBroadcaster
 	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1 podgroups.
 	upstreamServed bool
+	metrics        *metrics.Scheduler
 }
 
 // Scheme knows the core and Lockstep types (for events and conversions).
@@ -78,6 +82,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		dynFactor: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		assumed:   newAssumed(time.Minute),
 		celCache:  dra.NewCache(),
+		metrics:   metrics.NewScheduler(),
 	}
 	s.binder = newBinder(client, s.assumed)
 	s.queue = queue.New(clock.RealClock{}, s.order)
@@ -91,6 +96,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
+	s.metrics.Registry.MustRegister(pendingCollector{s})
 	return s, nil
 }
 
@@ -100,6 +106,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if err := s.broadcast.StartRecordingToSinkWithContext(ctx); err != nil {
 		return err
+	}
+	if err := metrics.Serve(ctx, s.opts.MetricsAddr, s.metrics.Registry); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	defer s.broadcast.Shutdown()
 	s.factory.Start(ctx.Done())

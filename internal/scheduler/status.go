@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -165,6 +166,9 @@ func (s *Scheduler) setCondition(ctx context.Context, pg *lockv1.PodGroup, statu
 		}
 		if old != nil && old.Status == status && old.Reason == reason && old.Message == msg {
 			return nil
+		}
+		if status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue) {
+			s.metrics.TimeToScheduled.Observe(time.Since(cur.CreationTimestamp.Time).Seconds())
 		}
 		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{
 			Type: lockv1.PodGroupInitiallyScheduled, Status: status, Reason: reason, Message: msg, ObservedGeneration: cur.Generation,

@@ -27,6 +27,7 @@ func NewCommand() *cobra.Command {
 	o := &Options{QPS: 200, Burst: 400, Scheduler: scheduler.Options{
 		LeaderElect: true, LeaseNamespace: "lockstep-system", LeaseName: "lockstep-scheduler",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		MetricsAddr: ":8080",
 	}}
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -46,6 +47,7 @@ func NewCommand() *cobra.Command {
 	f.BoolVar(&o.Scheduler.LeaderElect, "leader-elect", o.Scheduler.LeaderElect, "elect a leader through a coordination Lease; only the leader schedules")
 	f.StringVar(&o.Scheduler.LeaseNamespace, "leader-elect-namespace", o.Scheduler.LeaseNamespace, "namespace of the Lease")
 	f.StringVar(&o.Scheduler.LeaseName, "leader-elect-name", o.Scheduler.LeaseName, "name of the Lease")
+	f.StringVar(&o.Scheduler.MetricsAddr, "metrics-bind-address", o.Scheduler.MetricsAddr, "host:port to serve Prometheus /metrics on; empty or 0 disables it")
 	f.StringVar(&o.Scheduler.Identity, "identity", o.Scheduler.Identity, "this replica's identity in the Lease (default hostname_pid)")
 	f.DurationVar(&o.Scheduler.LeaseDuration, "leader-elect-lease-duration", o.Scheduler.LeaseDuration, "how long a non-leader waits before taking over an unrenewed Lease")
 	f.DurationVar(&o.Scheduler.RenewDeadline, "leader-elect-renew-deadline", o.Scheduler.RenewDeadline, "how long the leader retries renewing before giving up")

@@ -64,6 +64,21 @@ func TestSeed004DeadlockCannotHappen(t *testing.T) {
 		t.Errorf("devices allocated to unbound pods: %v (err %v)", bad, err)
 	}
 
+	// The scheduler's metrics tell the same story (docs/metrics.md).
+	m := scrape(t, ctx, h)
+	for name, atLeast := range map[string]float64{
+		`lockstep_podgroup_schedule_attempts_total{result="scheduled"}`:                   1,
+		`lockstep_podgroup_schedule_attempts_total{result="unschedulable"}`:               1,
+		`lockstep_podgroup_time_to_scheduled_seconds_count`:                               1,
+		`lockstep_pending_entities{kind="podgroup",priority="0"}`:                         1,
+		`lockstep_device_allocation_failures_total{device_class="gpu.example.com"}`:       1,
+		`lockstep_podgroup_scheduling_attempt_duration_seconds_count{result="scheduled"}`: 1,
+	} {
+		if m[name] < atLeast {
+			t.Errorf("metric %s = %v, want ≥ %v", name, m[name], atLeast)
+		}
+	}
+
 	// The winner finishes (its pods go away): the loser gets all 4.
 	if err := h.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: lockv1.PodGroupLabel + "=" + winner}); err != nil {
 		t.Fatal(err)

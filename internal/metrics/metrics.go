@@ -1,0 +1,114 @@
+// Package metrics defines Lockstep's Prometheus metrics (documented in
+// docs/metrics.md). Labels are low-cardinality by construction: results,
+// priorities and DeviceClass names, never pod or group names. Where
+// kube-scheduler has a metric for the same thing, the shape is mirrored under
+// the lockstep_ prefix.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+)
+
+// Results of a scheduling attempt.
+const (
+	ResultScheduled     = "scheduled"
+	ResultUnschedulable = "unschedulable"
+	ResultError         = "error"
+)
+
+// Scheduler holds the scheduler's metrics.
+type Scheduler struct {
+	Registry *prometheus.Registry
+
+	// Attempts mirrors scheduler_podgroup_schedule_attempts_total.
+	Attempts *prometheus.CounterVec
+	// AttemptDuration mirrors scheduler_podgroup_scheduling_attempt_duration_seconds.
+	AttemptDuration *prometheus.HistogramVec
+	// TimeToScheduled is PodGroup creation → PodGroupInitiallyScheduled=True.
+	TimeToScheduled prometheus.Histogram
+	// DeviceAllocationFailures counts units that did not fit for want of devices of a class.
+	DeviceAllocationFailures *prometheus.CounterVec
+	// WriteErrors counts failed claim writes and bindings.
+	WriteErrors *prometheus.CounterVec
+}
+
+// Descriptions of the gauges the scheduler computes at scrape time.
+var (
+	// PendingDesc mirrors scheduler_pending_entities: units waiting, by kind
+	// (podgroup, pod) and priority.
+	PendingDesc = prometheus.NewDesc("lockstep_pending_entities",
+		"Units waiting to be scheduled, by kind (podgroup, pod) and priority.", []string{"kind", "priority"}, nil)
+	// QueueDepthDesc: units active (ready) or parked (backing off or waiting for an event).
+	QueueDepthDesc = prometheus.NewDesc("lockstep_queue_depth",
+		"Units in the scheduling queue by state: active (ready) or parked (backing off or waiting for an event).", []string{"state"}, nil)
+)
+
+// NewScheduler creates and registers the scheduler's metrics.
+func NewScheduler() *Scheduler {
+	m := &Scheduler{
+		Registry: prometheus.NewRegistry(),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_podgroup_schedule_attempts_total",
+			Help: "Scheduling attempts of units (PodGroups and lone pods) by result.",
+		}, []string{"result"}),
+		AttemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lockstep_podgroup_scheduling_attempt_duration_seconds",
+			Help:    "Time of one scheduling attempt (snapshot, placement and, when placed, the API writes), by result.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"result"}),
+		TimeToScheduled: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_podgroup_time_to_scheduled_seconds",
+			Help:    "Time from PodGroup creation to PodGroupInitiallyScheduled=True.",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200},
+		}),
+		DeviceAllocationFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_device_allocation_failures_total",
+			Help: "Attempts that failed because no free device of a DeviceClass was found, by class.",
+		}, []string{"device_class"}),
+		WriteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_write_errors_total",
+			Help: "Failed API writes of decisions, by kind (claim: allocation/reservation; binding).",
+		}, []string{"kind"}),
+	}
+	m.Registry.MustRegister(m.Attempts, m.AttemptDuration, m.TimeToScheduled, m.DeviceAllocationFailures, m.WriteErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range []string{ResultScheduled, ResultUnschedulable, ResultError} {
+		m.Attempts.WithLabelValues(r)
+	}
+	return m
+}
+
+// Serve exposes /metrics (and /healthz) on addr until ctx ends. An empty
+// addr or "0" disables it.
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Metrics server stopped")
+		}
+	}()
+	return nil
+}
