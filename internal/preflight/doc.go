@@ -1,0 +1,7 @@
+// Package preflight reads a cluster and reports whether gangs and DRA can
+// work on it: API versions served, whether Job spec.scheduling survives (the
+// silent-prune detector), Lockstep's own components, DRA drivers, nodes where
+// a DRA driver and a device plugin advertise the same device (silent
+// oversubscription), and, on Amazon EKS, the DRA-or-device-plugin decision
+// per node pool as the node supply model dictates it (seed 000 §8).
+package preflight

@@ -1,0 +1,217 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Run reads the cluster and builds the report. It writes nothing: the Job
+// probe is a server-side dry run.
+func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*Report, error) {
+	r := &Report{}
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the server version: %w", err)
+	}
+	r.KubernetesVersion = v.GitVersion
+	minor, _ := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+	if minor > 0 && minor < 34 {
+		r.add("kubernetes version", Fail, v.GitVersion, "Lockstep and DRA drivers need Kubernetes 1.34 or later")
+	} else {
+		r.add("kubernetes version", OK, v.GitVersion, "")
+	}
+
+	dra := served(client, "resource.k8s.io/v1", "resourceslices")
+	if dra {
+		r.add("resource.k8s.io/v1 (DRA)", OK, "served", "")
+	} else {
+		r.add("resource.k8s.io/v1 (DRA)", Fail, "not served", "DRA is GA from Kubernetes 1.34; upgrade the control plane")
+	}
+	if served(client, "scheduling.k8s.io/v1beta1", "podgroups") {
+		r.add("scheduling.k8s.io/v1beta1 (in-tree gang API)", Info, "served (GenericWorkload is on)", "")
+	} else {
+		r.add("scheduling.k8s.io/v1beta1 (in-tree gang API)", Info, "not served: the in-tree gang is off (always so on EKS)", "Lockstep's scheduling.lockstep.dev/v1beta1 needs no gate")
+	}
+	r.checkJobField(ctx, client)
+	r.checkLockstep(ctx, client)
+
+	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil && dra {
+		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	classes, _ := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	var driverNodes map[string]map[string]bool
+	if slices != nil {
+		r.Drivers, driverNodes = drivers(slices.Items)
+	}
+	r.Overlaps = overlaps(nodes.Items, driverNodes, classResources(classes))
+	r.Pools = pools(nodes.Items, minor, onEKS(nodes.Items), staticNodePools(ctx, dyn))
+	return r, nil
+}
+
+func served(client kubernetes.Interface, gv, resource string) bool {
+	list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == resource {
+			return true
+		}
+	}
+	return false
+}
+
+// checkJobField dry-runs a Job with spec.scheduling and sees whether the
+// field comes back: without WorkloadWithJob it is pruned silently.
+func (r *Report) checkJobField(ctx context.Context, client kubernetes.Interface) {
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "lockstep-preflight-", Namespace: metav1.NamespaceDefault},
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Scheduling: &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
+				Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{MinCount: ptr.To[int32](2)},
+			}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "probe", Image: "probe"}},
+			}},
+		},
+	}
+	out, err := client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err != nil:
+		r.add("Job spec.scheduling", Warn, "could not dry-run a Job: "+err.Error(), "run preflight with permission to create Jobs in the default namespace")
+	case out.Spec.Scheduling == nil || out.Spec.Scheduling.SchedulingPolicy == nil:
+		r.add("Job spec.scheduling", Info, "pruned silently by the API server (WorkloadWithJob is off): kubectl apply succeeds and nothing happens",
+			"use schedulerName: lockstep on the Job's pod template instead; Lockstep's Job integration needs no gate")
+	default:
+		r.add("Job spec.scheduling", Info, "kept (WorkloadWithJob is on)", "")
+	}
+}
+
+// checkLockstep looks for Lockstep's CRDs, webhooks and live components.
+func (r *Report) checkLockstep(ctx context.Context, client kubernetes.Interface) {
+	if served(client, "scheduling.lockstep.dev/v1beta1", "podgroups") && served(client, "scheduling.lockstep.dev/v1beta1", "workloads") {
+		r.add("Lockstep CRDs", OK, "scheduling.lockstep.dev/v1beta1 PodGroup and Workload served", "")
+	} else {
+		r.add("Lockstep CRDs", Fail, "scheduling.lockstep.dev/v1beta1 not served", "install Lockstep (config/crd)")
+	}
+	m, errM := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "lockstep", metav1.GetOptions{})
+	v, errV := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "lockstep", metav1.GetOptions{})
+	switch {
+	case errM != nil || errV != nil:
+		r.add("Lockstep webhooks", Fail, "webhook configurations missing", "run `lockstep webhook` (it creates them and injects its caBundle)")
+	case len(m.Webhooks) == 0 || len(m.Webhooks[0].ClientConfig.CABundle) == 0 || len(v.Webhooks) == 0 || len(v.Webhooks[0].ClientConfig.CABundle) == 0:
+		r.add("Lockstep webhooks", Fail, "configured without a caBundle", "restart `lockstep webhook` so it injects its certificate authority")
+	default:
+		r.add("Lockstep webhooks", OK, fmt.Sprintf("%d mutating, %d validating", len(m.Webhooks), len(v.Webhooks)), "")
+	}
+	for _, c := range []struct{ name, lease, fix string }{
+		{"Lockstep scheduler", "lockstep-scheduler", "run `lockstep scheduler`"},
+		{"Lockstep controllers", "lockstep-controllers", "run `lockstep controllers`"},
+	} {
+		status, detail := leaseHealth(ctx, client, c.lease)
+		fix := ""
+		if status != OK {
+			fix = c.fix
+		}
+		r.add(c.name, status, detail, fix)
+	}
+}
+
+// leaseHealth: a component is healthy when its leader Lease was renewed
+// within two lease durations.
+func leaseHealth(ctx context.Context, client kubernetes.Interface, name string) (Status, string) {
+	l, err := client.CoordinationV1().Leases("lockstep-system").Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Fail, "no leader (Lease lockstep-system/" + name + " not found)"
+	}
+	if err != nil {
+		return Warn, err.Error()
+	}
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return Fail, "Lease never renewed"
+	}
+	age := time.Since(l.Spec.RenewTime.Time)
+	if age > 2*time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+		return Fail, fmt.Sprintf("leader %s last renewed %s ago", ptr.Deref(l.Spec.HolderIdentity, "?"), age.Round(time.Second))
+	}
+	return OK, "leader " + ptr.Deref(l.Spec.HolderIdentity, "?")
+}
+
+var driverSelector = regexp.MustCompile(`device\.driver\s*==\s*"([^"]+)"`)
+
+// classResources maps a driver to the extended resources its DeviceClasses
+// stand in for (DRAExtendedResource: spec.extendedResourceName), reading the
+// driver from the classes' `device.driver == "…"` selectors.
+func classResources(classes *resourcev1.DeviceClassList) map[string][]string {
+	out := map[string][]string{}
+	if classes == nil {
+		return out
+	}
+	for _, c := range classes.Items {
+		if c.Spec.ExtendedResourceName == nil {
+			continue
+		}
+		for _, sel := range c.Spec.Selectors {
+			if sel.CEL == nil {
+				continue
+			}
+			for _, m := range driverSelector.FindAllStringSubmatch(sel.CEL.Expression, -1) {
+				out[m[1]] = append(out[m[1]], *c.Spec.ExtendedResourceName)
+			}
+		}
+	}
+	return out
+}
+
+func onEKS(nodes []corev1.Node) bool {
+	for _, n := range nodes {
+		for _, l := range []string{labelComputeType, labelNodegroup, labelNodePool} {
+			if _, ok := n.Labels[l]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// staticNodePools reads Karpenter NodePools where their API is served and
+// returns those with spec.replicas (static capacity).
+func staticNodePools(ctx context.Context, dyn dynamic.Interface) map[string]bool {
+	if dyn == nil {
+		return nil
+	}
+	list, err := dyn.Resource(schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, np := range list.Items {
+		if _, found, _ := unstructured.NestedInt64(np.Object, "spec", "replicas"); found {
+			out[np.GetName()] = true
+		}
+	}
+	return out
+}
