@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/internal/cli/controllerscmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/dev"
+	"github.com/lockstep-dev/lockstep/internal/cli/explaincmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/preflightcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/schedulercmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/webhookcmd"
@@ -30,7 +31,7 @@ func Execute(ctx context.Context, args []string) int {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), demoCommand(), versionCommand())
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), demoCommand(), versionCommand())
 	root.SetArgs(args)
 	logger := klog.Background()
 	if err := root.ExecuteContext(klog.NewContext(ctx, logger)); err != nil {

@@ -153,7 +153,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		if err != nil {
 			return nil, ignoreNotFound(err)
 		}
-		if ours(p) && pending(p) && !s.isAssumed(p) {
+		if Ours(p) && Pending(p) && !s.isAssumed(p) {
 			u.pending = []*corev1.Pod{p}
 		}
 		return u, nil
@@ -165,10 +165,10 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
 		switch {
-		case !ours(p):
-		case active(p) || s.isAssumed(p) && pending(p):
+		case !Ours(p):
+		case Active(p) || s.isAssumed(p) && Pending(p):
 			u.bound++
-		case pending(p):
+		case Pending(p):
 			u.pending = append(u.pending, p)
 		}
 	}
@@ -200,7 +200,7 @@ func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
 	for _, p := range u.pending {
 		m := placement.Member{Pod: p}
 		for _, pc := range p.Spec.ResourceClaims {
-			name, ok := claimName(p, pc)
+			name, ok := ClaimName(p, pc)
 			if !ok {
 				return nil, fmt.Sprintf("pod %s: waiting for the ResourceClaim of %q to be created from its template", p.Name, pc.Name)
 			}
@@ -214,9 +214,9 @@ func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
 	return out, ""
 }
 
-// claimName resolves a pod claim: a named claim, or the one generated from a
+// ClaimName resolves a pod claim: a named claim, or the one generated from a
 // template as recorded in pod.status.resourceClaimStatuses.
-func claimName(p *corev1.Pod, pc corev1.PodResourceClaim) (string, bool) {
+func ClaimName(p *corev1.Pod, pc corev1.PodResourceClaim) (string, bool) {
 	if pc.ResourceClaimName != nil {
 		return *pc.ResourceClaimName, true
 	}

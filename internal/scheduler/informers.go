@@ -106,11 +106,11 @@ func (s *Scheduler) onPod(obj any) {
 	if !ok {
 		return
 	}
-	if ours(pod) && pending(pod) {
+	if Ours(pod) && Pending(pod) {
 		s.queue.Add(unitKey(pod))
 		return
 	}
-	if pod.Spec.NodeName != "" && !active(pod) {
+	if pod.Spec.NodeName != "" && !Active(pod) {
 		s.queue.MoveAllToActive()
 	}
 }
@@ -127,7 +127,7 @@ func (s *Scheduler) onPodDelete(obj any) {
 	if pod.Spec.NodeName != "" {
 		s.queue.MoveAllToActive()
 	}
-	if ours(pod) && groupOf(pod) != "" {
+	if Ours(pod) && GroupOf(pod) != "" {
 		// The group may now lack members; re-evaluate its status.
 		s.queue.Add(unitKey(pod))
 	}

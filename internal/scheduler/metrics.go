@@ -35,7 +35,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[key]int{}
 	seen := map[queue.Key]bool{}
 	for _, p := range pods {
-		if !ours(p) || !pending(p) || c.s.isAssumed(p) {
+		if !Ours(p) || !Pending(p) || c.s.isAssumed(p) {
 			continue
 		}
 		k := unitKey(p)
@@ -45,7 +45,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 		seen[k] = true
 		prio, _ := c.s.order(k)
 		kind := "pod"
-		if groupOf(p) != "" {
+		if GroupOf(p) != "" {
 			kind = "podgroup"
 		}
 		counts[key{kind, prio}]++

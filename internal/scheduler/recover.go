@@ -27,7 +27,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 		drop := map[types.UID]bool{}
 		for _, r := range c.Status.ReservedFor {
 			p, err := s.listers.pods.Pods(c.Namespace).Get(r.Name)
-			if err != nil || p.UID != r.UID || !ours(p) || !pending(p) || s.groupPartlyBound(p) {
+			if err != nil || p.UID != r.UID || !Ours(p) || !Pending(p) || s.groupPartlyBound(p) {
 				orphan = false
 				break
 			}
@@ -49,7 +49,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 
 // groupPartlyBound reports whether another member of the pod's group holds a node.
 func (s *Scheduler) groupPartlyBound(p *corev1.Pod) bool {
-	g := groupOf(p)
+	g := GroupOf(p)
 	if g == "" {
 		return false
 	}
@@ -58,7 +58,7 @@ func (s *Scheduler) groupPartlyBound(p *corev1.Pod) bool {
 		return false
 	}
 	for _, o := range objs {
-		if m := o.(*corev1.Pod); ours(m) && active(m) {
+		if m := o.(*corev1.Pod); Ours(m) && Active(m) {
 			return true
 		}
 	}

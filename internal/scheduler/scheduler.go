@@ -168,7 +168,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		return err
 	}
 	for _, p := range pods {
-		if ours(p) && pending(p) {
+		if Ours(p) && Pending(p) {
 			s.queue.Add(unitKey(p))
 		}
 	}

@@ -3,8 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/klog/v2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -58,7 +55,7 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, snap *snapshot.Sn
 	}
 	msg := ""
 	if len(res.Unplaced) > 0 {
-		msg = s.unplacedMessage(ctx, u, snap, res)
+		msg = placement.Summary(ctx, snap, s.celCache, placement.Unit{Members: make([]placement.Member, len(u.pending)), Bound: u.bound, MinCount: u.minCount(), Gang: u.gang()}, res)
 		for _, f := range res.Unplaced {
 			s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMessage(u, f, msg))
 			s.setPodUnschedulable(ctx, f.Pod, podMessage(u, f, msg))
@@ -94,60 +91,6 @@ func podMessage(u *unit, f placement.Failure, groupMsg string) string {
 		return fmt.Sprintf("PodGroup %s: %s", u.group.Name, groupMsg)
 	}
 	return f.Diagnosis.String()
-}
-
-// unplacedMessage is the arithmetic users read first, e.g.
-// "minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use)".
-func (s *Scheduler) unplacedMessage(ctx context.Context, u *unit, snap *snapshot.Snapshot, res placement.Result) string {
-	total := u.bound + len(u.pending)
-	fit := u.bound + res.Placeable
-	head := fmt.Sprintf("%d of %d pods fit", fit, total)
-	if u.gang() {
-		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", u.minCount(), fit, total)
-	}
-	byReason := map[string]int{}
-	for _, f := range res.Unplaced {
-		byReason[s.mainReason(ctx, snap, f.Diagnosis)]++
-	}
-	reasons := make([]string, 0, len(byReason))
-	for r := range byReason {
-		reasons = append(reasons, r)
-	}
-	sort.Slice(reasons, func(i, j int) bool {
-		if byReason[reasons[i]] != byReason[reasons[j]] {
-			return byReason[reasons[i]] > byReason[reasons[j]]
-		}
-		return reasons[i] < reasons[j]
-	})
-	parts := []string{head}
-	for _, r := range reasons {
-		parts = append(parts, fmt.Sprintf("%d %s: %s", byReason[r], plural(byReason[r], "pod", "pods"), r))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// mainReason words the reason most nodes gave; device shortages name the
-// class and its arithmetic.
-func (s *Scheduler) mainReason(ctx context.Context, snap *snapshot.Snapshot, d placement.Diagnosis) string {
-	if d.Err != nil {
-		return d.Err.Error()
-	}
-	top := d.Top()
-	if len(top) == 0 {
-		return "no nodes"
-	}
-	if top[0].Reason == placement.ReasonDevices && len(d.DeviceClasses) > 0 {
-		c := dra.CountClass(ctx, snap, s.celCache, d.DeviceClasses[0])
-		return fmt.Sprintf("no free device of class %s (%d devices, %d in use)", c.Class, c.Total, c.Allocated)
-	}
-	return d.String()
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // setCondition writes the PodGroupInitiallyScheduled condition if it

@@ -16,9 +16,9 @@ const (
 	groupIndex     = "lockstep-pod-group"
 )
 
-// groupOf returns the PodGroup a pod belongs to: the Lockstep label, else
+// GroupOf returns the PodGroup a pod belongs to: the Lockstep label, else
 // spec.schedulingGroup.podGroupName where the API server serves it.
-func groupOf(pod *corev1.Pod) string {
+func GroupOf(pod *corev1.Pod) string {
 	if g := pod.Labels[lockv1.PodGroupLabel]; g != "" {
 		return g
 	}
@@ -30,7 +30,7 @@ func groupOf(pod *corev1.Pod) string {
 
 // unitKey is the queue key of the unit a pod is scheduled in.
 func unitKey(pod *corev1.Pod) queue.Key {
-	if g := groupOf(pod); g != "" {
+	if g := GroupOf(pod); g != "" {
 		return queue.Key(groupKeyPrefix + pod.Namespace + "/" + g)
 	}
 	return queue.Key(podKeyPrefix + pod.Namespace + "/" + pod.Name)
@@ -52,22 +52,22 @@ func podGroupIndexFunc(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if g := groupOf(pod); g != "" {
+	if g := GroupOf(pod); g != "" {
 		return []string{pod.Namespace + "/" + g}, nil
 	}
 	return nil, nil
 }
 
-// ours reports whether Lockstep schedules the pod.
-func ours(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == lockv1.SchedulerName }
+// Ours reports whether Lockstep schedules the pod.
+func Ours(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == lockv1.SchedulerName }
 
-// pending reports whether a pod waits for a node.
-func pending(pod *corev1.Pod) bool {
+// Pending reports whether a pod waits for a node.
+func Pending(pod *corev1.Pod) bool {
 	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 
-// active reports whether a bound pod still holds its node.
-func active(pod *corev1.Pod) bool {
+// Active reports whether a bound pod still holds its node.
+func Active(pod *corev1.Pod) bool {
 	return pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }

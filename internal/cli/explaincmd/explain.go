@@ -1,0 +1,143 @@
+// Package explaincmd implements `lockstep explain` and `lockstep get podgroups`.
+package explaincmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lockstep-dev/lockstep/internal/explain"
+)
+
+// flags shared by the read-only commands.
+type flags struct {
+	kubeconfig, namespace, output string
+}
+
+func (f *flags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace (default: the kubeconfig context's)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "text or json")
+}
+
+func (f *flags) clients() (kubernetes.Interface, dynamic.Interface, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	ns := f.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	return client, dyn, ns, err
+}
+
+// NewExplainCommand returns `lockstep explain`.
+func NewExplainCommand() *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "explain (podgroup|job|pod) NAME [-n NAMESPACE] [-o text|json]",
+		Short: "Say why a gang (PodGroup, Job) or pod is pending: the answer first, then the evidence",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.output != "text" && f.output != "json" {
+				return fmt.Errorf("-o %q: want text or json", f.output)
+			}
+			client, dyn, ns, err := f.clients()
+			if err != nil {
+				return err
+			}
+			r, err := explain.Run(cmd.Context(), client, dyn, explain.Target{Kind: strings.ToLower(args[0]), Namespace: ns, Name: args[1]})
+			if err != nil {
+				return err
+			}
+			if f.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			printReport(cmd.OutOrStdout(), r)
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func printReport(out io.Writer, r *explain.Report) {
+	fmt.Fprintln(out, r.Answer)
+	fmt.Fprintln(out)
+	if r.Condition != nil {
+		fmt.Fprintf(out, "1. Condition PodGroupInitiallyScheduled=%s (%s): %s\n", r.Condition.Status, r.Condition.Reason, r.Condition.Message)
+	} else {
+		fmt.Fprintln(out, "1. Condition: none yet")
+	}
+	if r.LastEvent != "" {
+		fmt.Fprintf(out, "   Last event: %s\n", r.LastEvent)
+	}
+	policy := "basic"
+	if r.Gang {
+		policy = fmt.Sprintf("gang, minCount %d", r.MinCount)
+	}
+	fmt.Fprintf(out, "2. Members: %d exist (%d bound, %d pending); policy %s\n", r.Members, r.Bound, r.Pending, policy)
+	for _, er := range r.ExtendedResources {
+		fmt.Fprintf(out, "3. Extended resource %s: %d per pod; %d nodes advertise it, %d allocatable, %d free\n", er.Name, er.PerPod, er.Nodes, er.Total, er.Free)
+	}
+	if len(r.Reasons) > 0 {
+		fmt.Fprintf(out, "4. Nodes (%d) rejecting the first pod that does not fit:\n", r.Nodes)
+		for _, rc := range r.Reasons {
+			fmt.Fprintf(out, "   %d  %s\n", rc.Nodes, rc.Reason)
+		}
+	}
+	if len(r.Claims) > 0 {
+		fmt.Fprintln(out, "5. Claims of pending pods:")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, c := range r.Claims {
+			fmt.Fprintf(tw, "   %s\t%s\t%s\n", c.Pod, c.Claim, c.State)
+		}
+		_ = tw.Flush()
+	}
+	for _, d := range r.Devices {
+		if !d.Exists {
+			fmt.Fprintf(out, "6. DeviceClass %s does not exist\n", d.Class)
+			continue
+		}
+		fmt.Fprintf(out, "6. DeviceClass %s: %d devices, %d allocated, %d free\n", d.Class, d.Total, d.Allocated, d.Total-d.Allocated)
+		for _, n := range d.PerNode {
+			fmt.Fprintf(out, "   %s: %d matching, %d allocated %s\n", n.Node, n.Matching, n.Allocated, strings.Join(n.To, ", "))
+		}
+		for _, t := range d.Tainted {
+			fmt.Fprintf(out, "   tainted: %s\n", t)
+		}
+		for _, e := range d.CELErrors {
+			fmt.Fprintf(out, "   CEL error: %s\n", e)
+		}
+	}
+	if len(r.Topology) > 0 {
+		fmt.Fprintf(out, "7. Topology: the whole group must share one value of %s\n", strings.Join(r.Topology, ", "))
+	}
+	for _, h := range r.Holders {
+		verdict := "equal or higher priority: preemption cannot help"
+		if h.Preemptible {
+			verdict = "lower priority: preemption could free them"
+		}
+		fmt.Fprintf(out, "   held by %s (priority %d): %d devices — %s\n", h.Unit, h.Priority, h.Devices, verdict)
+	}
+}

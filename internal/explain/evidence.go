@@ -1,0 +1,189 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// extendedResources compares what the pending pods ask of extended
+// resources with what nodes advertise (seed 003 steps 2 and 4).
+func extendedResources(snap *snapshot.Snapshot, pending []*corev1.Pod) []ExtendedResource {
+	if len(pending) == 0 {
+		return nil
+	}
+	req := snapshot.PodRequests(pending[0])
+	var out []ExtendedResource
+	for name, per := range req.Scalar {
+		er := ExtendedResource{Name: string(name), PerPod: per}
+		for _, ni := range snap.Nodes {
+			if a := ni.Allocatable.Scalar[name]; a > 0 {
+				er.Nodes++
+				er.Total += a
+				er.Free += a - ni.Requested.Scalar[name]
+			}
+		}
+		out = append(out, er)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// classReports describes every DeviceClass the pending members' unallocated
+// claims ask for: devices per node, who holds them, taints, CEL errors.
+func classReports(ctx context.Context, st *state, snap *snapshot.Snapshot, cache *cel.Cache, members []placement.Member) []ClassReport {
+	classes := map[string]bool{}
+	for _, m := range members {
+		for _, key := range m.Claims {
+			c := snap.Claims[key]
+			if c == nil || c.Status.Allocation != nil {
+				continue
+			}
+			for _, r := range c.Spec.Devices.Requests {
+				if r.Exactly != nil {
+					classes[r.Exactly.DeviceClassName] = true
+				}
+				for _, s := range r.FirstAvailable {
+					classes[s.DeviceClassName] = true
+				}
+			}
+		}
+	}
+	owner := allocationOwners(st)
+	var out []ClassReport
+	for name := range classes {
+		out = append(out, classReport(ctx, snap, cache, name, owner))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
+	return out
+}
+
+func classReport(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, name string, owner map[string]string) ClassReport {
+	cr := ClassReport{Class: name}
+	class := snap.Classes[name]
+	if class == nil {
+		return cr
+	}
+	cr.Exists = true
+	for _, sel := range class.Spec.Selectors {
+		if sel.CEL != nil {
+			if res := cache.GetOrCompile(sel.CEL.Expression); res.Error != nil {
+				cr.CELErrors = append(cr.CELErrors, res.Error.Error())
+			}
+		}
+	}
+	count := dra.CountClass(ctx, snap, cache, name)
+	cr.Total, cr.Allocated = count.Total, count.Allocated
+	for _, ni := range snap.Nodes {
+		nd := NodeDevice{Node: ni.Node.Name}
+		for _, s := range ni.Slices {
+			c := dra.CountClassIn(ctx, cache, class, []*resourcev1.ResourceSlice{s}, snap.Allocated)
+			nd.Matching += c.Total
+			nd.Allocated += c.Allocated
+			for _, d := range s.Spec.Devices {
+				id := s.Spec.Pool.Name + "/" + d.Name
+				if who, ok := owner[s.Spec.Driver+"/"+id]; ok && dra.CountClassIn(ctx, cache, class, []*resourcev1.ResourceSlice{{Spec: resourcev1.ResourceSliceSpec{Driver: s.Spec.Driver, Pool: s.Spec.Pool, Devices: []resourcev1.Device{d}}}}, nil).Total > 0 {
+					nd.To = append(nd.To, d.Name+"→"+who)
+				}
+				for _, t := range d.Taints {
+					cr.Tainted = append(cr.Tainted, fmt.Sprintf("%s %s:%s=%s", id, t.Effect, t.Key, t.Value))
+				}
+			}
+		}
+		if nd.Matching > 0 {
+			cr.PerNode = append(cr.PerNode, nd)
+		}
+	}
+	return cr
+}
+
+// allocationOwners maps "driver/pool/device" to the unit holding it.
+func allocationOwners(st *state) map[string]string {
+	out := map[string]string{}
+	for _, c := range st.claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		who := "claim " + c.Namespace + "/" + c.Name
+		if len(c.Status.ReservedFor) > 0 {
+			if p := st.pod(c.Namespace, c.Status.ReservedFor[0].Name); p != nil {
+				who = unitOf(p)
+			}
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			out[r.Driver+"/"+r.Pool+"/"+r.Device] = who
+		}
+	}
+	return out
+}
+
+func unitOf(p *corev1.Pod) string {
+	if g := scheduler.GroupOf(p); g != "" {
+		return "PodGroup " + p.Namespace + "/" + g
+	}
+	return "pod " + p.Namespace + "/" + p.Name
+}
+
+// holders lists the units holding devices of the requested classes, with
+// their priority and whether preemption could free them for u.
+func holders(st *state, u *unit, classes []ClassReport) []Holder {
+	counts := map[string]int{}
+	prio := map[string]int32{}
+	for _, c := range classes {
+		for _, nd := range c.PerNode {
+			for _, to := range nd.To {
+				_, who, _ := strings.Cut(to, "→")
+				counts[who]++
+			}
+		}
+	}
+	for _, p := range st.pods {
+		who := unitOf(&p)
+		if _, ok := counts[who]; !ok {
+			continue
+		}
+		pr := int32(0)
+		if p.Spec.Priority != nil {
+			pr = *p.Spec.Priority
+		}
+		if g := st.groups[p.Namespace+"/"+scheduler.GroupOf(&p)]; g != nil {
+			pr = st.groupPriority(g)
+		}
+		prio[who] = pr
+	}
+	var out []Holder
+	for who, n := range counts {
+		out = append(out, Holder{Unit: who, Priority: prio[who], Devices: n, Preemptible: prio[who] < u.priority && preemptionAllowed(u)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
+	return out
+}
+
+func preemptionAllowed(u *unit) bool {
+	if u.group != nil && u.group.Spec.PreemptionPolicy != nil {
+		return *u.group.Spec.PreemptionPolicy != lockv1.PreemptNever
+	}
+	if len(u.members) > 0 && u.members[0].Spec.PreemptionPolicy != nil {
+		return *u.members[0].Spec.PreemptionPolicy != corev1.PreemptNever
+	}
+	return true
+}
+
+func devicesOf(results []resourcev1.DeviceRequestAllocationResult) string {
+	var out []string
+	for _, r := range results {
+		out = append(out, r.Pool+"/"+r.Device)
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,118 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// state is one read of everything the decision depends on.
+type state struct {
+	nodes   []corev1.Node
+	pods    []corev1.Pod
+	slices  []resourcev1.ResourceSlice
+	classes []resourcev1.DeviceClass
+	claims  []resourcev1.ResourceClaim
+	pcs     map[string]int32
+	groups  map[string]*lockv1.PodGroup // ns/name
+}
+
+func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*state, error) {
+	st := &state{pcs: map[string]int32{}, groups: map[string]*lockv1.PodGroup{}}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	st.nodes = nodes.Items
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	st.pods = pods.Items
+	if slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err == nil {
+		st.slices = slices.Items
+	}
+	if classes, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{}); err == nil {
+		st.classes = classes.Items
+	}
+	if claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{}); err == nil {
+		st.claims = claims.Items
+	}
+	if pcs, err := client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, pc := range pcs.Items {
+			st.pcs[pc.Name] = pc.Value
+		}
+	}
+	// In-tree groups first, so a Lockstep group of the same name wins, as in the scheduler.
+	for _, gvr := range []schema.GroupVersionResource{scheduler.UpstreamPodGroupResource, scheduler.PodGroupResource} {
+		list, err := dyn.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, u := range list.Items {
+			pg := &lockv1.PodGroup{}
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pg) == nil {
+				st.groups[pg.Namespace+"/"+pg.Name] = pg
+			}
+		}
+	}
+	return st, nil
+}
+
+// snapshot builds the scheduler's view of the state.
+func (st *state) snapshot() *snapshot.Snapshot {
+	in := snapshot.Input{}
+	for i := range st.nodes {
+		in.Nodes = append(in.Nodes, &st.nodes[i])
+	}
+	for i := range st.pods {
+		in.Pods = append(in.Pods, &st.pods[i])
+	}
+	for i := range st.slices {
+		in.Slices = append(in.Slices, &st.slices[i])
+	}
+	for i := range st.classes {
+		in.Classes = append(in.Classes, &st.classes[i])
+	}
+	for i := range st.claims {
+		in.Claims = append(in.Claims, &st.claims[i])
+	}
+	return snapshot.New(in)
+}
+
+func (st *state) claim(ns, name string) *resourcev1.ResourceClaim {
+	for i := range st.claims {
+		if st.claims[i].Namespace == ns && st.claims[i].Name == name {
+			return &st.claims[i]
+		}
+	}
+	return nil
+}
+
+func (st *state) pod(ns, name string) *corev1.Pod {
+	for i := range st.pods {
+		if st.pods[i].Namespace == ns && st.pods[i].Name == name {
+			return &st.pods[i]
+		}
+	}
+	return nil
+}
+
+// groupPriority mirrors the scheduler: spec.priority, else the class value.
+func (st *state) groupPriority(pg *lockv1.PodGroup) int32 {
+	if pg.Spec.Priority != nil {
+		return *pg.Spec.Priority
+	}
+	return st.pcs[pg.Spec.PriorityClassName]
+}

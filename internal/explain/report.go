@@ -1,0 +1,85 @@
+package explain
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/placement"
+)
+
+// Report is the answer and its evidence.
+type Report struct {
+	// Answer comes first: one sentence.
+	Answer string `json:"answer"`
+	// Unit is what was explained, e.g. "PodGroup ml-team/train-b".
+	Unit string `json:"unit"`
+	// Condition is the group's PodGroupInitiallyScheduled condition.
+	Condition *metav1.Condition `json:"condition,omitempty"`
+	// LastEvent is the newest FailedScheduling/Waiting event of the unit.
+	LastEvent string `json:"lastEvent,omitempty"`
+	Gang      bool   `json:"gang"`
+	MinCount  int    `json:"minCount"`
+	Members   int    `json:"members"`
+	Bound     int    `json:"bound"`
+	Pending   int    `json:"pending"`
+	// Claims of the pending members and their state.
+	Claims []ClaimState `json:"claims,omitempty"`
+	// Nodes is how many nodes the cluster has; Reasons how many of them fail
+	// each check for the first pod that does not fit.
+	Nodes   int                     `json:"nodes"`
+	Reasons []placement.ReasonCount `json:"reasons,omitempty"`
+	// ExtendedResources requested and what nodes advertise of them.
+	ExtendedResources []ExtendedResource `json:"extendedResources,omitempty"`
+	// Devices per DeviceClass requested.
+	Devices  []ClassReport `json:"devices,omitempty"`
+	Topology []string      `json:"topology,omitempty"`
+	// Holders are the running units that hold devices of the requested classes.
+	Holders []Holder `json:"holders,omitempty"`
+}
+
+// ClaimState is one claim of a pending pod.
+type ClaimState struct {
+	Pod   string `json:"pod"`
+	Claim string `json:"claim"`
+	State string `json:"state"`
+}
+
+// ExtendedResource is a requested extended resource.
+type ExtendedResource struct {
+	Name string `json:"name"`
+	// PerPod is the request of one pod.
+	PerPod int64 `json:"perPod"`
+	// Nodes advertising it, and the total and free allocatable.
+	Nodes int   `json:"nodes"`
+	Total int64 `json:"total"`
+	Free  int64 `json:"free"`
+}
+
+// ClassReport is the state of one DeviceClass.
+type ClassReport struct {
+	Class     string       `json:"class"`
+	Exists    bool         `json:"exists"`
+	Total     int          `json:"total"`
+	Allocated int          `json:"allocated"`
+	PerNode   []NodeDevice `json:"perNode,omitempty"`
+	// Tainted devices ("node/device effect key") matching the class.
+	Tainted []string `json:"tainted,omitempty"`
+	// CELErrors from the class's selectors.
+	CELErrors []string `json:"celErrors,omitempty"`
+}
+
+// NodeDevice is one node's devices of a class.
+type NodeDevice struct {
+	Node      string   `json:"node"`
+	Matching  int      `json:"matching"`
+	Allocated int      `json:"allocated"`
+	To        []string `json:"allocatedTo,omitempty"`
+}
+
+// Holder is a running unit holding devices the explained unit wants.
+type Holder struct {
+	Unit     string `json:"unit"`
+	Priority int32  `json:"priority"`
+	Devices  int    `json:"devices"`
+	// Preemptible: strictly lower priority than the explained unit.
+	Preemptible bool `json:"preemptible"`
+}

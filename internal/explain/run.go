@@ -1,0 +1,181 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
+)
+
+// Target names what to explain: kind is podgroup, job or pod.
+type Target struct {
+	Kind, Namespace, Name string
+}
+
+// unit is what the target resolves to.
+type unit struct {
+	label    string
+	group    *lockv1.PodGroup
+	job      *batchv1.Job
+	members  []*corev1.Pod
+	pending  []*corev1.Pod
+	bound    int
+	minCount int
+	gang     bool
+	priority int32
+}
+
+// Run explains the target.
+func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, t Target) (*Report, error) {
+	st, err := load(ctx, client, dyn)
+	if err != nil {
+		return nil, err
+	}
+	u, err := resolve(ctx, client, st, t)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Unit: u.label, Gang: u.gang, MinCount: u.minCount, Members: len(u.members), Bound: u.bound, Pending: len(u.pending), Nodes: len(st.nodes)}
+	if u.group != nil {
+		r.Condition = meta.FindStatusCondition(u.group.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
+		for _, tc := range topologyOf(u.group) {
+			r.Topology = append(r.Topology, tc)
+		}
+	}
+	r.LastEvent = lastEvent(ctx, client, u)
+	if answer := waitingAnswer(u); answer != "" {
+		r.Answer = answer
+		return r, nil
+	}
+	members, missing := r.claimStates(st, u)
+	if missing != "" {
+		r.Answer = fmt.Sprintf("%s is waiting: %s", u.label, missing)
+		return r, nil
+	}
+	cache := dra.NewCache()
+	pu := placement.Unit{Members: members, Bound: u.bound, MinCount: u.minCount, Gang: u.gang, TopologyKeys: r.Topology}
+	snap := st.snapshot() // placement assumes into it; evidence reads a fresh one
+	res, err := placement.Place(ctx, snap, dra.New(snap, cache), pu)
+	if err != nil {
+		r.Answer = fmt.Sprintf("%s cannot be evaluated (SchedulerError): %v", u.label, err)
+		return r, nil
+	}
+	evidence := st.snapshot()
+	r.ExtendedResources = extendedResources(evidence, u.pending)
+	r.Devices = classReports(ctx, st, evidence, cache, members)
+	r.Holders = holders(st, u, r.Devices)
+	switch {
+	case len(res.Unplaced) == 0 || u.gang && len(res.Assignments) > 0:
+		r.Answer = fmt.Sprintf("%s fits now (%d of %d pending pods placeable): the scheduler places it on its next attempt", u.label, res.Placeable, len(u.pending))
+	default:
+		r.Answer = fmt.Sprintf("%s is pending: %s", u.label, placement.Summary(ctx, evidence, cache, pu, res))
+		r.Reasons = res.Unplaced[0].Diagnosis.Top()
+	}
+	return r, nil
+}
+
+// waitingAnswer covers the units that cannot be attempted at all.
+func waitingAnswer(u *unit) string {
+	switch {
+	case len(u.members) == 0 && u.job != nil && u.job.Spec.Suspend != nil && *u.job.Spec.Suspend:
+		return fmt.Sprintf("%s has no pods: Job %s is suspended (e.g. held by a queue); nothing is scheduled until it is resumed", u.label, u.job.Name)
+	case len(u.members) == 0:
+		return fmt.Sprintf("%s has no pods yet: 0 of minCount %d exist; create them (label %s=%s, schedulerName lockstep)", u.label, u.minCount, lockv1.PodGroupLabel, groupName(u))
+	case u.gang && len(u.members) < u.minCount:
+		return fmt.Sprintf("%s is waiting for pods: %d of minCount %d exist; no placement is attempted until minCount members exist", u.label, len(u.members), u.minCount)
+	case u.group == nil && groupName(u) != "":
+		return fmt.Sprintf("%s waits for PodGroup %s/%s, which does not exist", u.label, u.members[0].Namespace, groupName(u))
+	case len(u.pending) == 0:
+		return fmt.Sprintf("%s is not pending: %d of %d pods are bound", u.label, u.bound, len(u.members))
+	}
+	return ""
+}
+
+func groupName(u *unit) string {
+	if u.group != nil {
+		return u.group.Name
+	}
+	if len(u.members) > 0 {
+		return scheduler.GroupOf(u.members[0])
+	}
+	return ""
+}
+
+// claimStates resolves the pending pods' claims and records their state;
+// missing explains a claim that does not exist yet.
+func (r *Report) claimStates(st *state, u *unit) ([]placement.Member, string) {
+	var members []placement.Member
+	missing := ""
+	for _, p := range u.pending {
+		m := placement.Member{Pod: p}
+		for _, pc := range p.Spec.ResourceClaims {
+			name, ok := scheduler.ClaimName(p, pc)
+			c := st.claim(p.Namespace, name)
+			switch {
+			case !ok || c == nil:
+				r.Claims = append(r.Claims, ClaimState{Pod: p.Name, Claim: pc.Name, State: "not created yet (kube-controller-manager creates it from its ResourceClaimTemplate)"})
+				if missing == "" {
+					missing = fmt.Sprintf("the ResourceClaim %q of pod %s does not exist yet", pc.Name, p.Name)
+				}
+				continue
+			case c.Status.Allocation != nil:
+				r.Claims = append(r.Claims, ClaimState{Pod: p.Name, Claim: name, State: "allocated: " + devicesOf(c.Status.Allocation.Devices.Results)})
+			default:
+				r.Claims = append(r.Claims, ClaimState{Pod: p.Name, Claim: name, State: "pending (unallocated)"})
+			}
+			m.Claims = append(m.Claims, types.NamespacedName{Namespace: p.Namespace, Name: name})
+		}
+		members = append(members, m)
+	}
+	return members, missing
+}
+
+func topologyOf(pg *lockv1.PodGroup) []string {
+	if pg.Spec.SchedulingConstraints == nil {
+		return nil
+	}
+	var keys []string
+	for _, t := range pg.Spec.SchedulingConstraints.Topology {
+		keys = append(keys, t.Key)
+	}
+	return keys
+}
+
+func lastEvent(ctx context.Context, client kubernetes.Interface, u *unit) string {
+	name, ns := "", ""
+	switch {
+	case u.group != nil:
+		name, ns = u.group.Name, u.group.Namespace
+	case len(u.pending) > 0:
+		name, ns = u.pending[0].Name, u.pending[0].Namespace
+	default:
+		return ""
+	}
+	evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil || len(evs.Items) == 0 {
+		return ""
+	}
+	sort.Slice(evs.Items, func(i, j int) bool { return eventTime(&evs.Items[i]).Time.Before(eventTime(&evs.Items[j]).Time) })
+	e := evs.Items[len(evs.Items)-1]
+	return fmt.Sprintf("%s %s: %s", e.Type, e.Reason, strings.TrimSpace(e.Message))
+}
+
+func eventTime(e *corev1.Event) metav1.Time {
+	if !e.EventTime.IsZero() {
+		return metav1.Time{Time: e.EventTime.Time}
+	}
+	return e.LastTimestamp
+}

@@ -1,0 +1,66 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// Summary is the arithmetic users read first, shared by the scheduler's
+// PodGroup condition and `lockstep explain`, e.g.
+// "minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use)".
+// bound and pending count the unit's members; res is the placement result.
+func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, unit Unit, res Result) string {
+	total := unit.Bound + len(unit.Members)
+	fit := unit.Bound + res.Placeable
+	head := fmt.Sprintf("%d of %d pods fit", fit, total)
+	if unit.Gang {
+		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", unit.MinCount, fit, total)
+	}
+	byReason := map[string]int{}
+	for _, f := range res.Unplaced {
+		byReason[MainReason(ctx, snap, cache, f.Diagnosis)]++
+	}
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if byReason[reasons[i]] != byReason[reasons[j]] {
+			return byReason[reasons[i]] > byReason[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := []string{head}
+	for _, r := range reasons {
+		noun := "pods"
+		if byReason[r] == 1 {
+			noun = "pod"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s: %s", byReason[r], noun, r))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// MainReason words the reason most nodes gave; a device shortage names the
+// class with its arithmetic.
+func MainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis) string {
+	if d.Err != nil {
+		return d.Err.Error()
+	}
+	top := d.Top()
+	if len(top) == 0 {
+		return "no nodes"
+	}
+	if top[0].Reason == ReasonDevices && len(d.DeviceClasses) > 0 {
+		c := dra.CountClass(ctx, snap, cache, d.DeviceClasses[0])
+		return fmt.Sprintf("no free device of class %s (%d devices, %d in use)", c.Class, c.Total, c.Allocated)
+	}
+	return d.String()
+}
