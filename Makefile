@@ -15,6 +15,7 @@ build: lockstep tools
 
 lockstep:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/lockstep ./cmd/lockstep
+	ln -sf lockstep $(BIN)/kubectl-lockstep   # `kubectl lockstep …` with bin/ on PATH
 
 ## tools: the Kubernetes binaries and dev tools, each skipped when built at its version
 tools:

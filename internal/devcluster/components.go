@@ -17,10 +17,11 @@ type Ports struct {
 	KubeScheduler     int `json:"kubeScheduler"`
 	Webhook           int `json:"webhook"`
 	SchedulerMetrics  int `json:"schedulerMetrics"`
+	ControllerMetrics int `json:"controllerMetrics"`
 }
 
 // PortCount is how many ports from the base port a cluster uses.
-const PortCount = 8
+const PortCount = 9
 
 // PortsFrom lays the ports out from base.
 func PortsFrom(base int) Ports {
@@ -33,6 +34,7 @@ func PortsFrom(base int) Ports {
 		KubeScheduler:     base + 5,
 		Webhook:           base + 6,
 		SchedulerMetrics:  base + 7,
+		ControllerMetrics: base + 8,
 	}
 }
 
@@ -52,6 +54,7 @@ func (p Ports) byComponent() []struct {
 		{"kube-scheduler", p.KubeScheduler},
 		{"lockstep webhook", p.Webhook},
 		{"lockstep scheduler metrics", p.SchedulerMetrics},
+		{"lockstep controllers metrics", p.ControllerMetrics},
 	}
 }
 
@@ -230,6 +233,7 @@ func (c *Cluster) lockstepProcesses(bin string) []*process {
 		}},
 		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: []string{
 			"controllers", "--kubeconfig=" + l.kubeconfig("lockstep-controllers"), "-v=2",
+			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(p.ControllerMetrics),
 		}},
 		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: append(c.LockstepSchedulerArgs("lockstep-scheduler-0"),
 			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerMetrics))},

@@ -16,7 +16,7 @@ import (
 
 // NewCommand returns `lockstep controllers`.
 func NewCommand() *cobra.Command {
-	var kubeconfig, leaseNamespace string
+	var kubeconfig, leaseNamespace, metricsAddr string
 	leaderElect := true
 	cmd := &cobra.Command{
 		Use:   "controllers",
@@ -32,7 +32,7 @@ func NewCommand() *cobra.Command {
 			cfg.QPS, cfg.Burst = 100, 200
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                  scheduler.Scheme(),
-				Metrics:                 metricsserver.Options{BindAddress: "0"},
+				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "lockstep-controllers",
 				LeaderElectionNamespace: leaseNamespace,
@@ -53,5 +53,6 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig file; empty means in-cluster configuration")
 	f.BoolVar(&leaderElect, "leader-elect", leaderElect, "elect a leader; only the leader reconciles")
 	f.StringVar(&leaseNamespace, "leader-elect-namespace", "lockstep-system", "namespace of the Lease")
+	f.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "host:port to serve Prometheus /metrics on (controller-runtime's reconcile metrics); 0 disables it")
 	return cmd
 }

@@ -58,7 +58,7 @@ The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 	f.BoolVar(&o.Detach, "detach", o.Detach, "return once the cluster is ready and leave it running (stop it with `lockstep dev down`)")
 	f.StringVar(&o.StateDir, "state-dir", o.StateDir, "directory for kubeconfig, certificates, etcd data and logs")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "directory holding etcd, kube-apiserver, kube-controller-manager and kwok (default: beside this binary)")
-	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager, simulator, schedulers and webhook use the next 7 ports")
+	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager, simulator, schedulers, webhook and metrics use the next 8 ports")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the cluster to be ready")
 	f.StringSliceVar(&o.Schedulers, "schedulers", o.Schedulers, "schedulers to run: lockstep, kube-scheduler (v1.37, the reference), or none")
 	return cmd

@@ -69,12 +69,12 @@ func stateDir(t *testing.T, c *cli) string {
 	return dir
 }
 
-// freeBase finds eight consecutive free loopback ports.
+// freeBase finds nine consecutive free loopback ports.
 func freeBase(t *testing.T) int {
 	// Below the ephemeral port range (32768+), where client connections
 	// would otherwise take ports between the check and the bind.
-	for base := 20000 + os.Getpid()%1400*8; base < 32000; base += 8 {
-		if portsFree(base, 8) {
+	for base := 20000 + os.Getpid()%1300*9; base < 32000; base += 9 {
+		if portsFree(base, 9) {
 			return base
 		}
 	}
@@ -181,8 +181,8 @@ func TestUpDownLifecycle(t *testing.T) {
 			t.Errorf("%s (pid %d) still running after dev down", p.Name, p.PID)
 		}
 	}
-	if !portsFree(base, 8) {
-		t.Errorf("ports %d-%d still taken after dev down", base, base+7)
+	if !portsFree(base, 9) {
+		t.Errorf("ports %d-%d still taken after dev down", base, base+8)
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -222,8 +222,8 @@ func TestUpReportsFailingComponentWithItsLog(t *testing.T) {
 			t.Errorf("dev up output: want %q, got:\n%s", want, out)
 		}
 	}
-	if !portsFree(base, 8) {
-		t.Errorf("failed dev up left ports %d-%d taken (etcd or kube-apiserver still running)", base, base+7)
+	if !portsFree(base, 9) {
+		t.Errorf("failed dev up left ports %d-%d taken (etcd or kube-apiserver still running)", base, base+8)
 	}
 }
 
