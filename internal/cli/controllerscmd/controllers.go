@@ -3,12 +3,15 @@
 package controllerscmd
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
@@ -17,10 +20,11 @@ import (
 // NewCommand returns `lockstep controllers`.
 func NewCommand() *cobra.Command {
 	var kubeconfig, leaseNamespace, metricsAddr string
+	nodeGrace := 40 * time.Second
 	leaderElect := true
 	cmd := &cobra.Command{
 		Use:   "controllers",
-		Short: "Run Lockstep's controllers: Jobs become gangs (Workload + PodGroup) with no extra YAML",
+		Short: "Run Lockstep's controllers: Jobs become gangs with no extra YAML; gangs that lose a member restart whole",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(klog.NewKlogr())
@@ -40,6 +44,10 @@ func NewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			integrityCtl := &integrity.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), NodeGrace: nodeGrace}
+			if err := integrityCtl.SetupWithManager(mgr); err != nil {
+				return err
+			}
 			for _, integ := range []jobintegration.Integration{job.Integration{}} {
 				r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ}
 				if err := r.SetupWithManager(mgr); err != nil {
@@ -53,6 +61,7 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig file; empty means in-cluster configuration")
 	f.BoolVar(&leaderElect, "leader-elect", leaderElect, "elect a leader; only the leader reconciles")
 	f.StringVar(&leaseNamespace, "leader-elect-namespace", "lockstep-system", "namespace of the Lease")
+	f.DurationVar(&nodeGrace, "node-not-ready-grace", nodeGrace, "how long a gang member's node may be NotReady before the gang restarts whole")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "host:port to serve Prometheus /metrics on (controller-runtime's reconcile metrics); 0 disables it")
 	return cmd
 }

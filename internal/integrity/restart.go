@@ -1,0 +1,68 @@
+package integrity
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+)
+
+// restart evicts the remaining members — each first marked DisruptionTarget,
+// so Job podFailurePolicy can tell a gang restart from a real failure — and
+// records why on the PodGroup.
+func (r *Reconciler) restart(ctx context.Context, pg *lockv1.PodGroup, g gang) error {
+	logger := ctrl.LoggerFrom(ctx)
+	msg := fmt.Sprintf("%s: restarting the whole gang (disruptionMode all), evicting %d running members", g.detail, len(g.bound))
+	logger.Info("Gang lost a member; restarting it whole", "podGroup", client.ObjectKeyFromObject(pg), "reason", g.reason, "detail", g.detail)
+	for _, p := range g.bound {
+		cp := p.DeepCopy()
+		setPodCondition(cp, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: PodReason,
+			Message: fmt.Sprintf("PodGroup %s lost a member (%s); the gang restarts whole", pg.Name, g.detail), LastTransitionTime: metav1.Now()})
+		var opts []client.DeleteOption
+		if r.nodeGone(ctx, p.Spec.NodeName) {
+			// No kubelet will ever stop it: mark it Failed, as pod GC does for
+			// orphans, so the Job controller accounts it (and drops its
+			// finalizer) at once, and remove it without a grace period.
+			cp.Status.Phase = corev1.PodFailed
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		if err := r.Client.Status().Update(ctx, cp); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+		r.mu.Lock()
+		r.evicted[p.UID] = true
+		r.mu.Unlock()
+		if err := r.Client.Delete(ctx, p, opts...); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	r.restarts.WithLabelValues(g.reason).Inc()
+	r.Recorder.Event(pg, corev1.EventTypeWarning, "GangRestart", msg)
+	cur := pg.DeepCopy()
+	meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{
+		Type: lockv1.DisruptionTarget, Status: metav1.ConditionTrue, Reason: g.reason, Message: msg, ObservedGeneration: pg.Generation,
+	})
+	return client.IgnoreNotFound(r.Client.Status().Update(ctx, cur))
+}
+
+func setPodCondition(p *corev1.Pod, c corev1.PodCondition) {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == c.Type {
+			p.Status.Conditions[i] = c
+			return
+		}
+	}
+	p.Status.Conditions = append(p.Status.Conditions, c)
+}
+
+func (r *Reconciler) nodeGone(ctx context.Context, name string) bool {
+	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
+	return apierrors.IsNotFound(err)
+}

@@ -1,0 +1,16 @@
+// Package integrity checks atomic death on the local control plane: a
+// running gang that loses a member (a device tainted NoExecute) is restarted
+// whole and placed again without consuming the Job's backoffLimit, while a
+// NoSchedule device taint leaves it running.
+package integrity
+
+import (
+	"testing"
+
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+func TestMain(m *testing.M) {
+	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS})
+}
