@@ -28,7 +28,7 @@ generate: tools
 
 ## test: every test — unit, integration and e2e against the local control plane
 test: build
-	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...   # -count=1: e2e results depend on bin/, which the test cache does not track
 
 ## unit: tests that need no cluster
 unit:
