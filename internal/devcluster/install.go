@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/lockstep-dev/lockstep/config"
+	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 )
 
 // kinds maps the kinds Lockstep's manifests use to their resources; the set
@@ -77,20 +77,15 @@ func apply(ctx context.Context, dyn dynamic.Interface, u *unstructured.Unstructu
 	return nil
 }
 
-func crdsServed(ctx context.Context, client kubernetes.Interface) error {
-	list, err := client.Discovery().ServerResourcesForGroupVersion("scheduling.lockstep.dev/v1beta1")
-	if apierrors.IsNotFound(err) {
-		return errors.New("scheduling.lockstep.dev/v1beta1 not served yet")
-	}
-	if err != nil {
-		return err
-	}
-	served := map[string]bool{}
-	for _, r := range list.APIResources {
-		served[r.Name] = true
-	}
-	if !served["podgroups"] || !served["workloads"] {
-		return fmt.Errorf("CRDs not served yet: %v", served)
+func crdsServed(_ context.Context, client kubernetes.Interface) error {
+	for _, r := range []string{"podgroups", "workloads"} {
+		ok, err := apidiscovery.Serves(client.Discovery(), "scheduling.lockstep.dev/v1beta1", r)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("CRD %s not served yet", r)
+		}
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func CountClassIn(ctx context.Context, cache *cel.Cache, class *resourcev1.Devic
 	out := ClassCount{Class: class.Name}
 	for _, s := range slices {
 		for _, d := range s.Spec.Devices {
-			if !classMatches(ctx, cache, class, s.Spec.Driver, d) {
+			if !ClassMatches(ctx, cache, class, s.Spec.Driver, d) {
 				continue
 			}
 			out.Total++
@@ -51,7 +51,9 @@ func CountClassIn(ctx context.Context, cache *cel.Cache, class *resourcev1.Devic
 	return out
 }
 
-func classMatches(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, driver string, d resourcev1.Device) bool {
+// ClassMatches reports whether a device of driver satisfies every CEL
+// selector of class; a selector that fails to compile or evaluate does not match.
+func ClassMatches(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, driver string, d resourcev1.Device) bool {
 	for _, sel := range class.Spec.Selectors {
 		if sel.CEL == nil {
 			continue

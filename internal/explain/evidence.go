@@ -93,7 +93,7 @@ func classReport(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache,
 			nd.Allocated += c.Allocated
 			for _, d := range s.Spec.Devices {
 				id := s.Spec.Pool.Name + "/" + d.Name
-				if who, ok := owner[s.Spec.Driver+"/"+id]; ok && dra.CountClassIn(ctx, cache, class, []*resourcev1.ResourceSlice{{Spec: resourcev1.ResourceSliceSpec{Driver: s.Spec.Driver, Pool: s.Spec.Pool, Devices: []resourcev1.Device{d}}}}, nil).Total > 0 {
+				if who, ok := owner[s.Spec.Driver+"/"+id]; ok && dra.ClassMatches(ctx, cache, class, s.Spec.Driver, d) {
 					nd.To = append(nd.To, d.Name+"→"+who)
 				}
 				for _, t := range d.Taints {

@@ -51,9 +51,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	r := &Report{Unit: u.label, Gang: u.gang, MinCount: u.minCount, Members: len(u.members), Bound: u.bound, Pending: len(u.pending), Nodes: len(st.nodes)}
 	if u.group != nil {
 		r.Condition = meta.FindStatusCondition(u.group.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
-		for _, tc := range topologyOf(u.group) {
-			r.Topology = append(r.Topology, tc)
-		}
+		r.Topology = scheduler.TopologyKeys(u.group)
 	}
 	r.LastEvent = lastEvent(ctx, client, u)
 	if answer := waitingAnswer(u); answer != "" {
@@ -141,17 +139,6 @@ func (r *Report) claimStates(st *state, u *unit) ([]placement.Member, string) {
 		members = append(members, m)
 	}
 	return members, missing
-}
-
-func topologyOf(pg *lockv1.PodGroup) []string {
-	if pg.Spec.SchedulingConstraints == nil {
-		return nil
-	}
-	var keys []string
-	for _, t := range pg.Spec.SchedulingConstraints.Topology {
-		keys = append(keys, t.Key)
-	}
-	return keys
 }
 
 func lastEvent(ctx context.Context, client kubernetes.Interface, u *unit) string {

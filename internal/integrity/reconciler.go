@@ -195,6 +195,7 @@ type gang struct {
 
 func (r *Reconciler) inspect(ctx context.Context, pg *lockv1.PodGroup, pods []corev1.Pod) gang {
 	var g gang
+	taints := r.noExecuteTaints(ctx)
 	alive, pendingCount := 0, 0
 	for i := range pods {
 		p := &pods[i]
@@ -209,7 +210,7 @@ func (r *Reconciler) inspect(ctx context.Context, pg *lockv1.PodGroup, pods []co
 		case scheduler.Active(p) && p.DeletionTimestamp == nil:
 			g.bound = append(g.bound, p)
 			alive++
-			if reason, detail := r.nodeOrDeviceLost(ctx, p); reason != "" && g.reason == "" {
+			if reason, detail := r.nodeOrDeviceLost(ctx, p, taints); reason != "" && g.reason == "" {
 				g.reason, g.detail = reason, detail
 			}
 		case scheduler.Pending(p):
@@ -237,7 +238,7 @@ func (r *Reconciler) inspect(ctx context.Context, pg *lockv1.PodGroup, pods []co
 
 // nodeOrDeviceLost reports a member whose node is gone or NotReady past
 // the grace period, or whose claim holds a device tainted NoExecute.
-func (r *Reconciler) nodeOrDeviceLost(ctx context.Context, p *corev1.Pod) (string, string) {
+func (r *Reconciler) nodeOrDeviceLost(ctx context.Context, p *corev1.Pod, taints map[string]string) (string, string) {
 	node := &corev1.Node{}
 	err := r.Client.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, node)
 	if apierrors.IsNotFound(err) {
@@ -259,7 +260,7 @@ func (r *Reconciler) nodeOrDeviceLost(ctx context.Context, p *corev1.Pod) (strin
 			continue
 		}
 		for _, res := range claim.Status.Allocation.Devices.Results {
-			if taint := r.noExecuteTaint(ctx, res); taint != "" {
+			if taint := taints[res.Driver+"/"+res.Pool+"/"+res.Device]; taint != "" {
 				return ReasonDeviceFailed, fmt.Sprintf("device %s/%s of pod %s is tainted %s", res.Pool, res.Device, p.Name, taint)
 			}
 		}
@@ -267,25 +268,22 @@ func (r *Reconciler) nodeOrDeviceLost(ctx context.Context, p *corev1.Pod) (strin
 	return "", ""
 }
 
-func (r *Reconciler) noExecuteTaint(ctx context.Context, res resourcev1.DeviceRequestAllocationResult) string {
+// noExecuteTaints maps "driver/pool/device" to its NoExecute taint, from one
+// read of the ResourceSlices.
+func (r *Reconciler) noExecuteTaints(ctx context.Context) map[string]string {
+	out := map[string]string{}
 	slices := &resourcev1.ResourceSliceList{}
 	if err := r.Client.List(ctx, slices); err != nil {
-		return ""
+		return out
 	}
 	for _, s := range slices.Items {
-		if s.Spec.Driver != res.Driver || s.Spec.Pool.Name != res.Pool {
-			continue
-		}
 		for _, d := range s.Spec.Devices {
-			if d.Name != res.Device {
-				continue
-			}
 			for _, t := range d.Taints {
 				if t.Effect == resourcev1.DeviceTaintEffectNoExecute {
-					return fmt.Sprintf("%s=%s:NoExecute", t.Key, t.Value)
+					out[s.Spec.Driver+"/"+s.Spec.Pool.Name+"/"+d.Name] = fmt.Sprintf("%s=%s:NoExecute", t.Key, t.Value)
 				}
 			}
 		}
 	}
-	return ""
+	return out
 }

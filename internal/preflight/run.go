@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 )
 
 // Run reads the cluster and builds the report. It writes nothing: the Job
@@ -69,17 +71,11 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	return r, nil
 }
 
+// served swallows discovery errors: an API the client cannot discover is
+// reported as not served.
 func served(client kubernetes.Interface, gv, resource string) bool {
-	list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == resource {
-			return true
-		}
-	}
-	return false
+	ok, _ := apidiscovery.Serves(client.Discovery(), gv, resource)
+	return ok
 }
 
 // checkJobField dry-runs a Job with spec.scheduling and sees whether the

@@ -75,9 +75,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		s.queue.Retry(k)
 		return
 	}
-	res, err := placement.Place(ctx, snap, dra.New(snap, s.celCache), placement.Unit{
-		Members: members, Bound: u.bound, MinCount: u.minCount(), Gang: u.gang(), TopologyKeys: topologyKeys(u.group),
-	})
+	pu := placement.Unit{Members: members, Bound: u.bound, MinCount: u.minCount(), Gang: u.gang(), TopologyKeys: TopologyKeys(u.group)}
+	res, err := placement.Place(ctx, snap, dra.New(snap, s.celCache), pu)
 	logger.V(1).Info("Placement decided", "pending", len(u.pending), "bound", u.bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
 	if err != nil {
 		s.observe(start, metrics.ResultError)
@@ -99,7 +98,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 			return
 		}
 	}
-	s.reportPlaced(ctx, u, snap, res)
+	s.reportPlaced(ctx, u, pu, snap, res)
 	if len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0) {
 		s.observe(start, metrics.ResultUnschedulable)
 		s.countDeviceFailures(res)
@@ -254,7 +253,8 @@ func (s *Scheduler) snapshot() (*snapshot.Snapshot, error) {
 	return snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, Slices: slices, Classes: classes, Claims: claims}), nil
 }
 
-func topologyKeys(pg *lockv1.PodGroup) []string {
+// TopologyKeys are the node labels a group must stay within one value of.
+func TopologyKeys(pg *lockv1.PodGroup) []string {
 	if pg == nil || pg.Spec.SchedulingConstraints == nil {
 		return nil
 	}

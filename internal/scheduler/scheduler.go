@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -88,7 +89,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	s.queue = queue.New(clock.RealClock{}, s.order)
 	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	s.recorder = s.broadcast.NewRecorder(Scheme(), "lockstep-scheduler")
-	served, err := servesUpstreamPodGroups(client)
+	served, err := apidiscovery.Serves(client.Discovery(), UpstreamPodGroupResource.GroupVersion().String(), UpstreamPodGroupResource.Resource)
 	if err != nil {
 		return nil, err
 	}
@@ -227,20 +228,4 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-func servesUpstreamPodGroups(client kubernetes.Interface) (bool, error) {
-	list, err := client.Discovery().ServerResourcesForGroupVersion(UpstreamPodGroupResource.GroupVersion().String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discovering %s: %w", UpstreamPodGroupResource.GroupVersion(), err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == UpstreamPodGroupResource.Resource {
-			return true, nil
-		}
-	}
-	return false, nil
 }

@@ -49,13 +49,13 @@ func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 
 // reportPlaced writes the PodGroup condition, pod conditions for pods that
 // did not fit, and events.
-func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, snap *snapshot.Snapshot, res placement.Result) {
+func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result) {
 	for _, a := range res.Assignments {
 		s.recorder.Eventf(a.Pod, nil, corev1.EventTypeNormal, eventScheduled, "Binding", "Successfully assigned %s/%s to %s", a.Pod.Namespace, a.Pod.Name, a.Node)
 	}
 	msg := ""
 	if len(res.Unplaced) > 0 {
-		msg = placement.Summary(ctx, snap, s.celCache, placement.Unit{Members: make([]placement.Member, len(u.pending)), Bound: u.bound, MinCount: u.minCount(), Gang: u.gang()}, res)
+		msg = placement.Summary(ctx, snap, s.celCache, pu, res)
 		for _, f := range res.Unplaced {
 			s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMessage(u, f, msg))
 			s.setPodUnschedulable(ctx, f.Pod, podMessage(u, f, msg))

@@ -40,12 +40,7 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	job := &batchv1.Job{}
-	ns := pod.Namespace
-	if ns == "" {
-		if req, err := admission.RequestFromContext(ctx); err == nil {
-			ns = req.Namespace
-		}
-	}
+	ns := namespaceOf(ctx, pod.Namespace)
 	if err := d.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: owner}, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
