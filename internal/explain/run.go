@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // Target names what to explain: kind is podgroup, job or pod.
@@ -120,7 +121,7 @@ func (r *Report) claimStates(st *state, u *unit) ([]placement.Member, string) {
 	for _, p := range u.pending {
 		m := placement.Member{Pod: p}
 		for _, pc := range p.Spec.ResourceClaims {
-			name, ok := scheduler.ClaimName(p, pc)
+			name, ok := snapshot.ClaimName(p, pc)
 			c := st.claim(p.Namespace, name)
 			switch {
 			case !ok || c == nil:

@@ -39,6 +39,11 @@ type Scheduler struct {
 	DeviceAllocationFailures *prometheus.CounterVec
 	// WriteErrors counts failed claim writes and bindings.
 	WriteErrors *prometheus.CounterVec
+	// Preemptions counts preemptions carried out (victims evicted), by the
+	// preemptor's priority.
+	Preemptions *prometheus.CounterVec
+	// PreemptionVictims mirrors scheduler_preemption_victims: pods evicted per preemption.
+	PreemptionVictims prometheus.Histogram
 }
 
 // Descriptions of the gauges the scheduler computes at scrape time.
@@ -78,8 +83,18 @@ func NewScheduler() *Scheduler {
 			Name: "lockstep_write_errors_total",
 			Help: "Failed API writes of decisions, by kind (claim: allocation/reservation; binding).",
 		}, []string{"kind"}),
+		Preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_preemptions_total",
+			Help: "Preemptions carried out (victims evicted for a unit that did not fit), by the preemptor's priority.",
+		}, []string{"preemptor_priority"}),
+		PreemptionVictims: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_preemption_victims",
+			Help:    "Pods evicted by one preemption.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
 	}
 	m.Registry.MustRegister(m.Attempts, m.AttemptDuration, m.TimeToScheduled, m.DeviceAllocationFailures, m.WriteErrors,
+		m.Preemptions, m.PreemptionVictims,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{ResultScheduled, ResultUnschedulable, ResultError} {
 		m.Attempts.WithLabelValues(r)

@@ -16,7 +16,9 @@ type attempt struct {
 	snap  *snapshot.Snapshot
 	alloc *dra.Allocator
 	unit  Unit
-	undo  []func()
+	// dry: undo every change once the result is known (Simulate).
+	dry  bool
+	undo []func()
 }
 
 func (a *attempt) run(groups []*group, gang bool) (Result, error) {
@@ -40,6 +42,9 @@ func (a *attempt) run(groups []*group, gang bool) (Result, error) {
 		a.rollback()
 		// Every member stays unbound; explain the ones that did not fit.
 		res.Assignments = nil
+	}
+	if a.dry {
+		a.rollback()
 	}
 	return res, nil
 }
@@ -104,6 +109,9 @@ func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignmen
 	}
 	var results []resourcev1.AllocationResult
 	if len(pending) > 0 {
+		if !mayFitDevices(a.snap, ni, pending) {
+			return nil, ReasonDevices, nil
+		}
 		results, err = a.alloc.Allocate(a.ctx, ni, pending)
 		if err != nil {
 			return nil, "", err
@@ -166,4 +174,28 @@ func requestedClasses(claims []*resourcev1.ResourceClaim) []string {
 		}
 	}
 	return out
+}
+
+// mayFitDevices is a necessary condition checked before the allocator runs:
+// a node-local request for n devices needs n free devices on the node. It
+// answers true whenever it cannot tell (devices outside the node, requests
+// for all devices or alternatives), so it only ever saves work.
+func mayFitDevices(snap *snapshot.Snapshot, ni *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) bool {
+	if len(snap.GlobalSlices) > 0 {
+		return true
+	}
+	need := int64(0)
+	for _, c := range claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly == nil || r.Exactly.AllocationMode == resourcev1.DeviceAllocationModeAll {
+				return true
+			}
+			if r.Exactly.Count > 0 {
+				need += r.Exactly.Count
+			} else {
+				need++
+			}
+		}
+	}
+	return int64(ni.FreeDevices()) >= need
 }

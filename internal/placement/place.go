@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -26,6 +27,16 @@ const maxOrders = 4
 // the snapshot as it found it. An error means the unit could not be
 // evaluated (SchedulerError), not that it does not fit.
 func Place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit) (Result, error) {
+	return place(ctx, snap, alloc, unit, false)
+}
+
+// Simulate answers what Place would do but leaves the snapshot as it found
+// it, success or not (a what-if, e.g. for preemption).
+func Simulate(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit) (Result, error) {
+	return place(ctx, snap, alloc, unit, true)
+}
+
+func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool) (Result, error) {
 	domains := [][]*snapshot.NodeInfo{snap.Nodes}
 	if unit.Gang && len(unit.TopologyKeys) > 0 {
 		domains = topologyDomains(snap, unit.TopologyKeys)
@@ -35,7 +46,7 @@ func Place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	}
 	var best Result
 	for _, nodes := range domains {
-		res, err := placeIn(ctx, snap, alloc, unit, nodes)
+		res, err := placeIn(ctx, snap, alloc, unit, nodes, dry)
 		if err != nil || len(res.Assignments) > 0 && (unit.Gang || res.Placeable == len(unit.Members)) {
 			return res, err
 		}
@@ -46,13 +57,13 @@ func Place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	return best, nil
 }
 
-func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo) (Result, error) {
+func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, dry bool) (Result, error) {
 	groups, err := buildGroups(ctx, snap, unit, nodes)
 	if err != nil {
 		return Result{}, err
 	}
 	if !unit.Gang {
-		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit}
+		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
 		return a.run(groups, false)
 	}
 	var best Result
@@ -60,7 +71,7 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 		if i == maxOrders {
 			break
 		}
-		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit}
+		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
 		res, err := a.run(order, true)
 		if err != nil || len(res.Assignments) > 0 {
 			return res, err
@@ -156,7 +167,7 @@ func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices b
 	for _, ni := range nodes {
 		k := key{cpu: ni.Allocatable.MilliCPU - ni.Requested.MilliCPU, mem: ni.Allocatable.Memory - ni.Requested.Memory}
 		if devices {
-			k.dev = int64(freeDevices(snap, ni))
+			k.dev = int64(ni.FreeDevices())
 		}
 		keys[ni.Node.Name] = k
 	}
@@ -174,18 +185,6 @@ func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices b
 	})
 }
 
-func freeDevices(snap *snapshot.Snapshot, ni *snapshot.NodeInfo) int {
-	n := 0
-	for _, s := range ni.Slices {
-		for _, d := range s.Spec.Devices {
-			if !snap.Allocated.Has(dra.DeviceID(s, d.Name)) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // orders yields the signature orders to try: most constrained first, then
 // each other group moved to the front.
 func orders(groups []*group) [][]*group {
@@ -197,4 +196,21 @@ func orders(groups []*group) [][]*group {
 		out = append(out, o)
 	}
 	return out
+}
+
+// Feasible returns the nodes that pass the checks no eviction can change
+// (schedulability, node name, selector and affinity, taints) for at least
+// one member: the only nodes where freeing capacity can help the unit.
+func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set[string], error) {
+	groups, err := buildGroups(ctx, snap, unit, snap.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	out := sets.New[string]()
+	for _, g := range groups {
+		for _, ni := range g.feasible {
+			out.Insert(ni.Node.Name)
+		}
+	}
+	return out, nil
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -28,22 +27,7 @@ nodePools:
     count: 2
 `
 
-// cluster renders a cluster spec into snapshot input.
-func cluster(t testing.TB, spec string) snapshot.Input {
-	t.Helper()
-	c, err := clusterspec.Parse([]byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := clusterspec.Render(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range objs.Nodes {
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	}
-	return snapshot.Input{Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
-}
+func cluster(t testing.TB, spec string) snapshot.Input { return builders.SnapshotInput(t, spec) }
 
 // gpuGang makes n pods named <name>-i, each with its own unallocated claim for
 // one device of class gpu.example.com (as a ResourceClaimTemplate would).

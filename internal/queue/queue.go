@@ -193,6 +193,33 @@ func (q *Queue) Wait(k Key) {
 	}
 }
 
+// WaitFor ends a cycle for a unit that waits on something events announce
+// (e.g. the victims of its preemption terminating): like Wait, any event
+// makes it active at once, without backoff; it also runs again after d at
+// the latest, in case the awaited event never comes.
+func (q *Queue) WaitFor(k Key, d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.inFlight, k)
+	if q.dirty[k] {
+		delete(q.dirty, k)
+		q.active[k] = true
+		q.cond.Broadcast()
+		return
+	}
+	since := q.clock.Now()
+	q.parked[k] = since
+	q.clock.AfterFunc(d, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if t, ok := q.parked[k]; ok && t.Equal(since) {
+			delete(q.parked, k)
+			q.active[k] = true
+			q.cond.Broadcast()
+		}
+	})
+}
+
 // Retry ends a cycle that should run again after backoff regardless of
 // events (an error, or waiting for an object to appear).
 func (q *Queue) Retry(k Key) {

@@ -110,3 +110,29 @@ func TestWaitIsNotBackedOff(t *testing.T) {
 		t.Fatalf("a waiting unit must be active on the next event, however often it waited; active=%d", a)
 	}
 }
+
+func TestWaitForWakesOnEventOrAfterLimit(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
+	q.Add("a")
+	k, _ := q.Pop(context.Background())
+	q.WaitFor(k, 5*time.Second)
+	if a, _ := q.Len(); a != 0 {
+		t.Fatalf("right after WaitFor: want parked, got %d active", a)
+	}
+	q.MoveAllToActive()
+	if a, _ := q.Len(); a != 1 {
+		t.Fatalf("an event must wake a unit in WaitFor at once; active=%d", a)
+	}
+
+	k, _ = q.Pop(context.Background())
+	q.WaitFor(k, 5*time.Second)
+	clk.Step(4 * time.Second)
+	if a, _ := q.Len(); a != 0 {
+		t.Fatalf("before the limit without event: want parked, got %d active", a)
+	}
+	clk.Step(time.Second)
+	if a, _ := q.Len(); a != 1 {
+		t.Fatalf("at the limit: want active, got %d", a)
+	}
+}

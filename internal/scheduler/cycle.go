@@ -51,6 +51,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		return
 	}
 	if u == nil || len(u.pending) == 0 {
+		s.noms.drop(k)
 		s.queue.Done(k)
 		return
 	}
@@ -69,7 +70,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		s.queue.Wait(k)
 		return
 	}
-	snap, err := s.snapshot()
+	prio, _ := s.order(k)
+	snap, err := s.snapshot(k, prio)
 	if err != nil {
 		logger.Error(err, "Building snapshot")
 		s.queue.Retry(k)
@@ -98,19 +100,35 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 			return
 		}
 	}
-	s.reportPlaced(ctx, u, pu, snap, res)
-	if len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0) {
+	unschedulable := len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0)
+	note, victimsGoing := "", false
+	if unschedulable {
+		// Place rolled a failed unit back: snap is as the cycle found it.
+		note, victimsGoing = s.preempt(ctx, u, pu, snap, prio)
+	} else {
+		s.noms.drop(k)
+	}
+	s.reportPlaced(ctx, u, pu, snap, res, note)
+	if unschedulable {
 		s.observe(start, metrics.ResultUnschedulable)
 		s.countDeviceFailures(res)
 	} else {
 		s.observe(start, metrics.ResultScheduled)
 	}
-	if len(res.Unplaced) > 0 {
+	switch {
+	case victimsGoing:
+		// Pod and claim events announce the victims' departure.
+		s.queue.WaitFor(k, victimPoll)
+	case len(res.Unplaced) > 0:
 		s.queue.Unschedulable(k)
-		return
+	default:
+		s.queue.Done(k)
 	}
-	s.queue.Done(k)
 }
+
+// victimPoll bounds how long a preemptor waits for an event before it
+// checks on its victims again.
+const victimPoll = 5 * time.Second
 
 func (s *Scheduler) observe(start time.Time, result string) {
 	s.metrics.Attempts.WithLabelValues(result).Inc()
@@ -199,7 +217,7 @@ func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
 	for _, p := range u.pending {
 		m := placement.Member{Pod: p}
 		for _, pc := range p.Spec.ResourceClaims {
-			name, ok := ClaimName(p, pc)
+			name, ok := snapshot.ClaimName(p, pc)
 			if !ok {
 				return nil, fmt.Sprintf("pod %s: waiting for the ResourceClaim of %q to be created from its template", p.Name, pc.Name)
 			}
@@ -213,22 +231,9 @@ func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
 	return out, ""
 }
 
-// ClaimName resolves a pod claim: a named claim, or the one generated from a
-// template as recorded in pod.status.resourceClaimStatuses.
-func ClaimName(p *corev1.Pod, pc corev1.PodResourceClaim) (string, bool) {
-	if pc.ResourceClaimName != nil {
-		return *pc.ResourceClaimName, true
-	}
-	for _, st := range p.Status.ResourceClaimStatuses {
-		if st.Name == pc.Name && st.ResourceClaimName != nil {
-			return *st.ResourceClaimName, true
-		}
-	}
-	return "", false
-}
-
-// snapshot builds the cycle's state from the caches plus assumed decisions.
-func (s *Scheduler) snapshot() (*snapshot.Snapshot, error) {
+// snapshot builds the cycle's state from the caches plus assumed decisions,
+// with the capacity nominated to other preemptors of priority ≥ prio held.
+func (s *Scheduler) snapshot(self queue.Key, prio int32) (*snapshot.Snapshot, error) {
 	nodes, err := s.listers.nodes.List(everything)
 	if err != nil {
 		return nil, err
@@ -250,7 +255,9 @@ func (s *Scheduler) snapshot() (*snapshot.Snapshot, error) {
 		return nil, err
 	}
 	pods, claims = s.assumed.overlay(pods, claims)
-	return snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, Slices: slices, Classes: classes, Claims: claims}), nil
+	snap := snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, Slices: slices, Classes: classes, Claims: claims})
+	s.noms.reserve(snap, self, prio)
+	return snap, nil
 }
 
 // TopologyKeys are the node labels a group must stay within one value of.

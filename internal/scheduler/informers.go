@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
@@ -34,6 +35,7 @@ type listers struct {
 	classes         resourcelisters.DeviceClassLister
 	claims          resourcelisters.ResourceClaimLister
 	priorityClasses schedulinglisters.PriorityClassLister
+	pdbs            policylisters.PodDisruptionBudgetLister
 	podGroups       dynamiclister.Lister
 	// upstreamPodGroups is nil where scheduling.k8s.io/v1beta1 is not served.
 	upstreamPodGroups dynamiclister.Lister
@@ -55,6 +57,7 @@ func (s *Scheduler) setupInformers() error {
 		classes:         f.Resource().V1().DeviceClasses().Lister(),
 		claims:          f.Resource().V1().ResourceClaims().Lister(),
 		priorityClasses: f.Scheduling().V1().PriorityClasses().Lister(),
+		pdbs:            f.Policy().V1().PodDisruptionBudgets().Lister(),
 	}
 	pgInf := s.dynFactor.ForResource(PodGroupResource)
 	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), PodGroupResource)
@@ -88,6 +91,7 @@ func (s *Scheduler) setupInformers() error {
 		}
 	}
 	_ = f.Scheduling().V1().PriorityClasses().Informer()
+	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
 	return nil
 }
 

@@ -52,6 +52,7 @@ type Scheduler struct {
 	listers   listers
 	queue     *queue.Queue
 	assumed   *assumed
+	noms      nominations
 	binder    *binder
 	celCache  *cel.Cache
 	recorder  events.EventRecorder

@@ -49,16 +49,22 @@ func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 
 // reportPlaced writes the PodGroup condition, pod conditions for pods that
 // did not fit, and events.
-func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result) {
+// note (preemption's outcome) is appended to the message of a unit that did
+// not fit.
+func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result, note string) {
 	for _, a := range res.Assignments {
 		s.recorder.Eventf(a.Pod, nil, corev1.EventTypeNormal, eventScheduled, "Binding", "Successfully assigned %s/%s to %s", a.Pod.Namespace, a.Pod.Name, a.Node)
 	}
 	msg := ""
 	if len(res.Unplaced) > 0 {
 		msg = placement.Summary(ctx, snap, s.celCache, pu, res)
+		if note != "" {
+			msg += "; " + note
+		}
 		for _, f := range res.Unplaced {
-			s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMessage(u, f, msg))
-			s.setPodUnschedulable(ctx, f.Pod, podMessage(u, f, msg))
+			pm := podMessage(u, f, msg, note)
+			s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", pm)
+			s.setPodUnschedulable(ctx, f.Pod, pm)
 		}
 	}
 	if u.group == nil {
@@ -86,9 +92,12 @@ func (u *unit) related() runtime.Object {
 	return u.group
 }
 
-func podMessage(u *unit, f placement.Failure, groupMsg string) string {
+func podMessage(u *unit, f placement.Failure, groupMsg, note string) string {
 	if u.gang() {
 		return fmt.Sprintf("PodGroup %s: %s", u.group.Name, groupMsg)
+	}
+	if note != "" {
+		return f.Diagnosis.String() + "; " + note
 	}
 	return f.Diagnosis.String()
 }
@@ -97,25 +106,29 @@ func podMessage(u *unit, f placement.Failure, groupMsg string) string {
 // changed. Once True it stays True (upstream semantics: it records that the
 // group was admitted once).
 func (s *Scheduler) setCondition(ctx context.Context, pg *lockv1.PodGroup, status metav1.ConditionStatus, reason, msg string) {
+	s.setGroupCondition(ctx, pg, metav1.Condition{Type: lockv1.PodGroupInitiallyScheduled, Status: status, Reason: reason, Message: msg})
+}
+
+// setGroupCondition writes a PodGroup condition if it changed.
+func (s *Scheduler) setGroupCondition(ctx context.Context, pg *lockv1.PodGroup, cond metav1.Condition) {
 	logger := klog.FromContext(ctx)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := s.podGroup(pg.Namespace, pg.Name)
 		if err != nil {
 			return err
 		}
-		old := meta.FindStatusCondition(cur.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
-		if old != nil && old.Status == metav1.ConditionTrue && status != metav1.ConditionTrue {
+		old := meta.FindStatusCondition(cur.Status.Conditions, cond.Type)
+		if cond.Type == lockv1.PodGroupInitiallyScheduled && old != nil && old.Status == metav1.ConditionTrue && cond.Status != metav1.ConditionTrue {
 			return nil
 		}
-		if old != nil && old.Status == status && old.Reason == reason && old.Message == msg {
+		if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
 			return nil
 		}
-		if status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue) {
+		if cond.Type == lockv1.PodGroupInitiallyScheduled && cond.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue) {
 			s.metrics.TimeToScheduled.Observe(time.Since(cur.CreationTimestamp.Time).Seconds())
 		}
-		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{
-			Type: lockv1.PodGroupInitiallyScheduled, Status: status, Reason: reason, Message: msg, ObservedGeneration: cur.Generation,
-		})
+		cond.ObservedGeneration = cur.Generation
+		meta.SetStatusCondition(&cur.Status.Conditions, cond)
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cur)
 		if err != nil {
 			return err
@@ -127,7 +140,7 @@ func (s *Scheduler) setCondition(ctx context.Context, pg *lockv1.PodGroup, statu
 		return err
 	})
 	if err != nil {
-		logger.Error(err, "Writing PodGroup status", "podGroup", klog.KObj(pg))
+		logger.Error(err, "Writing PodGroup status", "podGroup", klog.KObj(pg), "condition", cond.Type)
 	}
 }
 

@@ -19,7 +19,13 @@ type NodeInfo struct {
 	UsedPorts sets.Set[string]
 	// Slices are the ResourceSlices local to this node.
 	Slices []*resourcev1.ResourceSlice
+	// devices counts the devices of Slices; used counts those allocated.
+	devices, used int
 }
+
+// FreeDevices is how many devices of the node's own slices are not
+// allocated (kept current by every change to the snapshot's allocations).
+func (ni *NodeInfo) FreeDevices() int { return ni.devices - ni.used }
 
 // Snapshot is the cluster state of one cycle.
 type Snapshot struct {
@@ -30,9 +36,14 @@ type Snapshot struct {
 	Classes      map[string]*resourcev1.DeviceClass
 	// Claims by namespace/name, with allocations this cycle made applied.
 	Claims map[types.NamespacedName]*resourcev1.ResourceClaim
-	// Allocated are all devices allocated to any claim.
+	// Allocated are all devices allocated to any claim. Read it; change it
+	// only through the snapshot's methods, which keep per-node counts.
 	Allocated sets.Set[structured.DeviceID]
+	// poolNode maps a node-local pool ("driver/pool") to its node.
+	poolNode map[poolKey]*NodeInfo
 }
+
+type poolKey struct{ driver, pool string }
 
 // Input is what a snapshot is built from. Pods must include every pod bound
 // (or assumed bound) to a node, by any scheduler; pods that are terminal are
@@ -53,6 +64,7 @@ func New(in Input) *Snapshot {
 		Classes:    make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
 		Claims:     make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(in.Claims)),
 		Allocated:  sets.New[structured.DeviceID](),
+		poolNode:   map[poolKey]*NodeInfo{},
 	}
 	nodes := append([]*corev1.Node(nil), in.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
@@ -73,6 +85,8 @@ func New(in Input) *Snapshot {
 		if sl.Spec.NodeName != nil && *sl.Spec.NodeName != "" {
 			if ni := s.nodeByName[*sl.Spec.NodeName]; ni != nil {
 				ni.Slices = append(ni.Slices, sl)
+				ni.devices += len(sl.Spec.Devices)
+				s.poolNode[poolKey{sl.Spec.Driver, sl.Spec.Pool.Name}] = ni
 			}
 			continue
 		}
@@ -92,11 +106,32 @@ func New(in Input) *Snapshot {
 func (s *Snapshot) Node(name string) *NodeInfo { return s.nodeByName[name] }
 
 func (s *Snapshot) markAllocated(c *resourcev1.ResourceClaim) {
-	if c.Status.Allocation == nil {
-		return
+	s.Allocate(ClaimDevices(c)...)
+}
+
+// Allocate marks devices allocated.
+func (s *Snapshot) Allocate(ids ...structured.DeviceID) {
+	for _, id := range ids {
+		if s.Allocated.Has(id) {
+			continue
+		}
+		s.Allocated.Insert(id)
+		if ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]; ni != nil {
+			ni.used++
+		}
 	}
-	for _, r := range c.Status.Allocation.Devices.Results {
-		s.Allocated.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+}
+
+// Release marks devices free.
+func (s *Snapshot) Release(ids ...structured.DeviceID) {
+	for _, id := range ids {
+		if !s.Allocated.Has(id) {
+			continue
+		}
+		s.Allocated.Delete(id)
+		if ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]; ni != nil {
+			ni.used--
+		}
 	}
 }
 
@@ -157,10 +192,66 @@ func (s *Snapshot) AssumeClaim(c *resourcev1.ResourceClaim) {
 // assumed allocated are free again.
 func (s *Snapshot) UnassumeClaim(old, assumed *resourcev1.ResourceClaim) {
 	s.Claims[types.NamespacedName{Namespace: old.Namespace, Name: old.Name}] = old
-	if assumed.Status.Allocation == nil {
+	s.Release(ClaimDevices(assumed)...)
+}
+
+// RemovePod takes what a placed pod uses off its node (req and ports as
+// PodRequests and HostPorts give them, passed in so a what-if that moves
+// many pods computes them once); RestorePod puts it back.
+func (s *Snapshot) RemovePod(node string, req Resources, ports []string) {
+	ni := s.nodeByName[node]
+	if ni == nil {
 		return
 	}
-	for _, r := range assumed.Status.Allocation.Devices.Results {
-		s.Allocated.Delete(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+	ni.Requested.Sub(req)
+	for _, port := range ports {
+		ni.UsedPorts.Delete(port)
 	}
+}
+
+// RestorePod undoes RemovePod.
+func (s *Snapshot) RestorePod(node string, req Resources, ports []string) {
+	ni := s.nodeByName[node]
+	if ni == nil {
+		return
+	}
+	ni.Requested.Add(req)
+	for _, port := range ports {
+		ni.UsedPorts.Insert(port)
+	}
+}
+
+// Reserve holds capacity for a pod that is not bound yet (a nomination):
+// its requests and host ports on node, and devices as allocated.
+func (s *Snapshot) Reserve(node string, p *corev1.Pod, devices []structured.DeviceID) {
+	if ni := s.nodeByName[node]; ni != nil {
+		ni.AddPod(p)
+	}
+	s.Allocate(devices...)
+}
+
+// ClaimDevices are the devices an allocated claim holds.
+func ClaimDevices(c *resourcev1.ResourceClaim) []structured.DeviceID {
+	if c == nil || c.Status.Allocation == nil {
+		return nil
+	}
+	out := make([]structured.DeviceID, 0, len(c.Status.Allocation.Devices.Results))
+	for _, r := range c.Status.Allocation.Devices.Results {
+		out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+	}
+	return out
+}
+
+// ClaimName resolves a pod claim: a named claim, or the one generated from a
+// template as recorded in pod.status.resourceClaimStatuses.
+func ClaimName(p *corev1.Pod, pc corev1.PodResourceClaim) (string, bool) {
+	if pc.ResourceClaimName != nil {
+		return *pc.ResourceClaimName, true
+	}
+	for _, st := range p.Status.ResourceClaimStatuses {
+		if st.Name == pc.Name && st.ResourceClaimName != nil {
+			return *st.ResourceClaimName, true
+		}
+	}
+	return "", false
 }

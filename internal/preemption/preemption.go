@@ -1,0 +1,345 @@
+package preemption
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// Candidate is what is evicted as one piece: a whole PodGroup
+// (disruptionMode all) or one pod (a lone pod, or a member of a group with
+// disruptionMode single).
+type Candidate struct {
+	// Name is how events name it: "PodGroup ns/name" or "pod ns/name".
+	Name string
+	// Group is the PodGroup the pods belong to; empty for a lone pod.
+	Group types.NamespacedName
+	// Priority of the group (PodGroup priority over pod priority), or of the pod.
+	Priority int32
+	// Pods are the candidate's pods that hold a node.
+	Pods []*corev1.Pod
+	// Whole: the candidate is a group taken whole (disruptionMode all).
+	Whole bool
+}
+
+// Terminating reports whether every pod is already being deleted.
+func (c Candidate) Terminating() bool {
+	for _, p := range c.Pods {
+		if p.DeletionTimestamp == nil {
+			return false
+		}
+	}
+	return len(c.Pods) > 0
+}
+
+// started is when the candidate's newest pod started (least work is lost by
+// evicting what started last).
+func (c Candidate) started() time.Time {
+	var t time.Time
+	for _, p := range c.Pods {
+		s := p.CreationTimestamp.Time
+		if p.Status.StartTime != nil {
+			s = p.Status.StartTime.Time
+		}
+		if s.After(t) {
+			t = s
+		}
+	}
+	return t
+}
+
+// Input is one preemption question.
+type Input struct {
+	// Unit is the preemptor as placement sees it.
+	Unit placement.Unit
+	// Priority of the preemptor.
+	Priority int32
+	// Candidates: everything running, any priority; Find keeps the relevant
+	// ones of strictly lower priority.
+	Candidates []Candidate
+	// PDBs are honoured where a choice exists.
+	PDBs []*policyv1.PodDisruptionBudget
+	// Stuck are pods evicted before that did not go: they are neither
+	// counted on nor evicted again.
+	Stuck sets.Set[types.UID]
+}
+
+// Plan is a preemption that makes the unit fit.
+type Plan struct {
+	// Victims are to be evicted now; empty when Terminating suffice.
+	Victims []Candidate
+	// Terminating are lower-priority candidates already going that the
+	// plan counts on.
+	Terminating []Candidate
+	// Placement is the unit placed as if the victims were gone: the
+	// capacity the preemptor is nominated for.
+	Placement placement.Result
+	// ViolatedPDBs are "ns/name" of budgets the victims exceed.
+	ViolatedPDBs []string
+	// Considered is how many lower-priority candidates were relevant.
+	Considered int
+	// Simulations is how many placement simulations the search ran.
+	Simulations int
+}
+
+// VictimPods counts the pods of the victims.
+func (p *Plan) VictimPods() int {
+	n := 0
+	for _, v := range p.Victims {
+		n += len(v.Pods)
+	}
+	return n
+}
+
+// Find returns a plan, or nil and why preemption cannot help. It leaves
+// snap as it found it.
+func Find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in Input) (*Plan, string, error) {
+	feasible, err := placement.Feasible(ctx, snap, in.Unit)
+	if err != nil {
+		return nil, "", err
+	}
+	if feasible.Len() == 0 {
+		return nil, "no node passes the unit's selector, affinity and taints: preemption cannot help", nil
+	}
+	sim := newSimulation(ctx, snap, alloc, in.Unit)
+	globalPools := globalPools(snap)
+	var going, others []Candidate
+	for _, c := range in.Candidates {
+		if c.Priority >= in.Priority || stuck(c, in.Stuck) || !relevant(c, feasible, globalPools, snap) {
+			continue
+		}
+		if c.Terminating() {
+			going = append(going, c)
+		} else {
+			others = append(others, c)
+		}
+	}
+	considered := len(going) + len(others)
+	if considered == 0 {
+		return nil, "no running pods of lower priority on the nodes the unit can use", nil
+	}
+	for _, c := range going {
+		sim.remove(c)
+	}
+	defer func() {
+		for _, c := range going {
+			sim.restore(c)
+		}
+	}()
+	plan := &Plan{Terminating: going, Considered: considered}
+	if res, ok, err := sim.fits(); err != nil || ok {
+		plan.Placement = res
+		return plan, "", err
+	}
+	pdb := newBudgets(in.PDBs)
+	sortCheapestFirst(others, pdb)
+	for _, c := range others {
+		sim.remove(c)
+	}
+	if _, ok, err := sim.fits(); err != nil || !ok {
+		for _, c := range others {
+			sim.restore(c)
+		}
+		return nil, fmt.Sprintf("evicting all %d lower-priority candidates would not make room", len(others)), err
+	}
+	// others are all removed; find the shortest prefix that fits.
+	n, err := sim.shortestPrefix(others)
+	if err != nil {
+		return nil, "", err
+	}
+	prefix := others[:n]
+	// Candidates the fitting placement does not touch are put back at once;
+	// then the rest are put back most valuable first while the unit fits.
+	res, _, err := sim.fits()
+	if err != nil {
+		return nil, "", err
+	}
+	untouched, touched := splitByUse(snap, prefix, res)
+	for _, c := range untouched {
+		sim.restore(c)
+	}
+	if len(untouched) > 0 {
+		if _, ok, err := sim.fits(); err != nil || !ok {
+			// The placement moved elsewhere: keep them out and reprieve all.
+			for _, c := range untouched {
+				sim.remove(c)
+			}
+			touched = prefix
+		}
+	}
+	valuable := make([]Candidate, len(touched))
+	for i := range touched {
+		valuable[i] = touched[len(touched)-1-i]
+	}
+	victims, err := sim.reprieve(valuable, false)
+	if err != nil {
+		return nil, "", err
+	}
+	res, ok, err := sim.fits()
+	for _, v := range victims {
+		sim.restore(v)
+	}
+	if err != nil || !ok {
+		return nil, "preemption search lost its fit (placement is not monotone here); evicting nothing", err
+	}
+	plan.Victims = victims
+	plan.Placement = res
+	plan.Simulations = sim.fitChecks
+	plan.ViolatedPDBs = pdb.violated(victims)
+	return plan, "", nil
+}
+
+func stuck(c Candidate, s sets.Set[types.UID]) bool {
+	for _, p := range c.Pods {
+		if s.Has(p.UID) {
+			return true
+		}
+	}
+	return false
+}
+
+// relevant: some pod runs on a node the unit can use, or holds a device
+// that is not node-local.
+func relevant(c Candidate, feasible sets.Set[string], global sets.Set[string], snap *snapshot.Snapshot) bool {
+	for _, p := range c.Pods {
+		if feasible.Has(p.Spec.NodeName) {
+			return true
+		}
+		if global.Len() == 0 {
+			continue
+		}
+		for _, claim := range podClaims(snap, p) {
+			for _, r := range claim.Status.Allocation.Devices.Results {
+				if global.Has(r.Driver + "/" + r.Pool) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func globalPools(snap *snapshot.Snapshot) sets.Set[string] {
+	out := sets.New[string]()
+	for _, s := range snap.GlobalSlices {
+		out.Insert(s.Spec.Driver + "/" + s.Spec.Pool.Name)
+	}
+	return out
+}
+
+// sortCheapestFirst orders candidates by what evicting them costs.
+func sortCheapestFirst(cs []Candidate, pdb *budgets) {
+	type key struct {
+		protected bool
+		started   time.Time
+	}
+	keys := make(map[string]key, len(cs))
+	for _, c := range cs {
+		keys[c.Name] = key{protected: len(pdb.violated([]Candidate{c})) > 0, started: c.started()}
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		ka, kb := keys[a.Name], keys[b.Name]
+		switch {
+		case a.Priority != b.Priority:
+			return a.Priority < b.Priority
+		case ka.protected != kb.protected:
+			return !ka.protected
+		case !ka.started.Equal(kb.started):
+			return ka.started.After(kb.started)
+		case len(a.Pods) != len(b.Pods):
+			return len(a.Pods) < len(b.Pods)
+		}
+		return a.Name < b.Name
+	})
+}
+
+// budgets counts, per PodDisruptionBudget, how many disruptions are left.
+type budgets struct {
+	pdbs []*policyv1.PodDisruptionBudget
+	sels []labels.Selector
+}
+
+func newBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgets {
+	b := &budgets{}
+	for _, p := range pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+		if err != nil || sel.Empty() {
+			continue
+		}
+		b.pdbs = append(b.pdbs, p)
+		b.sels = append(b.sels, sel)
+	}
+	return b
+}
+
+// violated lists the budgets that evicting the candidates would exceed.
+func (b *budgets) violated(cs []Candidate) []string {
+	var out []string
+	for i, p := range b.pdbs {
+		n := int32(0)
+		for _, c := range cs {
+			for _, pod := range c.Pods {
+				if pod.Namespace == p.Namespace && pod.DeletionTimestamp == nil && b.sels[i].Matches(labels.Set(pod.Labels)) {
+					n++
+				}
+			}
+		}
+		if n > p.Status.DisruptionsAllowed {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+	}
+	return out
+}
+
+// splitByUse separates candidates whose pods sit on no node the placement
+// uses and hold no device it allocates from those that may matter.
+func splitByUse(snap *snapshot.Snapshot, cs []Candidate, res placement.Result) (untouched, touched []Candidate) {
+	nodes := sets.New[string]()
+	devices := sets.New[string]()
+	for _, a := range res.Assignments {
+		nodes.Insert(a.Node)
+		for _, c := range a.Claims {
+			if c.Status.Allocation == nil {
+				continue
+			}
+			for _, r := range c.Status.Allocation.Devices.Results {
+				devices.Insert(r.Driver + "/" + r.Pool + "/" + r.Device)
+			}
+		}
+	}
+	for _, c := range cs {
+		used := false
+		for _, p := range c.Pods {
+			if nodes.Has(p.Spec.NodeName) {
+				used = true
+				break
+			}
+			for _, claim := range podClaims(snap, p) {
+				for _, r := range claim.Status.Allocation.Devices.Results {
+					if devices.Has(r.Driver + "/" + r.Pool + "/" + r.Device) {
+						used = true
+					}
+				}
+			}
+		}
+		if used {
+			touched = append(touched, c)
+		} else {
+			untouched = append(untouched, c)
+		}
+	}
+	return untouched, touched
+}

@@ -1,0 +1,377 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
+	"github.com/lockstep-dev/lockstep/internal/queue"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// Event reasons of preemption.
+const (
+	eventPreempting = "Preempting"
+	eventPreempted  = "Preempted"
+)
+
+// nominationSlack is how long past its victims' grace period a nomination
+// waits for them before the preemptor plans again.
+const nominationSlack = 60 * time.Second
+
+// nomination is capacity held for a preemptor while its victims terminate:
+// every unit of lower or equal priority sees it as taken.
+type nomination struct {
+	priority int32
+	// assignments are where the preemptor would go once the victims are gone.
+	assignments []placement.Assignment
+	// victims are the evicted pods and the claims they held.
+	victims  map[types.UID]victimPod
+	deadline time.Time
+}
+
+type victimPod struct {
+	namespace, name string
+	claims          []string
+}
+
+// nominations by unit. Only the scheduling loop writes; metrics may read.
+type nominations struct {
+	mu    sync.Mutex
+	byKey map[queue.Key]*nomination
+}
+
+func (n *nominations) get(k queue.Key) *nomination {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.byKey[k]
+}
+
+func (n *nominations) set(k queue.Key, nom *nomination) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.byKey == nil {
+		n.byKey = map[queue.Key]*nomination{}
+	}
+	n.byKey[k] = nom
+}
+
+func (n *nominations) drop(k queue.Key) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.byKey, k)
+}
+
+// reserve applies to snap every nomination but self's whose priority is at
+// least prio: lower-priority units cannot take capacity freed for others.
+func (n *nominations) reserve(snap *snapshot.Snapshot, self queue.Key, prio int32) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	for k, nom := range n.byKey {
+		if k == self || nom.priority < prio || now.After(nom.deadline) {
+			continue
+		}
+		for _, a := range nom.assignments {
+			var devices []structured.DeviceID
+			for i, c := range a.Claims {
+				if a.NewlyAllocated[i] {
+					devices = append(devices, snapshot.ClaimDevices(c)...)
+				}
+			}
+			snap.Reserve(a.Node, a.Pod, devices)
+		}
+	}
+}
+
+// preemptionAllowed: the group's preemptionPolicy, else the pods'.
+func (u *unit) preemptionAllowed() bool {
+	if u.group != nil && u.group.Spec.PreemptionPolicy != nil {
+		return *u.group.Spec.PreemptionPolicy != lockv1.PreemptNever
+	}
+	for _, p := range u.pending {
+		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == corev1.PreemptNever {
+			return false
+		}
+	}
+	return true
+}
+
+// name is how events name the unit.
+func (u *unit) name() string {
+	if u.group != nil {
+		return fmt.Sprintf("PodGroup %s/%s", u.group.Namespace, u.group.Name)
+	}
+	return fmt.Sprintf("pod %s/%s", u.pending[0].Namespace, u.pending[0].Name)
+}
+
+// preempt runs when the unit did not fit. It waits for an earlier
+// preemption's victims, or plans a new one and evicts its victims. It
+// returns a note for the unit's condition and whether the unit should be
+// retried soon (victims are terminating) rather than parked.
+func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (string, bool) {
+	logger := klog.FromContext(ctx)
+	if !u.preemptionAllowed() {
+		return "preemptionPolicy Never: no preemption", false
+	}
+	var stuckPods sets.Set[types.UID]
+	if nom := s.noms.get(u.key); nom != nil {
+		left := s.victimsLeft(nom)
+		if len(left) > 0 && time.Now().Before(nom.deadline) {
+			return fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.victims), len(left)), true
+		}
+		s.noms.drop(u.key)
+		if len(left) > 0 {
+			stuckPods = sets.New(left...)
+			logger.Info("Preemption victims did not go in time; planning again without them", "stuck", len(left))
+		}
+	}
+	cands, err := s.candidates()
+	if err != nil {
+		logger.Error(err, "Listing preemption candidates")
+		return "", false
+	}
+	pdbs, err := s.listers.pdbs.List(everything)
+	if err != nil {
+		logger.Error(err, "Listing PodDisruptionBudgets")
+		return "", false
+	}
+	start := time.Now()
+	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, s.celCache), preemption.Input{
+		Unit: pu, Priority: prio, Candidates: cands, PDBs: pdbs, Stuck: stuckPods,
+	})
+	if err != nil {
+		logger.Error(err, "Preemption search failed")
+		return "", false
+	}
+	if plan == nil {
+		logger.V(2).Info("Preemption cannot help", "why", why, "took", time.Since(start))
+		return "preemption cannot help: " + why, false
+	}
+	nom := &nomination{priority: prio, assignments: plan.Placement.Assignments, victims: map[types.UID]victimPod{}}
+	grace := int64(0)
+	for _, c := range append(append([]preemption.Candidate(nil), plan.Victims...), plan.Terminating...) {
+		for _, p := range c.Pods {
+			nom.victims[p.UID] = victimPod{namespace: p.Namespace, name: p.Name, claims: podClaimNames(p)}
+			if g := gracePeriod(p); g > grace {
+				grace = g
+			}
+		}
+	}
+	nom.deadline = time.Now().Add(time.Duration(grace)*time.Second + nominationSlack)
+	s.noms.set(u.key, nom)
+	logger.Info("Preempting", "victims", candidateNames(plan.Victims), "victimPods", plan.VictimPods(),
+		"terminating", len(plan.Terminating), "violatedPDBs", plan.ViolatedPDBs, "considered", plan.Considered, "took", time.Since(start))
+	if len(plan.Victims) == 0 {
+		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.victims)), true
+	}
+	s.evict(ctx, u, prio, plan)
+	s.metrics.Preemptions.WithLabelValues(strconv.Itoa(int(prio))).Inc()
+	s.metrics.PreemptionVictims.Observe(float64(plan.VictimPods()))
+	return fmt.Sprintf("preempting %s; nominated for the freed capacity", describeVictims(plan)), true
+}
+
+// victimsLeft are the victims still holding something: the pod exists, or
+// a claim it held still lists it.
+func (s *Scheduler) victimsLeft(nom *nomination) []types.UID {
+	var out []types.UID
+	for uid, v := range nom.victims {
+		if p, err := s.listers.pods.Pods(v.namespace).Get(v.name); err == nil && p.UID == uid {
+			out = append(out, uid)
+			continue
+		}
+		for _, name := range v.claims {
+			c, err := s.listers.claims.ResourceClaims(v.namespace).Get(name)
+			if err != nil || c.Status.Allocation == nil {
+				continue
+			}
+			if reservedFor(c, uid) {
+				out = append(out, uid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// candidates are the running units: a PodGroup with disruptionMode all is
+// one candidate, anything else is one candidate per pod.
+func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
+	pods, err := s.listers.pods.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[types.NamespacedName]*preemption.Candidate{}
+	var out []preemption.Candidate
+	for _, p := range pods {
+		if !Active(p) {
+			continue
+		}
+		g := GroupOf(p)
+		if !Ours(p) || g == "" {
+			out = append(out, preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Priority: podPriority(p), Pods: []*corev1.Pod{p}})
+			continue
+		}
+		key := types.NamespacedName{Namespace: p.Namespace, Name: g}
+		if c := groups[key]; c != nil {
+			c.Pods = append(c.Pods, p)
+			continue
+		}
+		pg, err := s.podGroup(p.Namespace, g)
+		if err != nil {
+			out = append(out, preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Group: key, Priority: podPriority(p), Pods: []*corev1.Pod{p}})
+			continue
+		}
+		prio := s.groupPriority(pg)
+		if pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.Single != nil {
+			out = append(out, preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}})
+			continue
+		}
+		groups[key] = &preemption.Candidate{Name: fmt.Sprintf("PodGroup %s/%s", key.Namespace, key.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}, Whole: true}
+	}
+	for _, c := range groups {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// evict marks every victim pod DisruptionTarget (PreemptionByScheduler),
+// deletes it gracefully, and tells both sides with events.
+func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemption.Plan) {
+	logger := klog.FromContext(ctx)
+	preemptor := fmt.Sprintf("%s (priority %d)", u.name(), prio)
+	pdbNote := ""
+	if len(plan.ViolatedPDBs) > 0 {
+		pdbNote = fmt.Sprintf("; PodDisruptionBudget %s violated: no other choice made room", strings.Join(plan.ViolatedPDBs, ", "))
+	}
+	byGroup := map[types.NamespacedName][]*corev1.Pod{}
+	for _, v := range plan.Victims {
+		for _, p := range v.Pods {
+			if v.Group.Name != "" {
+				byGroup[v.Group] = append(byGroup[v.Group], p)
+			}
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			msg := fmt.Sprintf("Preempted by %s to make room for its %d pods", preemptor, len(u.pending))
+			if err := s.markDisruption(ctx, p, msg); err != nil {
+				logger.Error(err, "Marking victim", "pod", klog.KObj(p))
+			}
+			if err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil && !apierrors.IsNotFound(err) {
+				logger.Error(err, "Deleting victim", "pod", klog.KObj(p))
+			}
+			s.recorder.Eventf(p, u.related(), corev1.EventTypeNormal, eventPreempted, "Preempting", "Preempted by %s on node %s", preemptor, p.Spec.NodeName)
+		}
+	}
+	note := fmt.Sprintf("preempting %s to place %d pods%s", describeVictims(plan), len(u.pending), pdbNote)
+	if u.group != nil {
+		s.recorder.Eventf(u.group, nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
+	} else {
+		s.recorder.Eventf(u.pending[0], nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
+	}
+	for key, pods := range byGroup {
+		pg, err := s.podGroup(key.Namespace, key.Name)
+		if err != nil {
+			continue
+		}
+		running := s.runningMembers(key)
+		msg := fmt.Sprintf("%d of %d running pods preempted by %s%s", len(pods), running, preemptor, pdbNote)
+		if len(pods) < running {
+			msg += fmt.Sprintf("; disruptionMode single: the group is now partially alive (%d pods still running)", running-len(pods))
+		}
+		s.recorder.Eventf(pg, u.related(), corev1.EventTypeWarning, eventPreempted, "Preempting", "%s", msg)
+		s.setGroupCondition(ctx, pg, metav1.Condition{Type: lockv1.DisruptionTarget, Status: metav1.ConditionTrue, Reason: lockv1.PodGroupReasonPreemption, Message: msg})
+	}
+}
+
+func (s *Scheduler) runningMembers(key types.NamespacedName) int {
+	objs, err := s.listers.podIndex.ByIndex(groupIndex, key.Namespace+"/"+key.Name)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, o := range objs {
+		if p := o.(*corev1.Pod); Active(p) && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// markDisruption sets DisruptionTarget=True (PreemptionByScheduler) on a
+// pod, so a Job's podFailurePolicy can tell preemption from failure.
+func (s *Scheduler) markDisruption(ctx context.Context, p *corev1.Pod, msg string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := s.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.Now()}
+		replaced := false
+		for i := range cur.Status.Conditions {
+			if cur.Status.Conditions[i].Type == corev1.DisruptionTarget {
+				cur.Status.Conditions[i] = cond
+				replaced = true
+			}
+		}
+		if !replaced {
+			cur.Status.Conditions = append(cur.Status.Conditions, cond)
+		}
+		_, err = s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func describeVictims(plan *preemption.Plan) string {
+	var parts []string
+	for _, v := range plan.Victims {
+		parts = append(parts, fmt.Sprintf("%s (%d pods, priority %d)", v.Name, len(v.Pods), v.Priority))
+	}
+	if len(parts) > 5 {
+		parts = append(parts[:5], fmt.Sprintf("and %d more", len(parts)-5))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func candidateNames(cs []preemption.Candidate) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func podClaimNames(p *corev1.Pod) []string {
+	var out []string
+	for _, pc := range p.Spec.ResourceClaims {
+		if name, ok := snapshot.ClaimName(p, pc); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func gracePeriod(p *corev1.Pod) int64 {
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		return *p.Spec.TerminationGracePeriodSeconds
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds
+}
