@@ -10,7 +10,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
 
-	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
@@ -164,20 +163,10 @@ func holders(st *state, u *unit, classes []ClassReport) []Holder {
 	}
 	var out []Holder
 	for who, n := range counts {
-		out = append(out, Holder{Unit: who, Priority: prio[who], Devices: n, Preemptible: prio[who] < u.priority && preemptionAllowed(u)})
+		out = append(out, Holder{Unit: who, Priority: prio[who], Devices: n, Preemptible: prio[who] < u.priority && scheduler.PreemptionAllowed(u.group, u.members)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
 	return out
-}
-
-func preemptionAllowed(u *unit) bool {
-	if u.group != nil && u.group.Spec.PreemptionPolicy != nil {
-		return *u.group.Spec.PreemptionPolicy != lockv1.PreemptNever
-	}
-	if len(u.members) > 0 && u.members[0].Spec.PreemptionPolicy != nil {
-		return *u.members[0].Spec.PreemptionPolicy != corev1.PreemptNever
-	}
-	return true
 }
 
 func devicesOf(results []resourcev1.DeviceRequestAllocationResult) string {

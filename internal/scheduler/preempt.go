@@ -101,12 +101,13 @@ func (n *nominations) reserve(snap *snapshot.Snapshot, self queue.Key, prio int3
 	}
 }
 
-// preemptionAllowed: the group's preemptionPolicy, else the pods'.
-func (u *unit) preemptionAllowed() bool {
-	if u.group != nil && u.group.Spec.PreemptionPolicy != nil {
-		return *u.group.Spec.PreemptionPolicy != lockv1.PreemptNever
+// PreemptionAllowed: the group's preemptionPolicy, else the pods' (set
+// from their PriorityClass). pg may be nil (a lone pod).
+func PreemptionAllowed(pg *lockv1.PodGroup, pods []*corev1.Pod) bool {
+	if pg != nil && pg.Spec.PreemptionPolicy != nil {
+		return *pg.Spec.PreemptionPolicy != lockv1.PreemptNever
 	}
-	for _, p := range u.pending {
+	for _, p := range pods {
 		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == corev1.PreemptNever {
 			return false
 		}
@@ -128,7 +129,7 @@ func (u *unit) name() string {
 // retried soon (victims are terminating) rather than parked.
 func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (string, bool) {
 	logger := klog.FromContext(ctx)
-	if !u.preemptionAllowed() {
+	if !PreemptionAllowed(u.group, u.pending) {
 		return "preemptionPolicy Never: no preemption", false
 	}
 	var stuckPods sets.Set[types.UID]
@@ -263,6 +264,14 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 		pdbNote = fmt.Sprintf("; PodDisruptionBudget %s violated: no other choice made room", strings.Join(plan.ViolatedPDBs, ", "))
 	}
 	byGroup := map[types.NamespacedName][]*corev1.Pod{}
+	running := map[types.NamespacedName]int{}
+	for _, v := range plan.Victims {
+		if v.Group.Name != "" {
+			if _, ok := running[v.Group]; !ok {
+				running[v.Group] = s.runningMembers(v.Group)
+			}
+		}
+	}
 	for _, v := range plan.Victims {
 		for _, p := range v.Pods {
 			if v.Group.Name != "" {
@@ -292,10 +301,9 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 		if err != nil {
 			continue
 		}
-		running := s.runningMembers(key)
-		msg := fmt.Sprintf("%d of %d running pods preempted by %s%s", len(pods), running, preemptor, pdbNote)
-		if len(pods) < running {
-			msg += fmt.Sprintf("; disruptionMode single: the group is now partially alive (%d pods still running)", running-len(pods))
+		msg := fmt.Sprintf("%d of %d running pods preempted by %s%s", len(pods), running[key], preemptor, pdbNote)
+		if len(pods) < running[key] {
+			msg += fmt.Sprintf("; disruptionMode single: the group is now partially alive (%d pods still running)", running[key]-len(pods))
 		}
 		s.recorder.Eventf(pg, u.related(), corev1.EventTypeWarning, eventPreempted, "Preempting", "%s", msg)
 		s.setGroupCondition(ctx, pg, metav1.Condition{Type: lockv1.DisruptionTarget, Status: metav1.ConditionTrue, Reason: lockv1.PodGroupReasonPreemption, Message: msg})
