@@ -53,15 +53,16 @@ type Reconciler struct {
 	// until the gang is restarted: the scheduler may bind a replacement
 	// before this controller runs, which would otherwise hide the loss.
 	lost map[types.NamespacedName]string
-	// evicted are the members this controller deleted; their deletion is
-	// the restart, not a new loss.
-	evicted map[types.UID]bool
+	// ended are the pods of gang incarnations already restarted — the
+	// members this controller evicts and those already gone — until they are
+	// deleted: their end is the restart, not a new loss (superseded.go).
+	ended map[types.UID]bool
 }
 
 // SetupWithManager watches PodGroups, their pods, nodes and ResourceSlices.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.lost = map[types.NamespacedName]string{}
-	r.evicted = map[types.UID]bool{}
+	r.ended = map[types.UID]bool{}
 	r.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockstep_gang_restarts_total",
 		Help: "Gangs taken down whole because a member was lost, by reason.",
@@ -107,17 +108,20 @@ func enqueueGroup(q workqueue.TypedRateLimitingInterface[reconcile.Request], o c
 	}
 }
 
-// memberDeleted remembers a running member that went away, unless this
-// controller evicted it.
+// memberDeleted remembers a running member that went away, unless it
+// belonged to a gang incarnation already restarted.
 func (r *Reconciler) memberDeleted(o client.Object) {
 	p, ok := o.(*corev1.Pod)
-	if !ok || scheduler.GroupOf(p) == "" || !scheduler.Active(p) {
+	if !ok {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.evicted[p.UID] {
-		delete(r.evicted, p.UID)
+	if r.ended[p.UID] {
+		delete(r.ended, p.UID)
+		return
+	}
+	if scheduler.GroupOf(p) == "" || !scheduler.Active(p) || preempted(p) {
 		return
 	}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: scheduler.GroupOf(p)}
@@ -184,7 +188,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // gang is what inspect found.
 type gang struct {
-	bound  []*corev1.Pod
+	bound []*corev1.Pod
+	// gone are the members already Failed or being deleted.
+	gone   []types.UID
 	reason string
 	detail string
 	// transient: the only symptom is a partial gang, which binding also shows
@@ -199,8 +205,16 @@ func (r *Reconciler) inspect(ctx context.Context, pg *lockv1.PodGroup, pods []co
 	alive, pendingCount := 0, 0
 	for i := range pods {
 		p := &pods[i]
-		if !scheduler.Ours(p) {
+		if !scheduler.Ours(p) || preempted(p) {
+			// The scheduler took a preempted member; it evicts a group
+			// with disruptionMode all whole itself.
 			continue
+		}
+		if r.superseded(p) {
+			continue // a member of an incarnation already restarted
+		}
+		if p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+			g.gone = append(g.gone, p.UID)
 		}
 		switch {
 		case p.Status.Phase == corev1.PodFailed && g.reason == "":
@@ -286,4 +300,14 @@ func (r *Reconciler) noExecuteTaints(ctx context.Context) map[string]string {
 		}
 	}
 	return out
+}
+
+// preempted reports whether the scheduler marked the pod as a preemption victim.
+func preempted(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonPreemptionByScheduler {
+			return true
+		}
+	}
+	return false
 }

@@ -19,8 +19,9 @@ import (
 )
 
 // gangJob starts a 4-rank GPU Job whose podFailurePolicy ignores disruptions,
-// so a gang restart does not count against backoffLimit, and waits for it to run.
-func gangJob(t *testing.T, ctx context.Context, h *harness.Harness, ns string) map[types.UID]string {
+// so a gang restart does not count against backoffLimit, and waits for it to
+// run. tweaks change the Job before it is created.
+func gangJob(t *testing.T, ctx context.Context, h *harness.Harness, ns string, tweaks ...func(*batchv1.Job)) map[types.UID]string {
 	t.Helper()
 	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -30,6 +31,9 @@ func gangJob(t *testing.T, ctx context.Context, h *harness.Harness, ns string) m
 		Action:          batchv1.PodFailurePolicyActionIgnore,
 		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
 	}}}
+	for _, tweak := range tweaks {
+		tweak(job)
+	}
 	if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
