@@ -166,6 +166,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.Single != nil {
 		return ctrl.Result{}, nil
 	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: pg.Namespace}, ns); err == nil && ns.DeletionTimestamp != nil {
+		// Everything in it is going away; a restart would only make the
+		// Job controller recreate pods the namespace refuses.
+		return ctrl.Result{}, nil
+	}
 	if c := meta.FindStatusCondition(pg.Status.Conditions, lockv1.PodGroupInitiallyScheduled); c == nil || c.Status != metav1.ConditionTrue {
 		return ctrl.Result{}, nil // not admitted yet: nothing can be lost
 	}

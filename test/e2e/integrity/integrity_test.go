@@ -104,7 +104,7 @@ func TestNoExecuteDeviceTaintRestartsWholeGang(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
-	before := gangJob(t, ctx, h, ns)
+	before := gangJob(t, ctx, h, ns, perIndexBackoff)
 	pool, device := deviceOf(t, ctx, h, ns)
 	taintDevice(t, ctx, h, pool, device, resourcev1.DeviceTaintEffectNoExecute)
 
