@@ -13,7 +13,7 @@ func demoCommand() *cobra.Command {
 	o := demo.Options{StateDir: ".lockstep/demo", BasePort: 16553, Quiet: 6 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the seed 004 scenario under kube-scheduler pod by pod, kube-scheduler's in-tree gang, and Lockstep, and compare",
+		Short: "Run seed 004's deadlock and preemption scenarios under kube-scheduler pod by pod, kube-scheduler's in-tree gang, and Lockstep, and compare",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.BinDir == "" {

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
 )
 
@@ -24,79 +23,99 @@ type Options struct {
 	Quiet time.Duration
 }
 
-// Result is one column: the mode and its jobs once settled.
+// Result is one column: the mode and, per scenario, its jobs once settled.
 type Result struct {
-	Mode string
-	Jobs []JobState
+	Mode      string
+	Scenarios []ScenarioResult
 }
 
-// Run runs every mode on its own fresh local cluster and prints the table.
+// ScenarioResult is one scenario's jobs as one mode left them.
+type ScenarioResult struct {
+	Scenario string
+	Jobs     []JobState
+}
+
+// Scenario returns the result of the named scenario.
+func (r Result) Scenario(name string) ScenarioResult {
+	for _, s := range r.Scenarios {
+		if s.Scenario == name {
+			return s
+		}
+	}
+	return ScenarioResult{Scenario: name}
+}
+
+// demoCluster is seed 004's 3 nodes × 2 DRA GPUs, plus 3 nodes × 2
+// example.com/accel for the extended-resource preemption scenario (DRA pods
+// cannot use them, so the GPU scenarios are seed 004's exactly).
+const demoCluster = `
+nodePools:
+- name: worker
+  count: 3
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+  - driver: gpu.example.com
+    count: 2
+- name: accel
+  count: 3
+  capacity: {cpu: "8", memory: 32Gi, pods: "110", example.com/accel: "2"}
+`
+
+// Run runs every scenario under every mode, each mode on its own fresh
+// local cluster, and prints one table per scenario.
 func Run(ctx context.Context, o Options) ([]Result, error) {
+	spec, err := clusterspec.Parse([]byte(demoCluster))
+	if err != nil {
+		return nil, err
+	}
 	var results []Result
 	for i, m := range modes {
-		fmt.Fprintf(o.Out, "\n== (%c) %s: seed 004, two 4-rank jobs, 1 GPU per rank, 6 GPUs ==\n", 'a'+i, m.name)
-		jobs, err := runMode(ctx, o, m, filepath.Join(o.StateDir, string(rune('a'+i))))
+		fmt.Fprintf(o.Out, "\n== (%c) %s ==\n", 'a'+i, m.name)
+		r, err := runMode(ctx, o, m, spec, filepath.Join(o.StateDir, string(rune('a'+i))))
 		if err != nil {
 			return results, fmt.Errorf("%s: %w", m.name, err)
 		}
-		for _, j := range jobs {
-			fmt.Fprintf(o.Out, "   %s: %d Running, %d Pending, %d GPUs held\n", j.Job, j.Running, j.Pending, j.GPUs)
-		}
-		results = append(results, Result{Mode: m.name, Jobs: jobs})
+		results = append(results, r)
 	}
-	PrintTable(o.Out, results)
+	for _, sc := range scenarios {
+		printTable(o.Out, sc, results)
+	}
 	return results, nil
 }
 
-func runMode(ctx context.Context, o Options, m mode, dir string) ([]JobState, error) {
+func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string) (Result, error) {
+	res := Result{Mode: m.name}
 	c, err := devcluster.Up(ctx, devcluster.Options{
-		Dir: dir, BinDir: o.BinDir, Profile: m.profile, BasePort: o.BasePort, Tied: true, Schedulers: m.schedulers,
+		Dir: dir, BinDir: o.BinDir, Profile: m.profile, Spec: spec, BasePort: o.BasePort, Tied: true, Schedulers: m.schedulers,
 	})
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	defer func() { _ = c.Down() }()
 	cfg, err := c.RESTConfig()
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
-	if err := createSeed004(ctx, client, m); err != nil {
-		return nil, err
+	if err := createPriorityClasses(ctx, client); err != nil {
+		return res, err
 	}
-	return settle(ctx, client, o.Quiet, 90*time.Second)
-}
-
-// PrintTable prints the comparison: per scheduler and job, pods Running and
-// Pending, GPUs held by jobs that cannot run, and how many jobs can train.
-func PrintTable(out io.Writer, results []Result) {
-	fmt.Fprintln(out, "\nSeed 004 — two 4-rank jobs on 3 nodes × 2 GPUs:")
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCHEDULER\tJOB\tRUNNING\tPENDING\tGPUS HELD\tGPUS HELD BY A JOB THAT CANNOT RUN\tJOBS TRAINING")
-	for _, r := range results {
-		training, idle := 0, 0
-		for _, j := range r.Jobs {
-			if j.trains() {
-				training++
-			} else {
-				idle += j.GPUs
-			}
+	for _, sc := range scenarios {
+		fmt.Fprintf(o.Out, "   %s\n", sc.title)
+		jobs, err := sc.run(ctx, client, m, sc, o.Quiet)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", sc.name, err)
 		}
-		for i, j := range r.Jobs {
-			name, idleCol, trainCol := "", "", ""
-			if i == 0 {
-				name = r.Mode
-				idleCol = fmt.Sprint(idle)
-				trainCol = fmt.Sprintf("%d of %d", training, len(r.Jobs))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", name, j.Job, j.Running, ranks, j.Pending, j.GPUs, idleCol, trainCol)
+		for _, j := range jobs {
+			fmt.Fprintf(o.Out, "     %s: %d Running, %d Pending, %d %s held\n", j.Job, j.Running, j.Pending, j.Held, sc.acc.unit())
+		}
+		res.Scenarios = append(res.Scenarios, ScenarioResult{Scenario: sc.name, Jobs: jobs})
+		if err := cleanUp(ctx, client, sc.namespace); err != nil {
+			return res, fmt.Errorf("%s: cleaning up: %w", sc.name, err)
 		}
 	}
-	_ = tw.Flush()
-	fmt.Fprintln(out, strings.TrimSpace(`
-Read it: pod by pod, ranks of both jobs hold GPUs and no job can start (the deadlock).
-A gang scheduler admits one job whole and leaves the other waiting with nothing held.`))
+	return res, nil
 }

@@ -8,11 +8,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -23,11 +23,11 @@ import (
 // mode is one column of the comparison.
 type mode struct {
 	name string
-	// ramp: the jobs' ranks arrive interleaved, one rank of each job at a
-	// time (the arrival pattern behind seed 004's 3 + 3; without it the
-	// pod-by-pod result depends on timing). The gang columns do not ramp: a
-	// Job is a gang of its parallelism from the start, and gang admission
-	// does not depend on arrival order.
+	// ramp: in the deadlock scenario the jobs' ranks arrive interleaved,
+	// one rank of each job at a time (the arrival pattern behind seed 004's
+	// 3 + 3; without it the pod-by-pod result depends on timing). The gang
+	// columns do not ramp: a Job is a gang of its parallelism from the
+	// start, and gang admission does not depend on arrival order.
 	ramp       bool
 	profile    devcluster.Profile
 	schedulers []devcluster.Scheduler
@@ -49,127 +49,130 @@ var modes = []mode{
 	{name: "Lockstep (eks profile, no gates)", profile: devcluster.ProfileEKS, schedulers: []devcluster.Scheduler{devcluster.SchedulerLockstep}, gang: lockstepJob},
 }
 
+const ranks = 4
+
+// accelerator is how a rank gets its accelerator.
+type accelerator int
+
 const (
-	namespace = "ml-team"
-	ranks     = 4
+	draGPU   accelerator = iota // a ResourceClaimTemplate for one gpu.example.com device
+	extended                    // example.com/accel: 1
 )
 
-var jobs = []string{"train-a", "train-b"}
-
-// createSeed004 creates the two 4-rank jobs, one GPU per rank through a
-// ResourceClaimTemplate, as the given mode expresses gangs.
-func createSeed004(ctx context.Context, client kubernetes.Interface, m mode) error {
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return err
+func (a accelerator) unit() string {
+	if a == draGPU {
+		return "GPUs"
 	}
-	tmpl := &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "one-gpu"},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}},
-		}}},
-	}
-	if _, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	// Both jobs are submitted at the same moment, as two teams would: the Job
-	// controller then creates their ranks interleaved (slow start: 1, 2, 1).
-	errs := make(chan error, len(jobs))
-	for _, name := range jobs {
-		go func() {
-			_, err := client.BatchV1().Jobs(namespace).Create(ctx, job(name, m), metav1.CreateOptions{})
-			if err != nil {
-				err = fmt.Errorf("job %s: %w", name, err)
-			}
-			errs <- err
-		}()
-	}
-	var first error
-	for range jobs {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	if first != nil || !m.ramp {
-		return first
-	}
-	return rampUp(ctx, client)
+	return "accels"
 }
 
-// rampUp raises both jobs' parallelism one rank at a time, alternately,
-// waiting for each new rank to exist and the scheduler to act on it.
-func rampUp(ctx context.Context, client kubernetes.Interface) error {
-	for r := int32(2); r <= ranks; r++ {
-		for _, name := range jobs {
-			patch := fmt.Sprintf(`{"spec":{"parallelism":%d}}`, r)
-			if _, err := client.BatchV1().Jobs(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				return err
-			}
-			if err := waitRanks(ctx, client, name, int(r)); err != nil {
-				return err
-			}
+// Priority classes of the preemption scenarios.
+const (
+	classResearch   = "research"   // 100
+	classProduction = "production" // 10000
+)
+
+// scenario is one table of the demo.
+type scenario struct {
+	name, title, moral string
+	namespace          string
+	acc                accelerator
+	// jobs in the order they are shown; priorities by name.
+	jobs       []string
+	priorities map[string]int32
+	run        func(ctx context.Context, client kubernetes.Interface, m mode, sc scenario, quiet time.Duration) ([]JobState, error)
+}
+
+var scenarios = []scenario{
+	{
+		name: "deadlock", namespace: "ml-team", acc: draGPU, jobs: []string{"train-a", "train-b"},
+		title: "Seed 004 — two 4-rank jobs, 1 GPU per rank, on 3 nodes × 2 GPUs",
+		moral: `Read it: pod by pod, ranks of both jobs hold GPUs and no job can start (the deadlock).
+A gang scheduler admits one job whole and leaves the other waiting with nothing held.`,
+		run: runDeadlock,
+	},
+	{
+		name: "preempt-dra", namespace: "prod-dra", acc: draGPU, jobs: []string{"research", "production"},
+		priorities: map[string]int32{"research": 100, "production": 10000},
+		title:      "Seed 004 preemption, DRA — research (priority 100) holds 4 of 6 GPUs, production (priority 10000) needs 4",
+		moral: `Read it: kube-scheduler 1.37 reclaims no DRA device for production — pod by pod it is left 2/4
+holding 2 GPUs, the in-tree gang finds no victims. Lockstep evicts research whole; research waits
+whole, holding nothing, and runs again when production ends.`,
+		run: runPreemption,
+	},
+	{
+		name: "preempt-accel", namespace: "prod-accel", acc: extended, jobs: []string{"research", "production"},
+		priorities: map[string]int32{"research": 100, "production": 10000},
+		title:      "Seed 004 preemption, extended resource — the same with example.com/accel: 1 per rank",
+		moral: `Read it: upstream does preempt node-local extended resources, but pod by pod and with the in-tree
+gang's default disruptionMode single it evicts only the 2 pods it needs: research is left partially
+alive, holding 2 accelerators. Lockstep's default (disruptionMode all) takes it whole.`,
+		run: runPreemption,
+	},
+}
+
+func createPriorityClasses(ctx context.Context, client kubernetes.Interface) error {
+	for name, v := range map[string]int32{classResearch: 100, classProduction: 10000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v}
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
 		}
 	}
 	return nil
 }
 
-// waitRanks waits until the job has n pods and the newest one is bound or
-// has been found unschedulable.
-func waitRanks(ctx context.Context, client kubernetes.Interface, job string, n int) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "demo.lockstep.dev/job=" + job})
-		if err != nil || len(pods.Items) < n {
-			return false, err
-		}
-		for _, p := range pods.Items {
-			if p.Spec.NodeName == "" && !decided(&p) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+// setUp creates the scenario's namespace and, for GPUs, the claim template.
+func setUp(ctx context.Context, client kubernetes.Interface, sc scenario) error {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sc.namespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if sc.acc != draGPU {
+		return nil
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sc.namespace, Name: "one-gpu"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}},
+		}}},
+	}
+	_, err := client.ResourceV1().ResourceClaimTemplates(sc.namespace).Create(ctx, tmpl, metav1.CreateOptions{})
+	return err
 }
 
-// decided: the scheduler looked at the pod and could not place it (pod by
-// pod), or it waits for its gang (Lockstep leaves it unconditioned until the
-// group has minCount members, so a pending gang member counts as decided).
-func decided(p *corev1.Pod) bool {
-	if p.Spec.SchedulerName == lockv1.SchedulerName {
-		return true
+// job is a 4-rank Indexed Job as the mode expresses gangs. Its
+// podFailurePolicy ignores disruptions, so preempted ranks are recreated
+// without consuming backoffLimit, in every column alike.
+func job(name string, m mode, sc scenario, parallelism int32) *batchv1.Job {
+	ctr := corev1.Container{
+		Name: "trainer", Image: "registry.example/trainer:v1",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return true
+	spec := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](0)}
+	switch sc.acc {
+	case draGPU:
+		spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+		ctr.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	case extended:
+		ctr.Resources.Requests["example.com/accel"] = resource.MustParse("1")
+		ctr.Resources.Limits = corev1.ResourceList{"example.com/accel": resource.MustParse("1")}
+	}
+	spec.Containers = []corev1.Container{ctr}
+	if p, ok := sc.priorities[name]; ok {
+		spec.PriorityClassName = classResearch
+		if p > 100 {
+			spec.PriorityClassName = classProduction
 		}
-	}
-	return false
-}
-
-func job(name string, m mode) *batchv1.Job {
-	pod := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"demo.lockstep.dev/job": name}},
-		Spec: corev1.PodSpec{
-			RestartPolicy:  corev1.RestartPolicyNever,
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}},
-			Containers: []corev1.Container{{
-				Name: "trainer", Image: "registry.example/trainer:v1",
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
-					Claims:   []corev1.ResourceClaim{{Name: "gpu"}},
-				},
-			}},
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-		},
-	}
-	parallelism := int32(ranks)
-	if m.ramp {
-		parallelism = 1
 	}
 	j := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: sc.namespace, Name: name},
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To(parallelism), Completions: ptr.To[int32](ranks),
-			CompletionMode: ptr.To(batchv1.IndexedCompletion), BackoffLimit: ptr.To[int32](0),
-			Template: pod,
+			CompletionMode: ptr.To(batchv1.IndexedCompletion), BackoffLimit: ptr.To[int32](4),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:          batchv1.PodFailurePolicyActionIgnore,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+			}}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: name}}, Spec: spec},
 		},
 	}
 	switch m.gang {
@@ -181,4 +184,13 @@ func job(name string, m mode) *batchv1.Job {
 		j.Spec.Template.Spec.SchedulerName = lockv1.SchedulerName
 	}
 	return j
+}
+
+const jobLabel = "demo.lockstep.dev/job"
+
+func createJob(ctx context.Context, client kubernetes.Interface, j *batchv1.Job) error {
+	if _, err := client.BatchV1().Jobs(j.Namespace).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("job %s: %w", j.Name, err)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
-// Package demo runs `make demo`'s scenarios and checks the table's story:
+// Package demo runs `make demo`'s scenarios and checks the tables' story:
 // pod by pod deadlocks (seed 004), Lockstep admits one job whole and the
-// other holds nothing.
+// other holds nothing; under preemption (DRA and extended resource)
+// Lockstep runs the urgent job and leaves the evicted one holding nothing.
 package demo
 
 import (
@@ -15,14 +16,14 @@ import (
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-func TestDemoShowsDeadlockAndLockstepFix(t *testing.T) {
+func TestDemoShowsDeadlockPreemptionAndLockstepFix(t *testing.T) {
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, ".lockstep", "e2e", "demo-"+time.Now().Format("150405"))
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	results, err := demo.Run(ctx, demo.Options{
@@ -35,22 +36,36 @@ func TestDemoShowsDeadlockAndLockstepFix(t *testing.T) {
 	if len(results) != 3 {
 		t.Fatalf("want 3 columns, got %d", len(results))
 	}
-	type summary struct{ training, idleGPUs int }
-	sum := func(r demo.Result) summary {
+	type summary struct{ training, idle int }
+	sum := func(r demo.ScenarioResult) summary {
 		var s summary
 		for _, j := range r.Jobs {
 			if j.Running == 4 {
 				s.training++
 			} else {
-				s.idleGPUs += j.GPUs
+				s.idle += j.Held
 			}
 		}
 		return s
 	}
-	if got := sum(results[0]); got != (summary{training: 0, idleGPUs: 6}) {
+	podByPod, lockstep := results[0], results[2]
+	if got := sum(podByPod.Scenario("deadlock")); got != (summary{training: 0, idle: 6}) {
 		t.Errorf("pod by pod: want the seed 004 deadlock (0 jobs training, 6 GPUs idle), got %+v", got)
 	}
-	if got := sum(results[2]); got != (summary{training: 1, idleGPUs: 0}) {
+	if got := sum(lockstep.Scenario("deadlock")); got != (summary{training: 1, idle: 0}) {
 		t.Errorf("Lockstep: want 1 job training and no GPU held by a job that cannot run, got %+v", got)
+	}
+	for _, sc := range []string{"preempt-dra", "preempt-accel"} {
+		jobs := lockstep.Scenario(sc).Jobs
+		if len(jobs) != 2 {
+			t.Fatalf("Lockstep %s: want 2 jobs, got %+v", sc, jobs)
+		}
+		research, production := jobs[0], jobs[1]
+		if production.Running != 4 {
+			t.Errorf("Lockstep %s: production (priority 10000) must run 4/4, got %+v", sc, production)
+		}
+		if research.Running != 0 || research.Held != 0 {
+			t.Errorf("Lockstep %s: research must be evicted whole and hold nothing while it waits, got %+v", sc, research)
+		}
 	}
 }
