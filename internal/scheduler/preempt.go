@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/retry"
@@ -30,6 +31,8 @@ import (
 const (
 	eventPreempting = "Preempting"
 	eventPreempted  = "Preempted"
+	// eventNotPreempting says why a unit that does not fit preempts nothing.
+	eventNotPreempting = "NotPreempting"
 )
 
 // nominationSlack is how long past its victims' grace period a nomination
@@ -125,18 +128,31 @@ func (u *unit) name() string {
 
 // preempt runs when the unit did not fit. It waits for an earlier
 // preemption's victims, or plans a new one and evicts its victims. It
-// returns a note for the unit's condition and whether the unit should be
-// retried soon (victims are terminating) rather than parked.
+// returns a note for the unit's condition while a preemption is under way
+// (and then true: retry soon, victims are terminating); when preemption
+// cannot help it says why in a NotPreempting event and returns "".
 func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (string, bool) {
+	note, going, why := s.tryPreempt(ctx, u, pu, snap, prio)
+	if why != "" {
+		var regarding runtime.Object = u.pending[0]
+		if u.group != nil {
+			regarding = u.group
+		}
+		s.recorder.Eventf(regarding, nil, corev1.EventTypeNormal, eventNotPreempting, "Preempting", "%s", why)
+	}
+	return note, going
+}
+
+func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (note string, going bool, why string) {
 	logger := klog.FromContext(ctx)
 	if !PreemptionAllowed(u.group, u.pending) {
-		return "preemptionPolicy Never: no preemption", false
+		return "", false, "preemptionPolicy Never: no preemption"
 	}
 	var stuckPods sets.Set[types.UID]
 	if nom := s.noms.get(u.key); nom != nil {
 		left := s.victimsLeft(nom)
 		if len(left) > 0 && time.Now().Before(nom.deadline) {
-			return fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.victims), len(left)), true
+			return fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.victims), len(left)), true, ""
 		}
 		s.noms.drop(u.key)
 		if len(left) > 0 {
@@ -147,12 +163,12 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, sna
 	cands, err := s.candidates()
 	if err != nil {
 		logger.Error(err, "Listing preemption candidates")
-		return "", false
+		return "", false, ""
 	}
 	pdbs, err := s.listers.pdbs.List(everything)
 	if err != nil {
 		logger.Error(err, "Listing PodDisruptionBudgets")
-		return "", false
+		return "", false, ""
 	}
 	start := time.Now()
 	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, s.celCache), preemption.Input{
@@ -160,11 +176,11 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, sna
 	})
 	if err != nil {
 		logger.Error(err, "Preemption search failed")
-		return "", false
+		return "", false, ""
 	}
 	if plan == nil {
 		logger.V(2).Info("Preemption cannot help", "why", why, "took", time.Since(start))
-		return "preemption cannot help: " + why, false
+		return "", false, "preemption cannot help: " + why
 	}
 	nom := &nomination{priority: prio, assignments: plan.Placement.Assignments, victims: map[types.UID]victimPod{}}
 	grace := int64(0)
@@ -181,12 +197,12 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, sna
 	logger.Info("Preempting", "victims", candidateNames(plan.Victims), "victimPods", plan.VictimPods(),
 		"terminating", len(plan.Terminating), "violatedPDBs", plan.ViolatedPDBs, "considered", plan.Considered, "took", time.Since(start))
 	if len(plan.Victims) == 0 {
-		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.victims)), true
+		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.victims)), true, ""
 	}
 	s.evict(ctx, u, prio, plan)
 	s.metrics.Preemptions.WithLabelValues(strconv.Itoa(int(prio))).Inc()
 	s.metrics.PreemptionVictims.Observe(float64(plan.VictimPods()))
-	return fmt.Sprintf("preempting %s; nominated for the freed capacity", describeVictims(plan)), true
+	return fmt.Sprintf("preempting %s; nominated for the freed capacity", describeVictims(plan)), true, ""
 }
 
 // victimsLeft are the victims still holding something: the pod exists, or

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -96,7 +95,7 @@ func TestDisruptionModeSingleEvictsOnlyWhatIsNeeded(t *testing.T) {
 
 // TestNoPreemption: equal or higher priority is never a victim,
 // preemptionPolicy Never never evicts, and a preemption that could not make
-// room evicts nothing. Each case says why in the preemptor's condition.
+// room evicts nothing. Each case says why in a NotPreempting event.
 func TestNoPreemption(t *testing.T) {
 	cases := []struct {
 		name                  string
@@ -118,16 +117,14 @@ func TestNoPreemption(t *testing.T) {
 			gangJob(t, ctx, h, ns, "victim", 4, draGPU, tc.victimClass, nil, nil)
 			before := waitRunning(t, ctx, h, ns, "victim", 4)
 			gangJob(t, ctx, h, ns, "preemptor", tc.preRanks, draGPU, tc.preClass, nil, nil)
-			harness.Eventually(t, ctx, "the preemptor's condition says why it does not preempt", func(ctx context.Context) (bool, string, error) {
-				c, err := h.ScheduledCondition(ctx, ns, "preemptor")
-				if apierrors.IsNotFound(err) {
-					return false, "no PodGroup yet", nil
-				}
-				if err != nil || c == nil {
-					return false, "no condition yet", err
-				}
-				return c.Status == metav1.ConditionFalse && contains(c.Message, tc.why), c.Message, nil
+			harness.Eventually(t, ctx, "a NotPreempting event on the preemptor says why", func(ctx context.Context) (bool, string, error) {
+				notes := eventNotes(t, ctx, h, ns, "PodGroup", "preemptor", "NotPreempting")
+				return anyContains(notes, tc.why), fmt.Sprintf("%q", notes), nil
 			})
+			c, err := h.ScheduledCondition(ctx, ns, "preemptor")
+			if err != nil || c == nil || c.Status != metav1.ConditionFalse {
+				t.Errorf("the preemptor must stay unscheduled: %+v %v", c, err)
+			}
 			if n := stillRunning(t, ctx, h, ns, "victim", before); n != 4 {
 				t.Errorf("%d of the victim's 4 ranks still run; nothing may be evicted", n)
 			}
@@ -138,4 +135,3 @@ func TestNoPreemption(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return anyContains([]string{s}, sub) }
