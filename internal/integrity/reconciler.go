@@ -46,6 +46,9 @@ type Reconciler struct {
 	Recorder record.EventRecorder
 	// NodeGrace is how long a member's node may be NotReady before the gang restarts.
 	NodeGrace time.Duration
+	// TaintRules: the cluster serves resource.k8s.io/v1 DeviceTaintRules,
+	// whose NoExecute taints count like those in ResourceSlices.
+	TaintRules bool
 
 	restarts *prometheus.CounterVec
 	mu       sync.Mutex
@@ -75,8 +78,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("gang-integrity").
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("gang-integrity")
+	if r.TaintRules {
+		b = b.Watches(&resourcev1.DeviceTaintRule{}, handler.EnqueueRequestsFromMapFunc(r.allGroups))
+	}
+	return b.
 		For(&lockv1.PodGroup{}).
 		Watches(&corev1.Pod{}, handler.Funcs{
 			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -98,6 +105,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		})).
 		Complete(r)
+}
+
+// allGroups: a DeviceTaintRule may select devices anywhere.
+func (r *Reconciler) allGroups(ctx context.Context, _ client.Object) []reconcile.Request {
+	groups := &lockv1.PodGroupList{}
+	if err := r.Client.List(ctx, groups); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(groups.Items))
+	for _, g := range groups.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
+	}
+	return out
 }
 
 func enqueueGroup(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
@@ -289,23 +309,47 @@ func (r *Reconciler) nodeOrDeviceLost(ctx context.Context, p *corev1.Pod, taints
 }
 
 // noExecuteTaints maps "driver/pool/device" to its NoExecute taint, from one
-// read of the ResourceSlices.
+// read of the ResourceSlices (and the DeviceTaintRules, where served).
 func (r *Reconciler) noExecuteTaints(ctx context.Context) map[string]string {
 	out := map[string]string{}
 	slices := &resourcev1.ResourceSliceList{}
 	if err := r.Client.List(ctx, slices); err != nil {
 		return out
 	}
+	var rules []resourcev1.DeviceTaintRule
+	if r.TaintRules {
+		list := &resourcev1.DeviceTaintRuleList{}
+		if err := r.Client.List(ctx, list); err == nil {
+			rules = list.Items
+		}
+	}
 	for _, s := range slices.Items {
 		for _, d := range s.Spec.Devices {
+			key := s.Spec.Driver + "/" + s.Spec.Pool.Name + "/" + d.Name
 			for _, t := range d.Taints {
 				if t.Effect == resourcev1.DeviceTaintEffectNoExecute {
-					out[s.Spec.Driver+"/"+s.Spec.Pool.Name+"/"+d.Name] = fmt.Sprintf("%s=%s:NoExecute", t.Key, t.Value)
+					out[key] = fmt.Sprintf("%s=%s:NoExecute", t.Key, t.Value)
+				}
+			}
+			for _, rule := range rules {
+				if rule.Spec.Taint.Effect == resourcev1.DeviceTaintEffectNoExecute && selects(rule.Spec.DeviceSelector, s.Spec.Driver, s.Spec.Pool.Name, d.Name) {
+					out[key] = fmt.Sprintf("%s=%s:NoExecute (DeviceTaintRule %s)", rule.Spec.Taint.Key, rule.Spec.Taint.Value, rule.Name)
 				}
 			}
 		}
 	}
 	return out
+}
+
+// selects reports whether a DeviceTaintRule selector matches a device; an
+// unset field matches anything.
+func selects(sel *resourcev1.DeviceTaintSelector, driver, pool, device string) bool {
+	if sel == nil {
+		return true
+	}
+	return (sel.Driver == nil || *sel.Driver == driver) &&
+		(sel.Pool == nil || *sel.Pool == pool) &&
+		(sel.Device == nil || *sel.Device == device)
 }
 
 // preempted reports whether the scheduler marked the pod as a preemption victim.

@@ -242,7 +242,7 @@ func (s *Scheduler) snapshot(self queue.Key, prio int32) (*snapshot.Snapshot, er
 	if err != nil {
 		return nil, err
 	}
-	slices, err := s.listers.slices.List(everything)
+	slices, err := s.slices.ListPatchedResourceSlices()
 	if err != nil {
 		return nil, err
 	}

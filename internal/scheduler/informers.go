@@ -1,6 +1,9 @@
 package scheduler
 
 import (
+	"context"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +17,7 @@ import (
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
@@ -31,7 +35,6 @@ type listers struct {
 	pods            corelisters.PodLister
 	podIndex        cache.Indexer
 	nodes           corelisters.NodeLister
-	slices          resourcelisters.ResourceSliceLister
 	classes         resourcelisters.DeviceClassLister
 	claims          resourcelisters.ResourceClaimLister
 	priorityClasses schedulinglisters.PriorityClassLister
@@ -53,7 +56,6 @@ func (s *Scheduler) setupInformers() error {
 		pods:            f.Core().V1().Pods().Lister(),
 		podIndex:        podInf.GetIndexer(),
 		nodes:           f.Core().V1().Nodes().Lister(),
-		slices:          f.Resource().V1().ResourceSlices().Lister(),
 		classes:         f.Resource().V1().DeviceClasses().Lister(),
 		claims:          f.Resource().V1().ResourceClaims().Lister(),
 		priorityClasses: f.Scheduling().V1().PriorityClasses().Lister(),
@@ -77,7 +79,6 @@ func (s *Scheduler) setupInformers() error {
 		{pgInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}},
 		// Anything that can free or add capacity moves parked units back.
 		{f.Core().V1().Nodes().Informer(), s.moveAllHandler()},
-		{f.Resource().V1().ResourceSlices().Informer(), s.moveAllHandler()},
 		{f.Resource().V1().DeviceClasses().Informer(), s.moveAllHandler()},
 		{f.Resource().V1().ResourceClaims().Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.queue.MoveAllToActive() },
@@ -101,6 +102,28 @@ func (s *Scheduler) moveAllHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(any, any) { s.queue.MoveAllToActive() },
 		DeleteFunc: func(any) { s.queue.MoveAllToActive() },
 	}
+}
+
+// startSliceTracker starts the view of ResourceSlices with DeviceTaintRules
+// applied (k8s.io/dynamic-resource-allocation's tracker, as kube-scheduler
+// uses it), so a device tainted by a rule is treated like one tainted in its
+// slice. Where rules are not served it is a thin wrapper of the informer.
+func (s *Scheduler) startSliceTracker(ctx context.Context) error {
+	opts := tracker.Options{
+		EnableDeviceTaintRules: s.taintRulesServed,
+		SliceInformer:          s.factory.Resource().V1().ResourceSlices(),
+		KubeClient:             s.client,
+	}
+	if s.taintRulesServed {
+		opts.TaintInformer = s.factory.Resource().V1().DeviceTaintRules()
+	}
+	t, err := tracker.StartTracker(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("ResourceSlice tracker: %w", err)
+	}
+	s.slices = t
+	_, err = t.AddEventHandler(s.moveAllHandler())
+	return err
 }
 
 // onPod queues the unit of a pending Lockstep pod; a pod that stops holding

@@ -14,10 +14,12 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -59,7 +61,12 @@ type Scheduler struct {
 	broadcast events.EventBroadcaster
 	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1 podgroups.
 	upstreamServed bool
-	metrics        *metrics.Scheduler
+	// taintRulesServed: the API server serves resource.k8s.io/v1 devicetaintrules.
+	taintRulesServed bool
+	// slices are the ResourceSlices with DeviceTaintRules applied (the
+	// tracker kube-scheduler uses); set in Run.
+	slices  *tracker.Tracker
+	metrics *metrics.Scheduler
 }
 
 // Scheme knows the core and Lockstep types (for events and conversions).
@@ -95,6 +102,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		return nil, err
 	}
 	s.upstreamServed = served
+	if s.taintRulesServed, err = apidiscovery.Serves(client.Discovery(), "resource.k8s.io/v1", "devicetaintrules"); err != nil {
+		return nil, err
+	}
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
@@ -113,6 +123,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	defer s.broadcast.Shutdown()
+	if err := s.startSliceTracker(ctx); err != nil {
+		return err
+	}
 	s.factory.Start(ctx.Done())
 	s.dynFactor.Start(ctx.Done())
 	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
@@ -125,7 +138,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return fmt.Errorf("cache for %v did not sync (are Lockstep's CRDs installed?)", typ)
 		}
 	}
-	logger.Info("Caches synced", "identity", s.opts.Identity)
+	if !cache.WaitForCacheSync(ctx.Done(), s.slices.HasSynced) {
+		return fmt.Errorf("ResourceSlice tracker did not sync")
+	}
+	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)
 	if !s.opts.LeaderElect {
 		return s.lead(ctx)
 	}

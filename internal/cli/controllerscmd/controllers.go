@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
@@ -44,7 +46,15 @@ func NewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			integrityCtl := &integrity.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), NodeGrace: nodeGrace}
+			dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			taintRules, err := apidiscovery.Serves(dc, "resource.k8s.io/v1", "devicetaintrules")
+			if err != nil {
+				return err
+			}
+			integrityCtl := &integrity.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), NodeGrace: nodeGrace, TaintRules: taintRules}
 			if err := integrityCtl.SetupWithManager(mgr); err != nil {
 				return err
 			}

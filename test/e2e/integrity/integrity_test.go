@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -100,13 +101,47 @@ func taintDevice(t *testing.T, ctx context.Context, h *harness.Harness, pool, de
 	})
 }
 
+// taintRule taints one device through a DeviceTaintRule (resource.k8s.io/v1,
+// served by default from 1.37) instead of its ResourceSlice.
+func taintRule(t *testing.T, ctx context.Context, h *harness.Harness, pool, device string, effect resourcev1.DeviceTaintEffect) {
+	t.Helper()
+	rule := &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "xid-79-"},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To("gpu.example.com"), Pool: ptr.To(pool), Device: ptr.To(device)},
+			Taint:          resourcev1.DeviceTaint{Key: "example.com/xid", Value: "79", Effect: effect},
+		},
+	}
+	created, err := h.Client.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.ResourceV1().DeviceTaintRules().Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+	})
+}
+
 func TestNoExecuteDeviceTaintRestartsWholeGang(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taint func(t *testing.T, ctx context.Context, h *harness.Harness, pool, device string, effect resourcev1.DeviceTaintEffect)
+	}{
+		{"taint in the ResourceSlice", taintDevice},
+		{"DeviceTaintRule", taintRule},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noExecuteRestartsWholeGang(t, tc.taint)
+		})
+	}
+}
+
+func noExecuteRestartsWholeGang(t *testing.T, taint func(t *testing.T, ctx context.Context, h *harness.Harness, pool, device string, effect resourcev1.DeviceTaintEffect)) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
 	before := gangJob(t, ctx, h, ns, perIndexBackoff)
 	pool, device := deviceOf(t, ctx, h, ns)
-	taintDevice(t, ctx, h, pool, device, resourcev1.DeviceTaintEffectNoExecute)
+	taint(t, ctx, h, pool, device, resourcev1.DeviceTaintEffectNoExecute)
 
 	harness.Eventually(t, ctx, "the whole gang restarted on healthy devices", func(ctx context.Context) (bool, string, error) {
 		now := runningPods(ctx, h, ns)
