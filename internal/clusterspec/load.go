@@ -27,6 +27,23 @@ func Default() *Cluster {
 // DefaultYAML returns the default cluster spec file as written.
 func DefaultYAML() []byte { return bytes.Clone(defaultSpec) }
 
+// PreemptionYAML is seed 004's cluster plus 3 nodes × 2 example.com/accel
+// (an extended resource, as a device plugin advertises it): the cluster of
+// the preemption scenarios, DRA and extended resource side by side. Pods
+// with GPU claims cannot use the accel nodes, so the GPU scenarios are seed
+// 004's exactly.
+const PreemptionYAML = `nodePools:
+- name: worker
+  count: 3
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+  - driver: gpu.example.com
+    count: 2
+- name: accel
+  count: 3
+  capacity: {cpu: "8", memory: 32Gi, pods: "110", example.com/accel: "2"}
+`
+
 // Load reads and validates a cluster spec file.
 func Load(path string) (*Cluster, error) {
 	b, err := os.ReadFile(path)

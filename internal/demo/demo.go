@@ -45,26 +45,10 @@ func (r Result) Scenario(name string) ScenarioResult {
 	return ScenarioResult{Scenario: name}
 }
 
-// demoCluster is seed 004's 3 nodes × 2 DRA GPUs, plus 3 nodes × 2
-// example.com/accel for the extended-resource preemption scenario (DRA pods
-// cannot use them, so the GPU scenarios are seed 004's exactly).
-const demoCluster = `
-nodePools:
-- name: worker
-  count: 3
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  devices:
-  - driver: gpu.example.com
-    count: 2
-- name: accel
-  count: 3
-  capacity: {cpu: "8", memory: 32Gi, pods: "110", example.com/accel: "2"}
-`
-
 // Run runs every scenario under every mode, each mode on its own fresh
 // local cluster, and prints one table per scenario.
 func Run(ctx context.Context, o Options) ([]Result, error) {
-	spec, err := clusterspec.Parse([]byte(demoCluster))
+	spec, err := clusterspec.Parse([]byte(clusterspec.PreemptionYAML))
 	if err != nil {
 		return nil, err
 	}

@@ -16,26 +16,12 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
-
-// seed004 is 3 nodes × 2 GPUs (DRA) plus 2 nodes × 2 example.com/accel.
-const seed004 = `
-nodePools:
-- name: worker
-  count: 3
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  devices:
-  - driver: gpu.example.com
-    count: 2
-- name: accel
-  count: 2
-  labels: {pool: accel}
-  capacity: {cpu: "8", memory: 32Gi, pods: "110", example.com/accel: "2"}
-`
 
 // world builds cluster state: running workloads are placed by the real
 // placement code and recorded as bound pods with reserved claims.
@@ -46,7 +32,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
-	return &world{t: t, in: builders.SnapshotInput(t, seed004), start: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	return &world{t: t, in: builders.SnapshotInput(t, clusterspec.PreemptionYAML), start: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
 }
 
 type kind int

@@ -9,24 +9,11 @@ package preemption
 import (
 	"testing"
 
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-// spec is seed 004's 3 nodes × 2 DRA GPUs plus 3 nodes × 2 example.com/accel.
-const spec = `
-nodePools:
-- name: worker
-  count: 3
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  devices:
-  - driver: gpu.example.com
-    count: 2
-- name: accel
-  count: 3
-  capacity: {cpu: "8", memory: 32Gi, pods: "110", example.com/accel: "2"}
-`
-
 func TestMain(m *testing.M) {
-	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(spec)})
+	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(clusterspec.PreemptionYAML)})
 }

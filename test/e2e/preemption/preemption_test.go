@@ -134,4 +134,3 @@ func TestNoPreemption(t *testing.T) {
 		})
 	}
 }
-
