@@ -38,6 +38,12 @@ func gangJob(t *testing.T, ctx context.Context, h *harness.Harness, ns string, t
 	if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Before the namespace goes (cleanups run last in, first out): a Job
+	// with backoffLimitPerIndex keeps its failed pods' finalizers while it
+	// cannot create replacements in a terminating namespace.
+	t.Cleanup(func() {
+		_ = h.Client.BatchV1().Jobs(ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	})
 	var running map[types.UID]string
 	harness.Eventually(t, ctx, "4 ranks running", func(ctx context.Context) (bool, string, error) {
 		running = runningPods(ctx, h, ns)

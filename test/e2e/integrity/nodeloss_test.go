@@ -42,13 +42,6 @@ func TestNodeLossRequeuesWholeGPUGang(t *testing.T) {
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
 	before := gangJob(t, ctx, h, ns, perIndexBackoff)
-	t.Cleanup(func() {
-		// Delete the Job before the namespace: namespace deletion removes
-		// pods first, and the Job controller keeps each index's last failed
-		// pod (its finalizer) until it can create a replacement, which a
-		// terminating namespace forbids. A deleted Job releases its pods.
-		_ = h.Client.BatchV1().Jobs(ns).Delete(context.Background(), "train", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-	})
 
 	lost := busiestNode(before)
 	deleteNode(t, ctx, h, lost)

@@ -90,6 +90,16 @@ func gangJob(t *testing.T, ctx context.Context, h *harness.Harness, ns, name str
 	if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { deleteJob(h, ns, name) })
+}
+
+// deleteJob runs before the namespace is deleted (cleanups run last in,
+// first out): namespace deletion removes pods first, and a Job with
+// backoffLimitPerIndex keeps each index's last failed pod (its finalizer)
+// until it can create a replacement, which a terminating namespace refuses.
+// A deleted Job releases its pods.
+func deleteJob(h *harness.Harness, ns, name string) {
+	_ = h.Client.BatchV1().Jobs(ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 }
 
 // ranks returns the job's pods: running (bound, Running, not terminating)
