@@ -16,7 +16,8 @@ import (
 // TestPodDisruptionBudgetHonouredWhereAChoiceExists: two 2-rank gangs of
 // priority 100 hold 4 of 6 GPUs and urgent needs 4, so one of them must go.
 // Without a budget the most recently started ("newer") would; a
-// PodDisruptionBudget allowing no disruption of newer makes "older" go.
+// PodDisruptionBudget allowing no disruption of newer (minAvailable 2)
+// makes "older" go.
 func TestPodDisruptionBudgetHonouredWhereAChoiceExists(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
@@ -30,7 +31,9 @@ func TestPodDisruptionBudgetHonouredWhereAChoiceExists(t *testing.T) {
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "newer"},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptrIntStr(intstr.FromInt32(0)),
+			// minAvailable, not maxUnavailable: the disruption controller
+			// cannot compute a Job's expected pods from a scale.
+			MinAvailable: ptrIntStr(intstr.FromInt32(2)),
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/job-name": "newer"}},
 		},
 	}
@@ -43,7 +46,7 @@ func TestPodDisruptionBudgetHonouredWhereAChoiceExists(t *testing.T) {
 			return false, "", err
 		}
 		st := cur.Status
-		return st.ObservedGeneration == cur.Generation && st.ExpectedPods == 2 && st.DisruptionsAllowed == 0,
+		return st.ObservedGeneration == cur.Generation && st.ExpectedPods == 2 && st.CurrentHealthy == 2 && st.DisruptionsAllowed == 0,
 			fmt.Sprintf("expected %d, healthy %d, allowed %d", st.ExpectedPods, st.CurrentHealthy, st.DisruptionsAllowed), nil
 	})
 
