@@ -34,7 +34,7 @@ func TestPodDisruptionBudgetHonouredWhereAChoiceExists(t *testing.T) {
 			// minAvailable, not maxUnavailable: the disruption controller
 			// cannot compute a Job's expected pods from a scale.
 			MinAvailable: ptrIntStr(intstr.FromInt32(2)),
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/job-name": "newer"}},
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/job-name": "newer"}},
 		},
 	}
 	if _, err := h.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
