@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,7 @@ type state struct {
 	claims  []resourcev1.ResourceClaim
 	pcs     map[string]int32
 	groups  map[string]*lockv1.PodGroup // ns/name
+	pdbs    []*policyv1.PodDisruptionBudget
 }
 
 func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*state, error) {
@@ -52,6 +54,11 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 	if pcs, err := client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, pc := range pcs.Items {
 			st.pcs[pc.Name] = pc.Value
+		}
+	}
+	if pdbs, err := client.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range pdbs.Items {
+			st.pdbs = append(st.pdbs, &pdbs.Items[i])
 		}
 	}
 	// In-tree groups first, so a Lockstep group of the same name wins, as in the scheduler.

@@ -34,6 +34,9 @@ type Report struct {
 	Topology []string      `json:"topology,omitempty"`
 	// Holders are the running units that hold devices of the requested classes.
 	Holders []Holder `json:"holders,omitempty"`
+	// Preemption is what the scheduler's preemption search concludes for
+	// the unit now: the victims it would evict, or why it cannot help.
+	Preemption string `json:"preemption,omitempty"`
 }
 
 // ClaimState is one claim of a pending pod.

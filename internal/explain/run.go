@@ -13,10 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/cel"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -82,8 +84,46 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	default:
 		r.Answer = fmt.Sprintf("%s is pending: %s", u.label, placement.Summary(ctx, evidence, cache, pu, res))
 		r.Reasons = res.Unplaced[0].Diagnosis.Top()
+		pre, err := st.preemption(ctx, u, pu, cache)
+		if err != nil {
+			return nil, err
+		}
+		r.Preemption = pre
 	}
 	return r, nil
+}
+
+// preemption runs the scheduler's preemption search on a fresh snapshot.
+func (st *state) preemption(ctx context.Context, u *unit, pu placement.Unit, cache *cel.Cache) (string, error) {
+	if !scheduler.PreemptionAllowed(u.group, u.members) {
+		return "preemptionPolicy Never: no preemption", nil
+	}
+	pods := make([]*corev1.Pod, 0, len(st.pods))
+	for i := range st.pods {
+		pods = append(pods, &st.pods[i])
+	}
+	cands := scheduler.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+		g := st.groups[ns+"/"+name]
+		if g == nil {
+			return nil, 0
+		}
+		return g, st.groupPriority(g)
+	})
+	snap := st.snapshot()
+	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), preemption.Input{Unit: pu, Priority: u.priority, Candidates: cands, PDBs: st.pdbs})
+	switch {
+	case err != nil:
+		return "", err
+	case plan == nil:
+		return "cannot help: " + why, nil
+	case len(plan.Victims) == 0:
+		return fmt.Sprintf("would wait for %d lower-priority units already terminating", len(plan.Terminating)), nil
+	}
+	out := fmt.Sprintf("would evict %s", plan.Describe())
+	if len(plan.ViolatedPDBs) > 0 {
+		out += fmt.Sprintf(" (violating PodDisruptionBudget %s: no other choice)", strings.Join(plan.ViolatedPDBs, ", "))
+	}
+	return out, nil
 }
 
 // waitingAnswer covers the units that cannot be attempted at all.

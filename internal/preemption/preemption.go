@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +93,18 @@ type Plan struct {
 	Considered int
 	// Simulations is how many placement simulations the search ran.
 	Simulations int
+}
+
+// Describe names the victims: "PodGroup ns/low (4 pods, priority 100), …".
+func (p *Plan) Describe() string {
+	var parts []string
+	for _, v := range p.Victims {
+		parts = append(parts, fmt.Sprintf("%s (%d pods, priority %d)", v.Name, len(v.Pods), v.Priority))
+	}
+	if len(parts) > 5 {
+		parts = append(parts[:5], fmt.Sprintf("and %d more", len(parts)-5))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // VictimPods counts the pods of the victims.

@@ -202,7 +202,7 @@ func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, 
 	s.evict(ctx, u, prio, plan)
 	s.metrics.Preemptions.WithLabelValues(strconv.Itoa(int(prio))).Inc()
 	s.metrics.PreemptionVictims.Observe(float64(plan.VictimPods()))
-	return fmt.Sprintf("preempting %s; nominated for the freed capacity", describeVictims(plan)), true, ""
+	return fmt.Sprintf("preempting %s; nominated for the freed capacity", plan.Describe()), true, ""
 }
 
 // victimsLeft are the victims still holding something: the pod exists, or
@@ -228,22 +228,36 @@ func (s *Scheduler) victimsLeft(nom *nomination) []types.UID {
 	return out
 }
 
-// candidates are the running units: a PodGroup with disruptionMode all is
-// one candidate, anything else is one candidate per pod.
+// candidates are the running units, from the informer cache.
 func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 	pods, err := s.listers.pods.List(everything)
 	if err != nil {
 		return nil, err
 	}
+	return Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+		pg, err := s.podGroup(ns, name)
+		if err != nil {
+			return nil, 0
+		}
+		return pg, s.groupPriority(pg)
+	}), nil
+}
+
+// Candidates groups the running pods into preemption victim units: the
+// Lockstep pods of a PodGroup with disruptionMode all are one unit (at the
+// group's priority), anything else is one unit per pod. group resolves a
+// PodGroup and its priority (nil when it does not exist).
+func Candidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGroup, int32)) []preemption.Candidate {
 	groups := map[types.NamespacedName]*preemption.Candidate{}
 	var out []preemption.Candidate
 	for _, p := range pods {
 		if !Active(p) {
 			continue
 		}
+		single := preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Priority: podPriority(p), Pods: []*corev1.Pod{p}}
 		g := GroupOf(p)
 		if !Ours(p) || g == "" {
-			out = append(out, preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Priority: podPriority(p), Pods: []*corev1.Pod{p}})
+			out = append(out, single)
 			continue
 		}
 		key := types.NamespacedName{Namespace: p.Namespace, Name: g}
@@ -251,14 +265,15 @@ func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 			c.Pods = append(c.Pods, p)
 			continue
 		}
-		pg, err := s.podGroup(p.Namespace, g)
-		if err != nil {
-			out = append(out, preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Group: key, Priority: podPriority(p), Pods: []*corev1.Pod{p}})
+		single.Group = key
+		pg, prio := group(p.Namespace, g)
+		if pg == nil {
+			out = append(out, single)
 			continue
 		}
-		prio := s.groupPriority(pg)
+		single.Priority = prio
 		if pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.Single != nil {
-			out = append(out, preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}})
+			out = append(out, single)
 			continue
 		}
 		groups[key] = &preemption.Candidate{Name: fmt.Sprintf("PodGroup %s/%s", key.Namespace, key.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}, Whole: true}
@@ -267,7 +282,7 @@ func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 		out = append(out, *c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
 }
 
 // evict marks every victim pod DisruptionTarget (PreemptionByScheduler),
@@ -306,7 +321,7 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 			s.recorder.Eventf(p, u.related(), corev1.EventTypeNormal, eventPreempted, "Preempting", "Preempted by %s on node %s", preemptor, p.Spec.NodeName)
 		}
 	}
-	note := fmt.Sprintf("preempting %s to place %d pods%s", describeVictims(plan), len(u.pending), pdbNote)
+	note := fmt.Sprintf("preempting %s to place %d pods%s", plan.Describe(), len(u.pending), pdbNote)
 	if u.group != nil {
 		s.recorder.Eventf(u.group, nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
 	} else {
@@ -362,17 +377,6 @@ func (s *Scheduler) markDisruption(ctx context.Context, p *corev1.Pod, msg strin
 		_, err = s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
-}
-
-func describeVictims(plan *preemption.Plan) string {
-	var parts []string
-	for _, v := range plan.Victims {
-		parts = append(parts, fmt.Sprintf("%s (%d pods, priority %d)", v.Name, len(v.Pods), v.Priority))
-	}
-	if len(parts) > 5 {
-		parts = append(parts[:5], fmt.Sprintf("and %d more", len(parts)-5))
-	}
-	return strings.Join(parts, ", ")
 }
 
 func candidateNames(cs []preemption.Candidate) []string {

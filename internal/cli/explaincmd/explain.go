@@ -140,4 +140,7 @@ func printReport(out io.Writer, r *explain.Report) {
 		}
 		fmt.Fprintf(out, "   held by %s (priority %d): %d devices — %s\n", h.Unit, h.Priority, h.Devices, verdict)
 	}
+	if r.Preemption != "" {
+		fmt.Fprintf(out, "8. Preemption: %s\n", r.Preemption)
+	}
 }

@@ -66,6 +66,9 @@ func TestExplainNamesTheGPUShortage(t *testing.T) {
 	if len(r.Holders) != 1 || r.Holders[0].Preemptible {
 		t.Errorf("holders: want PodGroup first, same priority, not preemptible; got %+v", r.Holders)
 	}
+	if want := "cannot help: no running pods of lower priority on the nodes the unit can use"; r.Preemption != want {
+		t.Errorf("preemption: want %q (the scheduler's own search), got %q", want, r.Preemption)
+	}
 	// A pod of the group explains the group too.
 	if p := explainCLI(t, h, ns, "pod", "second-0"); p.Answer != want {
 		t.Errorf("explain pod: want the group's answer, got %q", p.Answer)

@@ -3,6 +3,7 @@ package preemption
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/explain"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
@@ -124,6 +126,14 @@ func TestNoPreemption(t *testing.T) {
 			c, err := h.ScheduledCondition(ctx, ns, "preemptor")
 			if err != nil || c == nil || c.Status != metav1.ConditionFalse {
 				t.Errorf("the preemptor must stay unscheduled: %+v %v", c, err)
+			}
+			// lockstep explain runs the same search and says the same.
+			r, err := explain.Run(ctx, h.Client, h.Dynamic, explain.Target{Kind: "podgroup", Namespace: ns, Name: "preemptor"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := strings.TrimPrefix(tc.why, "preemption "); !strings.Contains(r.Preemption, want) {
+				t.Errorf("explain: preemption %q, want it to contain %q", r.Preemption, want)
 			}
 			if n := stillRunning(t, ctx, h, ns, "victim", before); n != 4 {
 				t.Errorf("%d of the victim's 4 ranks still run; nothing may be evicted", n)
