@@ -141,7 +141,7 @@ func (r *Reconciler) memberDeleted(o client.Object) {
 		delete(r.ended, p.UID)
 		return
 	}
-	if scheduler.GroupOf(p) == "" || !scheduler.Active(p) || preempted(p) {
+	if scheduler.GroupOf(p) == "" || !scheduler.Active(p) || scheduler.HasDisruption(p, corev1.PodReasonPreemptionByScheduler) {
 		return
 	}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: scheduler.GroupOf(p)}
@@ -231,7 +231,7 @@ func (r *Reconciler) inspect(ctx context.Context, pg *lockv1.PodGroup, pods []co
 	alive, pendingCount := 0, 0
 	for i := range pods {
 		p := &pods[i]
-		if !scheduler.Ours(p) || preempted(p) {
+		if !scheduler.Ours(p) || scheduler.HasDisruption(p, corev1.PodReasonPreemptionByScheduler) {
 			// The scheduler took a preempted member; it evicts a group
 			// with disruptionMode all whole itself.
 			continue
@@ -350,14 +350,4 @@ func selects(sel *resourcev1.DeviceTaintSelector, driver, pool, device string) b
 	return (sel.Driver == nil || *sel.Driver == driver) &&
 		(sel.Pool == nil || *sel.Pool == pool) &&
 		(sel.Device == nil || *sel.Device == device)
-}
-
-// preempted reports whether the scheduler marked the pod as a preemption victim.
-func preempted(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonPreemptionByScheduler {
-			return true
-		}
-	}
-	return false
 }

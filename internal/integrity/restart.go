@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/scheduler"
 )
 
 // restart evicts the remaining members — each first marked DisruptionTarget,
@@ -68,7 +69,7 @@ func (r *Reconciler) mark(ctx context.Context, p *corev1.Pod, cond corev1.PodCon
 				return apierrors.NewNotFound(corev1.Resource("pods"), p.Name)
 			}
 		}
-		setPodCondition(cp, cond)
+		scheduler.SetPodCondition(cp, cond)
 		if failed && cp.Status.Phase != corev1.PodSucceeded {
 			cp.Status.Phase = corev1.PodFailed
 		}
@@ -78,16 +79,6 @@ func (r *Reconciler) mark(ctx context.Context, p *corev1.Pod, cond corev1.PodCon
 		}
 		return err
 	})
-}
-
-func setPodCondition(p *corev1.Pod, c corev1.PodCondition) {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == c.Type {
-			p.Status.Conditions[i] = c
-			return
-		}
-	}
-	p.Status.Conditions = append(p.Status.Conditions, c)
 }
 
 func (r *Reconciler) nodeGone(ctx context.Context, name string) bool {

@@ -25,7 +25,7 @@ import (
 //     only the first rule holds: an old failed member then causes one
 //     extra restart, not a loop.
 func (r *Reconciler) superseded(p *corev1.Pod) bool {
-	if restartedByLockstep(p) && (p.DeletionTimestamp != nil || !scheduler.Active(p)) {
+	if scheduler.HasDisruption(p, PodReason) && (p.DeletionTimestamp != nil || !scheduler.Active(p)) {
 		return true
 	}
 	r.mu.Lock()
@@ -42,15 +42,4 @@ func (r *Reconciler) endIncarnation(uids ...types.UID) {
 	for _, uid := range uids {
 		r.ended[uid] = true
 	}
-}
-
-// restartedByLockstep reports whether this controller marked the pod for a
-// gang restart.
-func restartedByLockstep(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == PodReason {
-			return true
-		}
-	}
-	return false
 }

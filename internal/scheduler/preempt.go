@@ -363,17 +363,7 @@ func (s *Scheduler) markDisruption(ctx context.Context, p *corev1.Pod, msg strin
 		if err != nil {
 			return err
 		}
-		cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.Now()}
-		replaced := false
-		for i := range cur.Status.Conditions {
-			if cur.Status.Conditions[i].Type == corev1.DisruptionTarget {
-				cur.Status.Conditions[i] = cond
-				replaced = true
-			}
-		}
-		if !replaced {
-			cur.Status.Conditions = append(cur.Status.Conditions, cond)
-		}
+		SetPodCondition(cur, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.Now()})
 		_, err = s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})

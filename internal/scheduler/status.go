@@ -153,18 +153,30 @@ func (s *Scheduler) setPodUnschedulable(ctx context.Context, p *corev1.Pod, msg 
 		}
 	}
 	cp := p.DeepCopy()
-	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}
-	replaced := false
-	for i, c := range cp.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			cp.Status.Conditions[i] = cond
-			replaced = true
-		}
-	}
-	if !replaced {
-		cp.Status.Conditions = append(cp.Status.Conditions, cond)
-	}
+	SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
 	if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
 		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KObj(p), "err", err)
 	}
+}
+
+// SetPodCondition sets a pod condition, replacing one of the same type.
+func SetPodCondition(p *corev1.Pod, c corev1.PodCondition) {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == c.Type {
+			p.Status.Conditions[i] = c
+			return
+		}
+	}
+	p.Status.Conditions = append(p.Status.Conditions, c)
+}
+
+// HasDisruption reports whether the pod carries DisruptionTarget=True with
+// the given reason (e.g. PreemptionByScheduler).
+func HasDisruption(p *corev1.Pod, reason string) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
+			return true
+		}
+	}
+	return false
 }
