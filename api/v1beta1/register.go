@@ -26,4 +26,22 @@ const (
 	// PodGroupReasonWaitingForPods: fewer than minCount members exist yet.
 	PodGroupReasonWaitingForPods = "WaitingForPods"
 	PodGroupReasonPreemption     = "PreemptionByScheduler"
+
+	// Running is the group's state now, reset with each incarnation (not in
+	// scheduling.k8s.io/v1beta1): True while the current incarnation runs.
+	Running = "Running"
+	// Reasons of Running.
+	RunningReasonRunning    = "Running"    // True: the incarnation's members run
+	RunningReasonPending    = "Pending"    // not admitted yet
+	RunningReasonRestarting = "Restarting" // lost a member; restarts whole when its pods are recreated
+	RunningReasonPreempted  = "Preempted"  // preempted whole; scheduled again when room is free
+	RunningReasonCompleted  = "Completed"  // every member succeeded
+	RunningReasonFailed     = "Failed"     // its owner failed, or it lost members nothing recreates
+	RunningReasonSuspended  = "Suspended"  // its owner is suspended (e.g. by a queue)
+)
+
+// Labels of other components that Lockstep reads on pods.
+const (
+	// JobCompletionIndexLabel is the Job controller's index label on Indexed Job pods.
+	JobCompletionIndexLabel = "batch.kubernetes.io/job-completion-index"
 )

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // +kubebuilder:object:root=true
@@ -151,6 +152,8 @@ const (
 // +kubebuilder:printcolumn:name="MinCount",type=integer,JSONPath=`.spec.schedulingPolicy.gang.minCount`
 // +kubebuilder:printcolumn:name="Scheduled",type=string,JSONPath=`.status.conditions[?(@.type=="PodGroupInitiallyScheduled")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="PodGroupInitiallyScheduled")].reason`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[?(@.type=="Running")].reason`
+// +kubebuilder:printcolumn:name="Incarnation",type=integer,JSONPath=`.status.incarnation.number`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // PodGroup is a runtime group of pods admitted or rejected as a unit. Pods
@@ -234,11 +237,21 @@ type TopologyConstraint struct {
 // PodGroupStatus is observed state.
 type PodGroupStatus struct {
 	// conditions: PodGroupInitiallyScheduled (reasons Scheduled, Unschedulable,
-	// SchedulerError, WaitingForPods) and DisruptionTarget (PreemptionByScheduler).
+	// SchedulerError, WaitingForPods; True once the group was first admitted,
+	// and then for ever, as upstream), Running (the state now: reasons
+	// Running, Pending, Restarting, Preempted, Completed, Failed, Suspended;
+	// reset with each incarnation) and DisruptionTarget
+	// (PreemptionByScheduler, or the reason of the last gang restart).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// incarnation is the group's current admission: the members the
+	// scheduler bound for it and, once it is over, why it ended. A gang that
+	// restarts whole starts a new incarnation when it is bound again. (Not in
+	// scheduling.k8s.io/v1beta1.)
+	// +optional
+	Incarnation *PodGroupIncarnation `json:"incarnation,omitempty"`
 	// resourceClaimStatuses names the claims generated for the group's templates.
 	// +optional
 	// +listType=map
@@ -251,4 +264,74 @@ type PodGroupResourceClaimStatus struct {
 	Name string `json:"name"`
 	// +optional
 	ResourceClaimName *string `json:"resourceClaimName,omitempty"`
+}
+
+// PodGroupIncarnation is one admission of a group: written by the scheduler
+// when it has bound the members it admitted (and again when it binds members
+// added later by a resize), ended by the scheduler (preemption) or by the
+// gang integrity controller (a lost member, completion, the owner stopping).
+// Only the current incarnation's members are ever judged lost, so members of
+// an earlier one that linger (Failed, or being deleted) never count against
+// the next.
+type PodGroupIncarnation struct {
+	// number counts the group's admissions: 1 for the first, one more for
+	// each later one.
+	// +kubebuilder:validation:Minimum=1
+	Number int32 `json:"number"`
+	// minCount is the group's minCount when members were last bound into
+	// this incarnation (its admission, or a resize step).
+	// +kubebuilder:validation:Minimum=1
+	MinCount int32 `json:"minCount"`
+	// boundTime is when the scheduler finished binding the members it admitted.
+	BoundTime metav1.Time `json:"boundTime"`
+	// lastBoundTime is when the scheduler last finished binding members into
+	// this incarnation (the admission, or a later resize step).
+	LastBoundTime metav1.Time `json:"lastBoundTime"`
+	// members are the pods bound in this incarnation (about 100 bytes each
+	// in the object).
+	// +listType=map
+	// +listMapKey=uid
+	Members []PodGroupMember `json:"members"`
+	// ended is set once the incarnation is over, with why.
+	// +optional
+	Ended *PodGroupIncarnationEnd `json:"ended,omitempty"`
+}
+
+// PodGroupMember is one pod of an incarnation.
+type PodGroupMember struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
+	// index is the member's completion index in its Job
+	// (batch.kubernetes.io/job-completion-index), when its pod has one: a
+	// scale-down is told from a loss by it after the pod is gone.
+	// +optional
+	Index *int32 `json:"index,omitempty"`
+	// outcome is how the member left the incarnation without it being a loss:
+	// Succeeded (it finished) or Removed (its owner scaled it away). Unset
+	// while it runs.
+	// +optional
+	Outcome MemberOutcome `json:"outcome,omitempty"`
+}
+
+// MemberOutcome is how a member left its incarnation without loss.
+// +kubebuilder:validation:Enum=Succeeded;Removed
+type MemberOutcome string
+
+const (
+	// MemberSucceeded: the member's pod finished with phase Succeeded.
+	MemberSucceeded MemberOutcome = "Succeeded"
+	// MemberRemoved: the member's owner no longer wants it (a scale-down).
+	MemberRemoved MemberOutcome = "Removed"
+)
+
+// PodGroupIncarnationEnd says why an incarnation is over.
+type PodGroupIncarnationEnd struct {
+	// reason is CamelCase: MemberFailed, MemberLost, NodeLost, DeviceFailed
+	// (a restart), PreemptionByScheduler, Completed or OwnerStopped.
+	// +kubebuilder:validation:MinLength=1
+	Reason string `json:"reason"`
+	// +optional
+	Message string      `json:"message,omitempty"`
+	Time    metav1.Time `json:"time"`
 }

@@ -12,7 +12,8 @@ import (
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -128,7 +129,7 @@ func allocationOwners(st *state) map[string]string {
 }
 
 func unitOf(p *corev1.Pod) string {
-	if g := scheduler.GroupOf(p); g != "" {
+	if g := podgroup.GroupOf(p); g != "" {
 		return "PodGroup " + p.Namespace + "/" + g
 	}
 	return "pod " + p.Namespace + "/" + p.Name
@@ -156,14 +157,14 @@ func holders(st *state, u *unit, classes []ClassReport) []Holder {
 		if p.Spec.Priority != nil {
 			pr = *p.Spec.Priority
 		}
-		if g := st.groups[p.Namespace+"/"+scheduler.GroupOf(&p)]; g != nil {
+		if g := st.groups[p.Namespace+"/"+podgroup.GroupOf(&p)]; g != nil {
 			pr = st.groupPriority(g)
 		}
 		prio[who] = pr
 	}
 	var out []Holder
 	for who, n := range counts {
-		out = append(out, Holder{Unit: who, Priority: prio[who], Devices: n, Preemptible: prio[who] < u.priority && scheduler.PreemptionAllowed(u.group, u.members)})
+		out = append(out, Holder{Unit: who, Priority: prio[who], Devices: n, Preemptible: prio[who] < u.priority && preemption.Allowed(u.group, u.members)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
 	return out

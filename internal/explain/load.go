@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -62,7 +62,7 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 		}
 	}
 	// In-tree groups first, so a Lockstep group of the same name wins, as in the scheduler.
-	for _, gvr := range []schema.GroupVersionResource{scheduler.UpstreamPodGroupResource, scheduler.PodGroupResource} {
+	for _, gvr := range []schema.GroupVersionResource{podgroup.UpstreamResource, podgroup.Resource} {
 		list, err := dyn.Resource(gvr).Namespace("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			continue
@@ -116,10 +116,10 @@ func (st *state) pod(ns, name string) *corev1.Pod {
 	return nil
 }
 
-// groupPriority mirrors the scheduler: spec.priority, else the class value.
+// groupPriority is the scheduler's: spec.priority, else the class value.
 func (st *state) groupPriority(pg *lockv1.PodGroup) int32 {
-	if pg.Spec.Priority != nil {
-		return *pg.Spec.Priority
-	}
-	return st.pcs[pg.Spec.PriorityClassName]
+	return podgroup.Priority(pg, func(name string) (int32, bool) {
+		v, ok := st.pcs[name]
+		return v, ok
+	})
 }

@@ -14,6 +14,10 @@ type Report struct {
 	Unit string `json:"unit"`
 	// Condition is the group's PodGroupInitiallyScheduled condition.
 	Condition *metav1.Condition `json:"condition,omitempty"`
+	// State is the group's Running condition: what it is doing now.
+	State *metav1.Condition `json:"state,omitempty"`
+	// Incarnation is the group's current admission (number, members, end).
+	Incarnation *Incarnation `json:"incarnation,omitempty"`
 	// LastEvent is the newest FailedScheduling/Waiting event of the unit.
 	LastEvent string `json:"lastEvent,omitempty"`
 	Gang      bool   `json:"gang"`
@@ -85,4 +89,15 @@ type Holder struct {
 	Devices  int    `json:"devices"`
 	// Preemptible: strictly lower priority than the explained unit.
 	Preemptible bool `json:"preemptible"`
+}
+
+// Incarnation summarizes the group's current incarnation.
+type Incarnation struct {
+	Number    int32  `json:"number"`
+	Members   int    `json:"members"`
+	Succeeded int    `json:"succeeded,omitempty"`
+	Removed   int    `json:"removed,omitempty"`
+	BoundTime string `json:"boundTime"`
+	// Ended is "<reason>: <message>" once it is over.
+	Ended string `json:"ended,omitempty"`
 }

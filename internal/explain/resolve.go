@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // resolve turns a target into the unit the scheduler would schedule.
@@ -33,7 +33,7 @@ func resolve(ctx context.Context, client kubernetes.Interface, st *state, t Targ
 			// Not a gang: explain its first pending pod.
 			for i := range st.pods {
 				p := &st.pods[i]
-				if p.Namespace == t.Namespace && p.Labels[batchJobNameLabel] == t.Name && scheduler.Pending(p) {
+				if p.Namespace == t.Namespace && p.Labels[batchJobNameLabel] == t.Name && podgroup.Pending(p) {
 					pu := podUnit(st, p)
 					pu.job = job
 					return pu, nil
@@ -48,7 +48,7 @@ func resolve(ctx context.Context, client kubernetes.Interface, st *state, t Targ
 		if p == nil {
 			return nil, fmt.Errorf("pod %s/%s not found", t.Namespace, t.Name)
 		}
-		if g := scheduler.GroupOf(p); g != "" {
+		if g := podgroup.GroupOf(p); g != "" {
 			return groupUnit(st, st.groups[t.Namespace+"/"+g], t.Namespace, g), nil
 		}
 		return podUnit(st, p), nil
@@ -77,14 +77,15 @@ func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
 	}
 	for i := range st.pods {
 		p := &st.pods[i]
-		if p.Namespace != ns || scheduler.GroupOf(p) != name || !scheduler.Ours(p) {
+		if p.Namespace != ns || podgroup.GroupOf(p) != name || !podgroup.Ours(p) {
 			continue
 		}
 		switch {
-		case scheduler.Active(p):
+		case podgroup.Holds(p):
+			// Bound and staying, or finished: counts toward minCount.
 			u.members = append(u.members, p)
 			u.bound++
-		case scheduler.Pending(p):
+		case podgroup.Pending(p):
 			u.members = append(u.members, p)
 			u.pending = append(u.pending, p)
 		}
@@ -98,7 +99,7 @@ func podUnit(st *state, p *corev1.Pod) *unit {
 	if p.Spec.Priority != nil {
 		u.priority = *p.Spec.Priority
 	}
-	if scheduler.Pending(p) {
+	if podgroup.Pending(p) {
 		u.pending = []*corev1.Pod{p}
 	} else {
 		u.bound = 1

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +19,8 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -54,9 +55,15 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	r := &Report{Unit: u.label, Gang: u.gang, MinCount: u.minCount, Members: len(u.members), Bound: u.bound, Pending: len(u.pending), Nodes: len(st.nodes)}
 	if u.group != nil {
 		r.Condition = meta.FindStatusCondition(u.group.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
-		r.Topology = scheduler.TopologyKeys(u.group)
+		r.State = meta.FindStatusCondition(u.group.Status.Conditions, lockv1.Running)
+		r.Incarnation = incarnationOf(u.group)
+		r.Topology = podgroup.TopologyKeys(u.group)
 	}
 	r.LastEvent = lastEvent(ctx, client, u)
+	if len(u.pending) == 0 && r.State != nil && len(u.members) > 0 {
+		r.Answer = fmt.Sprintf("%s is not pending: %s (%s)", u.label, r.State.Message, r.State.Reason)
+		return r, nil
+	}
 	if answer := waitingAnswer(u); answer != "" {
 		r.Answer = answer
 		return r, nil
@@ -95,14 +102,14 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 
 // preemption runs the scheduler's preemption search on a fresh snapshot.
 func (st *state) preemption(ctx context.Context, u *unit, pu placement.Unit, cache *cel.Cache) (string, error) {
-	if !scheduler.PreemptionAllowed(u.group, u.members) {
+	if !preemption.Allowed(u.group, u.members) {
 		return "preemptionPolicy Never: no preemption", nil
 	}
 	pods := make([]*corev1.Pod, 0, len(st.pods))
 	for i := range st.pods {
 		pods = append(pods, &st.pods[i])
 	}
-	cands := scheduler.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	cands := preemption.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		g := st.groups[ns+"/"+name]
 		if g == nil {
 			return nil, 0
@@ -148,7 +155,7 @@ func groupName(u *unit) string {
 		return u.group.Name
 	}
 	if len(u.members) > 0 {
-		return scheduler.GroupOf(u.members[0])
+		return podgroup.GroupOf(u.members[0])
 	}
 	return ""
 }
@@ -206,4 +213,24 @@ func eventTime(e *corev1.Event) metav1.Time {
 		return metav1.Time{Time: e.EventTime.Time}
 	}
 	return e.LastTimestamp
+}
+
+func incarnationOf(pg *lockv1.PodGroup) *Incarnation {
+	inc := pg.Status.Incarnation
+	if inc == nil {
+		return nil
+	}
+	out := &Incarnation{Number: inc.Number, Members: len(inc.Members), BoundTime: inc.BoundTime.UTC().Format(time.RFC3339)}
+	for _, m := range inc.Members {
+		switch m.Outcome {
+		case lockv1.MemberSucceeded:
+			out.Succeeded++
+		case lockv1.MemberRemoved:
+			out.Removed++
+		}
+	}
+	if inc.Ended != nil {
+		out.Ended = inc.Ended.Reason + ": " + inc.Ended.Message
+	}
+	return out
 }

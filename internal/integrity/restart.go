@@ -2,31 +2,23 @@ package integrity
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
-// restart evicts the remaining members — each first marked DisruptionTarget,
-// so Job podFailurePolicy can tell a gang restart from a real failure — and
-// records why on the PodGroup.
-func (r *Reconciler) restart(ctx context.Context, pg *lockv1.PodGroup, g gang) error {
-	logger := ctrl.LoggerFrom(ctx)
-	msg := fmt.Sprintf("%s: restarting the whole gang (disruptionMode all), evicting %d running members", g.detail, len(g.bound))
-	logger.Info("Gang lost a member; restarting it whole", "podGroup", client.ObjectKeyFromObject(pg), "reason", g.reason, "detail", g.detail)
-	r.endIncarnation(g.gone...)
-	for _, p := range g.bound {
-		cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: PodReason,
-			Message: fmt.Sprintf("PodGroup %s lost a member (%s); the gang restarts whole", pg.Name, g.detail), LastTransitionTime: metav1.Now()}
+// evict takes members down: each is first marked DisruptionTarget (reason
+// GangRestartByLockstep, or PreemptionByScheduler when finishing a
+// preemption), so a Job's podFailurePolicy can tell a gang restart from a
+// real failure, then deleted.
+func (r *Reconciler) evict(ctx context.Context, pods []*corev1.Pod, reason, msg string) error {
+	for _, p := range pods {
+		cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
 		var opts []client.DeleteOption
 		// No kubelet will ever stop a member on a deleted node: mark it
 		// Failed, as pod GC does for orphans, so the Job controller accounts
@@ -39,18 +31,13 @@ func (r *Reconciler) restart(ctx context.Context, pg *lockv1.PodGroup, g gang) e
 		if err := r.mark(ctx, p, cond, gone); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		r.endIncarnation(p.UID)
-		if err := r.Client.Delete(ctx, p, opts...); err != nil && !apierrors.IsNotFound(err) {
+		uid := p.UID
+		opts = append(opts, client.Preconditions{UID: &uid})
+		if err := r.Client.Delete(ctx, p, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return err
 		}
 	}
-	r.restarts.WithLabelValues(g.reason).Inc()
-	r.Recorder.Event(pg, corev1.EventTypeWarning, "GangRestart", msg)
-	cur := pg.DeepCopy()
-	meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{
-		Type: lockv1.DisruptionTarget, Status: metav1.ConditionTrue, Reason: g.reason, Message: msg, ObservedGeneration: pg.Generation,
-	})
-	return client.IgnoreNotFound(r.Client.Status().Update(ctx, cur))
+	return nil
 }
 
 // mark sets cond (and, if failed, phase Failed) on a member, re-reading it
@@ -69,7 +56,7 @@ func (r *Reconciler) mark(ctx context.Context, p *corev1.Pod, cond corev1.PodCon
 				return apierrors.NewNotFound(corev1.Resource("pods"), p.Name)
 			}
 		}
-		scheduler.SetPodCondition(cp, cond)
+		podgroup.SetPodCondition(cp, cond)
 		if failed && cp.Status.Phase != corev1.PodSucceeded {
 			cp.Status.Phase = corev1.PodFailed
 		}

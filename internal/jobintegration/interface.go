@@ -36,12 +36,21 @@ type GenericJob interface {
 	// API server's scheduling.k8s.io PodGroup (upstream WorkloadWithJob); then
 	// Lockstep creates no second group.
 	InTreeGang() bool
+	// Stopped says why the job no longer wants its pods running
+	// ("suspended", "complete", "failed: <reason>"), "" while it does;
+	// failed and suspended tell those cases apart.
+	Stopped() (why string, failed, suspended bool)
+	// Wants reports whether the member with this index is still part of the
+	// job: false once a scale-down removed the index.
+	Wants(index int32) bool
 }
 
 // Integration registers one kind of job.
 type Integration interface {
 	// Name is e.g. "batch/job".
 	Name() string
+	// GVK is the kind's group, version and kind, as owner references name it.
+	GVK() schema.GroupVersionKind
 	// NewObject returns an empty object of the kind, for watches and Gets.
 	NewObject() client.Object
 	// Wrap adapts an object of the kind.

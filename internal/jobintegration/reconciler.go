@@ -34,13 +34,13 @@ type Reconciler struct {
 	Integration Integration
 }
 
-// SetupWithManager watches the integration's jobs (creation and spec
-// changes only: status churn does not re-run it) and the PodGroups and
-// Workloads they own, so a deleted group is recreated.
+// SetupWithManager watches the integration's jobs (creation, spec and
+// annotation changes only: status churn does not re-run it) and the
+// PodGroups and Workloads they own, so a deleted group is recreated.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("jobintegration-"+r.Integration.Name()).
-		For(r.Integration.NewObject(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(r.Integration.NewObject(), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&lockv1.PodGroup{}).
 		Owns(&lockv1.Workload{}).
 		Complete(r)
@@ -83,8 +83,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if cur.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
 			return false
 		}
-		// minCount follows the job (parallelism can change); it is the one
-		// mutable policy field.
+		// minCount follows the job (parallelism and the min-count
+		// annotation can change); it is the one mutable policy field. The
+		// members that stay are never restarted by a resize.
 		cur.Spec.SchedulingPolicy.Gang.MinCount = pg.Spec.SchedulingPolicy.Gang.MinCount
 		return true
 	}, func() { created = true })

@@ -55,11 +55,12 @@ type claimWrite struct {
 	pods     []*corev1.Pod
 }
 
-// bind writes the assignments. On a claim-phase failure it undoes the claim
-// writes and binds nothing. On a bind-phase failure it releases the claims
-// of the pods it could not bind and returns the error; pods already bound
-// stay bound (a binding cannot be undone) and count toward minCount next time.
-func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) error {
+// bind writes the assignments and returns the pods it bound. On a
+// claim-phase failure it undoes the claim writes and binds nothing. On a
+// bind-phase failure it releases the claims of the pods it could not bind
+// and returns the error; pods already bound stay bound (a binding cannot be
+// undone) and count toward minCount next time.
+func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*corev1.Pod, error) {
 	logger := klog.FromContext(ctx)
 	writes := groupClaimWrites(asgs)
 	for _, asg := range asgs {
@@ -71,12 +72,18 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) error {
 		for _, asg := range asgs {
 			b.assumed.forgetPod(asg.Pod.UID)
 		}
-		return fmt.Errorf("%w: %w", errClaimWrite, err)
+		return nil, fmt.Errorf("%w: %w", errClaimWrite, err)
 	}
 	b.maybeCrash(logger, 0)
 	failed := b.bindPods(ctx, asgs)
+	bound := make([]*corev1.Pod, 0, len(asgs))
+	for _, asg := range asgs {
+		if _, ok := failed[asg.Pod.UID]; !ok {
+			bound = append(bound, asg.Pod)
+		}
+	}
 	if len(failed) == 0 {
-		return nil
+		return bound, nil
 	}
 	unbound := map[types.UID]bool{}
 	var errs []error
@@ -86,7 +93,7 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) error {
 		errs = append(errs, err)
 	}
 	b.releaseClaims(ctx, written, unbound)
-	return fmt.Errorf("binding %d of %d pods failed: %w", len(failed), len(asgs), errors.Join(errs...))
+	return bound, fmt.Errorf("binding %d of %d pods failed: %w", len(failed), len(asgs), errors.Join(errs...))
 }
 
 func groupClaimWrites(asgs []placement.Assignment) []*claimWrite {

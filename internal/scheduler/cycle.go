@@ -16,6 +16,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -25,19 +26,22 @@ type unit struct {
 	key     queue.Key
 	group   *lockv1.PodGroup // nil for a lone pod
 	pending []*corev1.Pod
-	bound   int
+	// bound counts the members that count toward minCount without being
+	// placed now: bound and staying, or already succeeded.
+	bound int
+	// pods are all Lockstep pods of the group.
+	pods []*corev1.Pod
 	// waiting explains why the unit cannot be attempted yet ("" if it can).
 	waiting string
 }
 
-func (u *unit) minCount() int {
-	if u.group != nil && u.group.Spec.SchedulingPolicy.Gang != nil {
-		return int(u.group.Spec.SchedulingPolicy.Gang.MinCount)
-	}
-	return 1
-}
+func (u *unit) minCount() int { return podgroup.MinCount(u.group) }
 
-func (u *unit) gang() bool { return u.group != nil && u.group.Spec.SchedulingPolicy.Gang != nil }
+func (u *unit) gang() bool { return podgroup.IsGang(u.group) }
+
+// records reports whether the unit's group keeps incarnations (Lockstep's
+// PodGroups; the in-tree API has no such status).
+func (u *unit) records() bool { return u.group != nil && !podgroup.Upstream(u.group) }
 
 // scheduleOne runs one cycle for a unit and reports the outcome to the queue.
 func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
@@ -51,6 +55,11 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		return
 	}
 	if u == nil || len(u.pending) == 0 {
+		if u != nil && u.records() && podgroup.Unrecorded(u.group.Status.Incarnation, u.pods) > 0 {
+			// Bound members nobody recorded: a crash between binding and
+			// recording, or a group bound before incarnations existed.
+			s.recordIncarnation(ctx, u, nil)
+		}
 		s.noms.drop(k)
 		s.queue.Done(k)
 		return
@@ -77,7 +86,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		s.queue.Retry(k)
 		return
 	}
-	pu := placement.Unit{Members: members, Bound: u.bound, MinCount: u.minCount(), Gang: u.gang(), TopologyKeys: TopologyKeys(u.group)}
+	pu := placement.Unit{Members: members, Bound: u.bound, MinCount: u.minCount(), Gang: u.gang(), TopologyKeys: podgroup.TopologyKeys(u.group)}
 	res, err := placement.Place(ctx, snap, dra.New(snap, s.celCache), pu)
 	logger.V(1).Info("Placement decided", "pending", len(u.pending), "bound", u.bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
 	if err != nil {
@@ -91,7 +100,14 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		return
 	}
 	if len(res.Assignments) > 0 {
-		if err := s.binder.bind(ctx, res.Assignments); err != nil {
+		bound, err := s.binder.bind(ctx, res.Assignments)
+		if len(bound) > 0 && u.records() {
+			// Record what is bound even when part failed: the next cycle
+			// binds the rest into the same incarnation, and if it cannot,
+			// the integrity controller sees a gang short of minCount.
+			s.recordIncarnation(ctx, u, bound)
+		}
+		if err != nil {
 			s.observe(start, metrics.ResultError)
 			s.metrics.WriteErrors.WithLabelValues(writeKind(err)).Inc()
 			logger.Error(err, "Binding failed; unit requeued")
@@ -170,7 +186,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		if err != nil {
 			return nil, ignoreNotFound(err)
 		}
-		if Ours(p) && Pending(p) && !s.isAssumed(p) {
+		if podgroup.Ours(p) && podgroup.Pending(p) && !s.isAssumed(p) {
 			u.pending = []*corev1.Pod{p}
 		}
 		return u, nil
@@ -181,11 +197,14 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	}
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
+		if !podgroup.Ours(p) {
+			continue
+		}
+		u.pods = append(u.pods, p)
 		switch {
-		case !Ours(p):
-		case Active(p) || s.isAssumed(p) && Pending(p):
+		case podgroup.Holds(p) || s.isAssumed(p) && podgroup.Pending(p):
 			u.bound++
-		case Pending(p):
+		case podgroup.Pending(p):
 			u.pending = append(u.pending, p)
 		}
 	}
@@ -200,7 +219,9 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	}
 	u.group = pg
 	if have := u.bound + len(u.pending); u.gang() && have < u.minCount() {
-		u.waiting = fmt.Sprintf("waiting for pods: %d of minCount %d exist", have, u.minCount())
+		// No count in the message: it would change (and be written) with
+		// every member created; explain and `get podgroups` show the count.
+		u.waiting = fmt.Sprintf("waiting for pods: fewer than minCount %d members exist; none is placed until %d do", u.minCount(), u.minCount())
 	}
 	return u, nil
 }
@@ -258,16 +279,4 @@ func (s *Scheduler) snapshot(self queue.Key, prio int32) (*snapshot.Snapshot, er
 	snap := snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, Slices: slices, Classes: classes, Claims: claims})
 	s.noms.reserve(snap, self, prio)
 	return snap, nil
-}
-
-// TopologyKeys are the node labels a group must stay within one value of.
-func TopologyKeys(pg *lockv1.PodGroup) []string {
-	if pg == nil || pg.Spec.SchedulingConstraints == nil {
-		return nil
-	}
-	var keys []string
-	for _, t := range pg.Spec.SchedulingConstraints.Topology {
-		keys = append(keys, t.Key)
-	}
-	return keys
 }

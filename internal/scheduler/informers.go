@@ -9,8 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -20,16 +18,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
-
-// PodGroupResource is the GVR of Lockstep's PodGroup.
-var PodGroupResource = lockv1.GroupVersion.WithResource("podgroups")
-
-// UpstreamPodGroupResource is the in-tree PodGroup (scheduling.k8s.io/v1beta1),
-// served where GenericWorkload is on. It has the same fields and JSON as
-// Lockstep's, so Lockstep schedules pods that point at one through
-// spec.schedulingGroup (e.g. the Job controller's, under WorkloadWithJob).
-var UpstreamPodGroupResource = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}
 
 type listers struct {
 	pods            corelisters.PodLister
@@ -61,11 +51,11 @@ func (s *Scheduler) setupInformers() error {
 		priorityClasses: f.Scheduling().V1().PriorityClasses().Lister(),
 		pdbs:            f.Policy().V1().PodDisruptionBudgets().Lister(),
 	}
-	pgInf := s.dynFactor.ForResource(PodGroupResource)
-	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), PodGroupResource)
+	pgInf := s.dynFactor.ForResource(podgroup.Resource)
+	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), podgroup.Resource)
 	if s.upstreamServed {
-		up := s.dynFactor.ForResource(UpstreamPodGroupResource)
-		s.listers.upstreamPodGroups = dynamiclister.New(up.Informer().GetIndexer(), UpstreamPodGroupResource)
+		up := s.dynFactor.ForResource(podgroup.UpstreamResource)
+		s.listers.upstreamPodGroups = dynamiclister.New(up.Informer().GetIndexer(), podgroup.UpstreamResource)
 		if _, err := up.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}); err != nil {
 			return err
 		}
@@ -133,11 +123,11 @@ func (s *Scheduler) onPod(obj any) {
 	if !ok {
 		return
 	}
-	if Ours(pod) && Pending(pod) {
+	if podgroup.Ours(pod) && podgroup.Pending(pod) {
 		s.queue.Add(unitKey(pod))
 		return
 	}
-	if pod.Spec.NodeName != "" && !Active(pod) {
+	if pod.Spec.NodeName != "" && !podgroup.Active(pod) {
 		s.queue.MoveAllToActive()
 	}
 }
@@ -154,7 +144,7 @@ func (s *Scheduler) onPodDelete(obj any) {
 	if pod.Spec.NodeName != "" {
 		s.queue.MoveAllToActive()
 	}
-	if Ours(pod) && GroupOf(pod) != "" {
+	if podgroup.Ours(pod) && podgroup.GroupOf(pod) != "" {
 		// The group may now lack members; re-evaluate its status.
 		s.queue.Add(unitKey(pod))
 	}
@@ -183,7 +173,7 @@ func (s *Scheduler) onClaimUpdate(oldObj, newObj any) {
 
 // podGroup returns the group from the informer cache: Lockstep's PodGroup,
 // else the in-tree one of the same name where it is served. The returned
-// object's apiVersion says which (see podGroupResource).
+// object's apiVersion says which (see podgroup.ResourceOf).
 func (s *Scheduler) podGroup(ns, name string) (*lockv1.PodGroup, error) {
 	u, err := s.listers.podGroups.Namespace(ns).Get(name)
 	if apierrors.IsNotFound(err) && s.listers.upstreamPodGroups != nil {
@@ -192,21 +182,5 @@ func (s *Scheduler) podGroup(ns, name string) (*lockv1.PodGroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return toPodGroup(u)
-}
-
-// podGroupResource is where a group read by podGroup lives.
-func podGroupResource(pg *lockv1.PodGroup) schema.GroupVersionResource {
-	if pg.APIVersion == UpstreamPodGroupResource.GroupVersion().String() {
-		return UpstreamPodGroupResource
-	}
-	return PodGroupResource
-}
-
-func toPodGroup(u *unstructured.Unstructured) (*lockv1.PodGroup, error) {
-	pg := &lockv1.PodGroup{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pg); err != nil {
-		return nil, err
-	}
-	return pg, nil
+	return podgroup.FromUnstructured(u)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lockstep-dev/lockstep/internal/metrics"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
@@ -35,7 +36,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[key]int{}
 	seen := map[queue.Key]bool{}
 	for _, p := range pods {
-		if !Ours(p) || !Pending(p) || c.s.isAssumed(p) {
+		if !podgroup.Ours(p) || !podgroup.Pending(p) || c.s.isAssumed(p) {
 			continue
 		}
 		k := unitKey(p)
@@ -45,7 +46,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 		seen[k] = true
 		prio, _ := c.s.order(k)
 		kind := "pod"
-		if GroupOf(p) != "" {
+		if podgroup.GroupOf(p) != "" {
 			kind = "podgroup"
 		}
 		counts[key{kind, prio}]++

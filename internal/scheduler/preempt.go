@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +22,7 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -104,20 +105,6 @@ func (n *nominations) reserve(snap *snapshot.Snapshot, self queue.Key, prio int3
 	}
 }
 
-// PreemptionAllowed: the group's preemptionPolicy, else the pods' (set
-// from their PriorityClass). pg may be nil (a lone pod).
-func PreemptionAllowed(pg *lockv1.PodGroup, pods []*corev1.Pod) bool {
-	if pg != nil && pg.Spec.PreemptionPolicy != nil {
-		return *pg.Spec.PreemptionPolicy != lockv1.PreemptNever
-	}
-	for _, p := range pods {
-		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == corev1.PreemptNever {
-			return false
-		}
-	}
-	return true
-}
-
 // name is how events name the unit.
 func (u *unit) name() string {
 	if u.group != nil {
@@ -145,7 +132,7 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, sna
 
 func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (note string, going bool, why string) {
 	logger := klog.FromContext(ctx)
-	if !PreemptionAllowed(u.group, u.pending) {
+	if !preemption.Allowed(u.group, u.pending) {
 		return "", false, "preemptionPolicy Never: no preemption"
 	}
 	var stuckPods sets.Set[types.UID]
@@ -234,55 +221,13 @@ func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	return preemption.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		pg, err := s.podGroup(ns, name)
 		if err != nil {
 			return nil, 0
 		}
 		return pg, s.groupPriority(pg)
 	}), nil
-}
-
-// Candidates groups the running pods into preemption victim units: the
-// Lockstep pods of a PodGroup with disruptionMode all are one unit (at the
-// group's priority), anything else is one unit per pod. group resolves a
-// PodGroup and its priority (nil when it does not exist).
-func Candidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGroup, int32)) []preemption.Candidate {
-	groups := map[types.NamespacedName]*preemption.Candidate{}
-	var out []preemption.Candidate
-	for _, p := range pods {
-		if !Active(p) {
-			continue
-		}
-		single := preemption.Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Priority: podPriority(p), Pods: []*corev1.Pod{p}}
-		g := GroupOf(p)
-		if !Ours(p) || g == "" {
-			out = append(out, single)
-			continue
-		}
-		key := types.NamespacedName{Namespace: p.Namespace, Name: g}
-		if c := groups[key]; c != nil {
-			c.Pods = append(c.Pods, p)
-			continue
-		}
-		single.Group = key
-		pg, prio := group(p.Namespace, g)
-		if pg == nil {
-			out = append(out, single)
-			continue
-		}
-		single.Priority = prio
-		if pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.Single != nil {
-			out = append(out, single)
-			continue
-		}
-		groups[key] = &preemption.Candidate{Name: fmt.Sprintf("PodGroup %s/%s", key.Namespace, key.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}, Whole: true}
-	}
-	for _, c := range groups {
-		out = append(out, *c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
 
 // evict marks every victim pod DisruptionTarget (PreemptionByScheduler),
@@ -296,18 +241,35 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 	}
 	byGroup := map[types.NamespacedName][]*corev1.Pod{}
 	running := map[types.NamespacedName]int{}
+	whole := map[types.NamespacedName]bool{}
 	for _, v := range plan.Victims {
-		if v.Group.Name != "" {
-			if _, ok := running[v.Group]; !ok {
-				running[v.Group] = s.runningMembers(v.Group)
-			}
+		if v.Group.Name == "" {
+			continue
 		}
+		byGroup[v.Group] = append(byGroup[v.Group], v.Pods...)
+		whole[v.Group] = v.Whole
+		if _, ok := running[v.Group]; !ok {
+			running[v.Group] = s.runningMembers(v.Group)
+		}
+	}
+	// The victims' groups record the preemption first — a whole group's
+	// incarnation ends here, with this reason, once — so nothing mistakes
+	// the evictions below for lost members.
+	groupMsg := map[types.NamespacedName]string{}
+	for key, pods := range byGroup {
+		pg, err := s.podGroup(key.Namespace, key.Name)
+		if err != nil {
+			continue
+		}
+		msg := fmt.Sprintf("%d of %d running pods preempted by %s%s", len(pods), running[key], preemptor, pdbNote)
+		if len(pods) < running[key] {
+			msg += fmt.Sprintf("; disruptionMode single: the group is now partially alive (%d pods still running)", running[key]-len(pods))
+		}
+		groupMsg[key] = msg
+		s.recordPreemption(ctx, pg, whole[key] && !podgroup.Upstream(pg), metav1.Condition{Type: lockv1.DisruptionTarget, Status: metav1.ConditionTrue, Reason: lockv1.PodGroupReasonPreemption, Message: msg})
 	}
 	for _, v := range plan.Victims {
 		for _, p := range v.Pods {
-			if v.Group.Name != "" {
-				byGroup[v.Group] = append(byGroup[v.Group], p)
-			}
 			if p.DeletionTimestamp != nil {
 				continue
 			}
@@ -327,18 +289,27 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 	} else {
 		s.recorder.Eventf(u.pending[0], nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
 	}
-	for key, pods := range byGroup {
-		pg, err := s.podGroup(key.Namespace, key.Name)
-		if err != nil {
-			continue
+	for key, msg := range groupMsg {
+		if pg, err := s.podGroup(key.Namespace, key.Name); err == nil {
+			s.recorder.Eventf(pg, u.related(), corev1.EventTypeWarning, eventPreempted, "Preempting", "%s", msg)
 		}
-		msg := fmt.Sprintf("%d of %d running pods preempted by %s%s", len(pods), running[key], preemptor, pdbNote)
-		if len(pods) < running[key] {
-			msg += fmt.Sprintf("; disruptionMode single: the group is now partially alive (%d pods still running)", running[key]-len(pods))
-		}
-		s.recorder.Eventf(pg, u.related(), corev1.EventTypeWarning, eventPreempted, "Preempting", "%s", msg)
-		s.setGroupCondition(ctx, pg, metav1.Condition{Type: lockv1.DisruptionTarget, Status: metav1.ConditionTrue, Reason: lockv1.PodGroupReasonPreemption, Message: msg})
 	}
+}
+
+// recordPreemption writes the victim group's DisruptionTarget condition
+// and, for a group taken whole, ends its running incarnation with reason
+// PreemptionByScheduler — in one write.
+func (s *Scheduler) recordPreemption(ctx context.Context, pg *lockv1.PodGroup, endIncarnation bool, cond metav1.Condition) {
+	now := metav1.Now()
+	s.updateGroupStatus(ctx, pg, "preemption", func(cur *lockv1.PodGroup) bool {
+		c := cond
+		c.ObservedGeneration = cur.Generation
+		meta.SetStatusCondition(&cur.Status.Conditions, c)
+		if inc := cur.Status.Incarnation; endIncarnation && inc != nil && inc.Ended == nil {
+			inc.Ended = &lockv1.PodGroupIncarnationEnd{Reason: lockv1.PodGroupReasonPreemption, Message: cond.Message, Time: now}
+		}
+		return true
+	})
 }
 
 func (s *Scheduler) runningMembers(key types.NamespacedName) int {
@@ -348,7 +319,7 @@ func (s *Scheduler) runningMembers(key types.NamespacedName) int {
 	}
 	n := 0
 	for _, o := range objs {
-		if p := o.(*corev1.Pod); Active(p) && p.DeletionTimestamp == nil {
+		if p := o.(*corev1.Pod); podgroup.Active(p) && p.DeletionTimestamp == nil {
 			n++
 		}
 	}
@@ -363,7 +334,7 @@ func (s *Scheduler) markDisruption(ctx context.Context, p *corev1.Pod, msg strin
 		if err != nil {
 			return err
 		}
-		SetPodCondition(cur, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.Now()})
+		podgroup.SetPodCondition(cur, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.Now()})
 		_, err = s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // recover releases device allocations left behind by a crash: claims that
@@ -27,7 +29,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 		drop := map[types.UID]bool{}
 		for _, r := range c.Status.ReservedFor {
 			p, err := s.listers.pods.Pods(c.Namespace).Get(r.Name)
-			if err != nil || p.UID != r.UID || !Ours(p) || !Pending(p) || s.groupPartlyBound(p) {
+			if err != nil || p.UID != r.UID || !podgroup.Ours(p) || !podgroup.Pending(p) || s.groupPartlyBound(p) {
 				orphan = false
 				break
 			}
@@ -49,7 +51,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 
 // groupPartlyBound reports whether another member of the pod's group holds a node.
 func (s *Scheduler) groupPartlyBound(p *corev1.Pod) bool {
-	g := GroupOf(p)
+	g := podgroup.GroupOf(p)
 	if g == "" {
 		return false
 	}
@@ -58,7 +60,7 @@ func (s *Scheduler) groupPartlyBound(p *corev1.Pod) bool {
 		return false
 	}
 	for _, o := range objs {
-		if m := o.(*corev1.Pod); Ours(m) && Active(m) {
+		if m := o.(*corev1.Pod); podgroup.Ours(m) && podgroup.Active(m) {
 			return true
 		}
 	}

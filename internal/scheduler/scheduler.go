@@ -8,12 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
@@ -27,6 +25,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
@@ -69,14 +68,6 @@ type Scheduler struct {
 	metrics *metrics.Scheduler
 }
 
-// Scheme knows the core and Lockstep types (for events and conversions).
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = lockv1.AddToScheme(s)
-	return s
-}
-
 // New wires informers, queue and binder; nothing runs until Run.
 func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Scheduler, error) {
 	if opts.Identity == "" {
@@ -96,8 +87,8 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	s.binder = newBinder(client, s.assumed)
 	s.queue = queue.New(clock.RealClock{}, s.order)
 	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	s.recorder = s.broadcast.NewRecorder(Scheme(), "lockstep-scheduler")
-	served, err := apidiscovery.Serves(client.Discovery(), UpstreamPodGroupResource.GroupVersion().String(), UpstreamPodGroupResource.Resource)
+	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
+	served, err := apidiscovery.Serves(client.Discovery(), podgroup.UpstreamResource.GroupVersion().String(), podgroup.UpstreamResource.Resource)
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +177,18 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		return err
 	}
 	for _, p := range pods {
-		if Ours(p) && Pending(p) {
+		if podgroup.Ours(p) && podgroup.Pending(p) {
 			s.queue.Add(unitKey(p))
 		}
+	}
+	// Every group once, so bound members left unrecorded by a crash are
+	// recorded (scheduleOne) before the integrity controller judges them.
+	groups, err := s.listers.podGroups.List(everything)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		s.queue.Add(groupKey(g.GetNamespace(), g.GetName()))
 	}
 	for {
 		k, ok := s.queue.Pop(ctx)
@@ -227,15 +227,13 @@ func podPriority(p *corev1.Pod) int32 {
 
 // groupPriority: spec.priority, else the priorityClassName's value, else 0.
 func (s *Scheduler) groupPriority(pg *lockv1.PodGroup) int32 {
-	if pg.Spec.Priority != nil {
-		return *pg.Spec.Priority
-	}
-	if pg.Spec.PriorityClassName != "" {
-		if pc, err := s.listers.priorityClasses.Get(pg.Spec.PriorityClassName); err == nil {
-			return pc.Value
+	return podgroup.Priority(pg, func(name string) (int32, bool) {
+		pc, err := s.listers.priorityClasses.Get(name)
+		if err != nil {
+			return 0, false
 		}
-	}
-	return 0
+		return pc.Value, true
+	})
 }
 
 var everything = labelsEverything()

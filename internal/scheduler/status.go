@@ -15,6 +15,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -111,36 +112,74 @@ func (s *Scheduler) setCondition(ctx context.Context, pg *lockv1.PodGroup, statu
 
 // setGroupCondition writes a PodGroup condition if it changed.
 func (s *Scheduler) setGroupCondition(ctx context.Context, pg *lockv1.PodGroup, cond metav1.Condition) {
-	logger := klog.FromContext(ctx)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := s.podGroup(pg.Namespace, pg.Name)
-		if err != nil {
-			return err
-		}
+	s.updateGroupStatus(ctx, pg, "condition "+cond.Type, func(cur *lockv1.PodGroup) bool {
 		old := meta.FindStatusCondition(cur.Status.Conditions, cond.Type)
 		if cond.Type == lockv1.PodGroupInitiallyScheduled && old != nil && old.Status == metav1.ConditionTrue && cond.Status != metav1.ConditionTrue {
-			return nil
+			return false
 		}
 		if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
-			return nil
+			return false
 		}
 		if cond.Type == lockv1.PodGroupInitiallyScheduled && cond.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue) {
 			s.metrics.TimeToScheduled.Observe(time.Since(cur.CreationTimestamp.Time).Seconds())
 		}
-		cond.ObservedGeneration = cur.Generation
-		meta.SetStatusCondition(&cur.Status.Conditions, cond)
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cur)
+		c := cond
+		c.ObservedGeneration = cur.Generation
+		meta.SetStatusCondition(&cur.Status.Conditions, c)
+		return true
+	})
+}
+
+// recordIncarnation writes, once members are bound, the incarnation they
+// belong to: the current one when it still runs (a resize step), else the
+// next (podgroup.Record). The integrity controller judges only recorded
+// members, so a gang is never judged while it is being bound.
+func (s *Scheduler) recordIncarnation(ctx context.Context, u *unit, bound []*corev1.Pod) {
+	now := metav1.Now()
+	s.updateGroupStatus(ctx, u.group, "incarnation", func(cur *lockv1.PodGroup) bool {
+		next := podgroup.Record(cur.Status.Incarnation, int32(podgroup.MinCount(cur)), u.pods, bound, now)
+		if cur.Status.Incarnation != nil && len(next.Members) == len(cur.Status.Incarnation.Members) && next.Number == cur.Status.Incarnation.Number {
+			return false
+		}
+		cur.Status.Incarnation = next
+		return true
+	})
+}
+
+// updateGroupStatus applies mutate to the group's status and writes it when
+// mutate reports a change, retrying on conflict with the API server's copy
+// (the informer's may lag behind the integrity controller's writes).
+func (s *Scheduler) updateGroupStatus(ctx context.Context, pg *lockv1.PodGroup, what string, mutate func(*lockv1.PodGroup) bool) {
+	logger := klog.FromContext(ctx)
+	gvr := podgroup.ResourceOf(pg)
+	fresh := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur *lockv1.PodGroup
+		var err error
+		if fresh {
+			var u *unstructured.Unstructured
+			if u, err = s.dynamic.Resource(gvr).Namespace(pg.Namespace).Get(ctx, pg.Name, metav1.GetOptions{}); err == nil {
+				cur, err = podgroup.FromUnstructured(u)
+			}
+		} else {
+			cur, err = s.podGroup(pg.Namespace, pg.Name)
+		}
+		fresh = true
 		if err != nil {
 			return err
 		}
-		u := &unstructured.Unstructured{Object: obj}
-		gvr := podGroupResource(cur)
-		u.SetGroupVersionKind(gvr.GroupVersion().WithKind("PodGroup"))
-		_, err = s.dynamic.Resource(gvr).Namespace(pg.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		if !mutate(cur) {
+			return nil
+		}
+		obj, err := podgroup.ToUnstructured(cur)
+		if err != nil {
+			return err
+		}
+		_, err = s.dynamic.Resource(gvr).Namespace(pg.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		logger.Error(err, "Writing PodGroup status", "podGroup", klog.KObj(pg), "condition", cond.Type)
+		logger.Error(err, "Writing PodGroup status", "podGroup", klog.KObj(pg), "what", what)
 	}
 }
 
@@ -153,30 +192,8 @@ func (s *Scheduler) setPodUnschedulable(ctx context.Context, p *corev1.Pod, msg 
 		}
 	}
 	cp := p.DeepCopy()
-	SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
+	podgroup.SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
 	if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
 		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KObj(p), "err", err)
 	}
-}
-
-// SetPodCondition sets a pod condition, replacing one of the same type.
-func SetPodCondition(p *corev1.Pod, c corev1.PodCondition) {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == c.Type {
-			p.Status.Conditions[i] = c
-			return
-		}
-	}
-	p.Status.Conditions = append(p.Status.Conditions, c)
-}
-
-// HasDisruption reports whether the pod carries DisruptionTarget=True with
-// the given reason (e.g. PreemptionByScheduler).
-func HasDisruption(p *corev1.Pod, reason string) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == reason {
-			return true
-		}
-	}
-	return false
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,9 +29,31 @@ func (v *JobValidator) ValidateCreate(ctx context.Context, job *batchv1.Job) (ad
 	return v.validate(ctx, job)
 }
 
-// ValidateUpdate implements admission.Validator.
-func (v *JobValidator) ValidateUpdate(ctx context.Context, _, job *batchv1.Job) (admission.Warnings, error) {
-	return v.validate(ctx, job)
+// ValidateUpdate implements admission.Validator: the new Job must be valid,
+// and its disruption mode cannot change — the gang's PodGroup fixes it at
+// creation (a minCount change is applied to the live gang).
+func (v *JobValidator) ValidateUpdate(ctx context.Context, old, job *batchv1.Job) (admission.Warnings, error) {
+	warnings, err := v.validate(ctx, job)
+	if err != nil {
+		return warnings, err
+	}
+	key := jobintegration.DisruptionModeAnnotation
+	was, is := modeOf(old.Annotations[key]), modeOf(job.Annotations[key])
+	if was != is && gangJob(jobint.Integration{}.Wrap(old)) {
+		return warnings, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, job.Name, field.ErrorList{
+			field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
+				fmt.Sprintf("the gang's disruption mode is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the Job to change it", was)),
+		})
+	}
+	return warnings, nil
+}
+
+// modeOf normalizes the disruption-mode annotation ("" is all).
+func modeOf(v string) string {
+	if v == "" {
+		return "all"
+	}
+	return v
 }
 
 // ValidateDelete implements admission.Validator.

@@ -16,7 +16,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Options configure the webhook server.
@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	cc.caBundle = caPEM
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:         scheduler.Scheme(),
+		Scheme:         podgroup.Scheme(),
 		Metrics:        metricsserver.Options{BindAddress: "0"},
 		WebhookServer:  crwebhook.NewServer(crwebhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir}),
 		LeaderElection: false, // every replica serves

@@ -1,5 +1,5 @@
 // Package controllerscmd implements `lockstep controllers`: the Job
-// integration (and, later, the gang integrity controller).
+// integration and the gang integrity controller.
 package controllerscmd
 
 import (
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,7 +17,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // NewCommand returns `lockstep controllers`.
@@ -37,7 +38,7 @@ func NewCommand() *cobra.Command {
 			cfg.UserAgent = "lockstep-controllers"
 			cfg.QPS, cfg.Burst = 100, 200
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme:                  scheduler.Scheme(),
+				Scheme:                  podgroup.Scheme(),
 				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "lockstep-controllers",
@@ -54,11 +55,19 @@ func NewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			integrityCtl := &integrity.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), NodeGrace: nodeGrace, TaintRules: taintRules}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			integrations := []jobintegration.Integration{job.Integration{}}
+			integrityCtl := &integrity.Reconciler{
+				Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), Kube: kube,
+				NodeGrace: nodeGrace, TaintRules: taintRules, Integrations: integrations,
+			}
 			if err := integrityCtl.SetupWithManager(mgr); err != nil {
 				return err
 			}
-			for _, integ := range []jobintegration.Integration{job.Integration{}} {
+			for _, integ := range integrations {
 				r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ}
 				if err := r.SetupWithManager(mgr); err != nil {
 					return err

@@ -89,6 +89,19 @@ func printReport(out io.Writer, r *explain.Report) {
 	} else {
 		fmt.Fprintln(out, "1. Condition: none yet")
 	}
+	if r.State != nil {
+		fmt.Fprintf(out, "   Condition Running=%s (%s): %s\n", r.State.Status, r.State.Reason, r.State.Message)
+	}
+	if inc := r.Incarnation; inc != nil {
+		fmt.Fprintf(out, "   Incarnation %d: %d members bound %s", inc.Number, inc.Members, inc.BoundTime)
+		if inc.Succeeded > 0 || inc.Removed > 0 {
+			fmt.Fprintf(out, " (%d succeeded, %d removed by a scale-down)", inc.Succeeded, inc.Removed)
+		}
+		if inc.Ended != "" {
+			fmt.Fprintf(out, "; ended — %s", inc.Ended)
+		}
+		fmt.Fprintln(out)
+	}
 	if r.LastEvent != "" {
 		fmt.Fprintf(out, "   Last event: %s\n", r.LastEvent)
 	}

@@ -6,27 +6,31 @@ import (
 	"sort"
 	"time"
 
+	"text/tabwriter"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"text/tabwriter"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Row is one line of `lockstep get podgroups`.
 type Row struct {
-	Namespace       string `json:"namespace"`
-	Name            string `json:"name"`
-	Policy          string `json:"policy"`
-	MinCount        int32  `json:"minCount"`
-	Bound           int    `json:"bound"`
-	Members         int    `json:"members"`
-	Status          string `json:"status"`
-	Reason          string `json:"reason"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Policy    string `json:"policy"`
+	MinCount  int32  `json:"minCount"`
+	Bound     int    `json:"bound"`
+	Members   int    `json:"members"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason"`
+	// State is the Running condition's reason: what the group does now.
+	State           string `json:"state"`
+	Incarnation     int32  `json:"incarnation"`
 	Age             string `json:"age"`
 	TimeToScheduled string `json:"timeToScheduled"`
 }
@@ -50,7 +54,7 @@ func NewGetCommand() *cobra.Command {
 			if all {
 				ns = ""
 			}
-			list, err := dyn.Resource(scheduler.PodGroupResource).Namespace(ns).List(cmd.Context(), metav1.ListOptions{})
+			list, err := dyn.Resource(podgroup.Resource).Namespace(ns).List(cmd.Context(), metav1.ListOptions{})
 			if err != nil {
 				return err
 			}
@@ -60,11 +64,11 @@ func NewGetCommand() *cobra.Command {
 			}
 			members, bound := map[string]int{}, map[string]int{}
 			for _, p := range pods.Items {
-				k := p.Namespace + "/" + scheduler.GroupOf(&p)
-				if scheduler.Active(&p) {
+				k := p.Namespace + "/" + podgroup.GroupOf(&p)
+				if podgroup.Active(&p) && !podgroup.Going(&p) {
 					members[k]++
 					bound[k]++
-				} else if scheduler.Pending(&p) {
+				} else if podgroup.Pending(&p) {
 					members[k]++
 				}
 			}
@@ -93,12 +97,12 @@ func NewGetCommand() *cobra.Command {
 			if all {
 				fmt.Fprint(tw, "NAMESPACE\t")
 			}
-			fmt.Fprintln(tw, "NAME\tPOLICY\tMINCOUNT\tBOUND/MEMBERS\tSTATUS\tREASON\tAGE\tTIME-TO-SCHEDULED")
+			fmt.Fprintln(tw, "NAME\tPOLICY\tMINCOUNT\tBOUND/MEMBERS\tSCHEDULED\tREASON\tSTATE\tINCARNATION\tAGE\tTIME-TO-SCHEDULED")
 			for _, r := range rows {
 				if all {
 					fmt.Fprintf(tw, "%s\t", r.Namespace)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\n", r.Name, r.Policy, r.MinCount, r.Bound, r.Members, r.Status, r.Reason, r.Age, r.TimeToScheduled)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.Policy, r.MinCount, r.Bound, r.Members, r.Status, r.Reason, r.State, r.Incarnation, r.Age, r.TimeToScheduled)
 			}
 			return tw.Flush()
 		},
@@ -113,6 +117,13 @@ func row(pg *lockv1.PodGroup, members, bound int) Row {
 		Age: duration.HumanDuration(time.Since(pg.CreationTimestamp.Time))}
 	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
 		r.Policy, r.MinCount = "gang", g.MinCount
+	}
+	r.State = "-"
+	if c := meta.FindStatusCondition(pg.Status.Conditions, lockv1.Running); c != nil {
+		r.State = c.Reason
+	}
+	if inc := pg.Status.Incarnation; inc != nil {
+		r.Incarnation = inc.Number
 	}
 	if c := meta.FindStatusCondition(pg.Status.Conditions, lockv1.PodGroupInitiallyScheduled); c != nil {
 		r.Status, r.Reason = string(c.Status), c.Reason

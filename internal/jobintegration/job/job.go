@@ -20,6 +20,9 @@ var _ jobintegration.Integration = Integration{}
 // Name implements Integration.
 func (Integration) Name() string { return "batch/job" }
 
+// GVK implements Integration.
+func (Integration) GVK() schema.GroupVersionKind { return batchv1.SchemeGroupVersion.WithKind("Job") }
+
 // NewObject implements Integration.
 func (Integration) NewObject() client.Object { return &batchv1.Job{} }
 
@@ -46,6 +49,37 @@ func (j *Job) Size() int32 {
 		return 1
 	}
 	return *j.Spec.Parallelism
+}
+
+// Stopped implements GenericJob: suspended, or finished (Complete or
+// SuccessCriteriaMet; Failed or FailureTarget) — the Job controller then
+// takes the pods down itself.
+func (j *Job) Stopped() (string, bool, bool) {
+	if j.Spec.Suspend != nil && *j.Spec.Suspend {
+		return "suspended", false, true
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			return "complete", false, false
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			return "failed: " + c.Reason, true, false
+		}
+	}
+	return "", false, false
+}
+
+// Wants implements GenericJob: an Indexed Job runs indexes 0..completions-1;
+// lowering completions (with parallelism, an elastic Indexed Job) removes the
+// indexes above.
+func (j *Job) Wants(index int32) bool {
+	if j.Spec.Completions == nil {
+		return index < j.Size()
+	}
+	return index < *j.Spec.Completions
 }
 
 // InTreeGang implements GenericJob.

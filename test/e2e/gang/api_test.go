@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
@@ -20,7 +20,7 @@ func TestPodGroupValidation(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, time.Minute)
-	pgs := h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(ns)
+	pgs := h.Dynamic.Resource(podgroup.Resource).Namespace(ns)
 	obj := func(name string, spec map[string]any) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "scheduling.lockstep.dev/v1beta1", "kind": "PodGroup",

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // CreatePodGroup creates a Lockstep PodGroup or fails the test.
@@ -34,13 +34,13 @@ func (h *Harness) CreatePodGroupErr(ctx context.Context, pg *lockv1.PodGroup) er
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetGroupVersionKind(lockv1.GroupVersion.WithKind("PodGroup"))
-	_, err = h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(pg.Namespace).Create(ctx, u, metav1.CreateOptions{})
+	_, err = h.Dynamic.Resource(podgroup.Resource).Namespace(pg.Namespace).Create(ctx, u, metav1.CreateOptions{})
 	return err
 }
 
 // PodGroup reads a Lockstep PodGroup.
 func (h *Harness) PodGroup(ctx context.Context, ns, name string) (*lockv1.PodGroup, error) {
-	u, err := h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	u, err := h.Dynamic.Resource(podgroup.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

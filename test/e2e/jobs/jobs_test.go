@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -104,7 +104,7 @@ func TestPlainJobsBecomeGangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, ctx, "PodGroup and Workload garbage-collected with the Job", func(ctx context.Context) (bool, string, error) {
-		_, errPG := h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(ns).Get(ctx, winner, metav1.GetOptions{})
+		_, errPG := h.Dynamic.Resource(podgroup.Resource).Namespace(ns).Get(ctx, winner, metav1.GetOptions{})
 		_, errWL := h.Dynamic.Resource(lockv1.GroupVersion.WithResource("workloads")).Namespace(ns).Get(ctx, winner, metav1.GetOptions{})
 		return apierrors.IsNotFound(errPG) && apierrors.IsNotFound(errWL), fmt.Sprintf("podgroup: %v, workload: %v", errPG, errWL), nil
 	})

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -64,7 +64,7 @@ func TestLockstepSchedulesInTreeJobGang(t *testing.T) {
 		ok := (bound["train-a"] == 4 && bound["train-b"] == 0 || bound["train-a"] == 0 && bound["train-b"] == 4) && unschedulable == 1
 		return ok, fmt.Sprintf("bound %v, %d in-tree PodGroups, %d Unschedulable", bound, len(pgs.Items), unschedulable), nil
 	})
-	list, err := h.Dynamic.Resource(scheduler.PodGroupResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	list, err := h.Dynamic.Resource(podgroup.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,396 @@
+package integrity
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+)
+
+// Reasons an incarnation ends with (PodGroup status.incarnation.ended, the
+// DisruptionTarget condition of a restart, and lockstep_gang_restarts_total).
+const (
+	ReasonMemberFailed = "MemberFailed"
+	ReasonMemberLost   = "MemberLost"
+	ReasonNodeLost     = "NodeLost"
+	ReasonDeviceFailed = "DeviceFailed"
+	ReasonCompleted    = "Completed"
+	ReasonOwnerStopped = "OwnerStopped"
+	// PodReason is the DisruptionTarget reason on the pods Lockstep evicts;
+	// a Job's podFailurePolicy can ignore it (docs/integrity.md).
+	PodReason = "GangRestartByLockstep"
+)
+
+// DisruptionTarget reasons other components set on pods they evict.
+const (
+	reasonTaintManager       = "DeletionByTaintManager"
+	reasonDeviceTaintManager = "DeletionByDeviceTaintManager"
+	reasonPodGC              = "DeletionByPodGC"
+)
+
+// settleDelay: an incarnation holding fewer members than its minCount (a
+// binding that failed part way, or a member that left without a trace) is
+// restarted only once that has lasted this long after its last binding.
+const settleDelay = 5 * time.Second
+
+// Verdict is what Decide concludes; the reconciler writes it.
+type Verdict struct {
+	// Incarnation is the incarnation as it must be stored; nil leaves it.
+	Incarnation *lockv1.PodGroupIncarnation
+	// Running is the Running condition as it must be; an empty Type leaves it.
+	Running metav1.Condition
+	// Restart is set when this verdict ends the incarnation for a loss:
+	// recorded once (DisruptionTarget condition, event, metric).
+	Restart *Loss
+	// Evict are the members to take down now, marked DisruptionTarget with
+	// EvictReason and EvictMessage first.
+	Evict        []*corev1.Pod
+	EvictReason  string
+	EvictMessage string
+	// RequeueAfter is when the verdict may change without an event (a node
+	// grace, a taint toleration or a settle window ending); 0 for never.
+	RequeueAfter time.Duration
+}
+
+// Loss is why a gang restarts.
+type Loss struct{ Reason, Detail string }
+
+// Decide judges one group: the current incarnation's members only, each by
+// its own fate (succeeded is done; failed, deleted, evicted by anyone but the
+// scheduler, its node or a device lost is a loss; removed by its owner's
+// scale-down or preempted by the scheduler is neither), and what the group's
+// state is now. It is pure.
+func Decide(v View) Verdict {
+	if v.NamespaceTerminating {
+		return Verdict{}
+	}
+	pg := v.Group
+	inc := pg.Status.Incarnation
+	pods := map[types.UID]*corev1.Pod{}
+	var ours []*corev1.Pod
+	for _, p := range v.Pods {
+		if podgroup.Ours(p) {
+			pods[p.UID] = p
+			ours = append(ours, p)
+		}
+	}
+	switch {
+	case inc == nil:
+		return Verdict{Running: running(pg, metav1.ConditionFalse, lockv1.RunningReasonPending,
+			"not admitted yet: see condition "+lockv1.PodGroupInitiallyScheduled)}
+	case inc.Ended != nil:
+		return v.ended(inc, pods)
+	}
+	j := v.judge(inc, pods)
+	next := j.next
+	switch {
+	case v.Owner != nil && v.Owner.Stopped != "" && !j.completed():
+		next.Ended = &lockv1.PodGroupIncarnationEnd{Reason: ReasonOwnerStopped, Message: v.Owner.Name + " is " + v.Owner.Stopped, Time: metav1.NewTime(v.Now)}
+		vd := v.ended(next, pods)
+		vd.Incarnation, vd.Evict = next, nil
+		return vd
+	case j.completed():
+		next.Ended = &lockv1.PodGroupIncarnationEnd{Reason: ReasonCompleted, Message: j.summary(), Time: metav1.NewTime(v.Now)}
+		vd := v.ended(next, pods)
+		vd.Incarnation = next
+		return vd
+	case j.loss != nil && podgroup.DisruptAll(pg):
+		next.Ended = &lockv1.PodGroupIncarnationEnd{Reason: j.loss.Reason, Message: j.loss.Detail, Time: metav1.NewTime(v.Now)}
+		vd := v.ended(next, pods)
+		vd.Incarnation, vd.Restart = next, j.loss
+		// Everything of the group that still holds a node goes, members
+		// bound since the last record included.
+		vd.Evict = nil
+		for _, p := range ours {
+			if podgroup.Active(p) && !podgroup.Going(p) {
+				vd.Evict = append(vd.Evict, p)
+			}
+		}
+		vd.EvictMessage = fmt.Sprintf("PodGroup %s lost a member (%s); the gang restarts whole", pg.Name, j.loss.Detail)
+		return vd
+	}
+	vd := Verdict{RequeueAfter: j.requeue}
+	if j.changed {
+		vd.Incarnation = next
+	}
+	msg := j.summary()
+	if j.loss != nil {
+		msg += fmt.Sprintf("; lost: %s (disruptionMode single: the others keep running)", j.loss.Detail)
+	}
+	if hasPendingBeyond(next, ours) {
+		msg += "; members added later wait to be placed together"
+	}
+	vd.Running = running(pg, metav1.ConditionTrue, lockv1.RunningReasonRunning, msg)
+	return vd
+}
+
+// judgement is one pass over the current incarnation's members.
+type judgement struct {
+	next                     *lockv1.PodGroupIncarnation
+	changed                  bool
+	live, succeeded, removed int
+	loss                     *Loss
+	requeue                  time.Duration
+	// gone are members deleted or missing, judged once all are seen.
+	gone        []gone
+	preempted   int
+	incarnation int32
+}
+
+// gone is a member that was deleted (pod still there) or vanished (nil).
+type gone struct {
+	i   int
+	pod *corev1.Pod
+}
+
+func (v View) judge(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.Pod) *judgement {
+	j := &judgement{next: inc.DeepCopy(), incarnation: inc.Number}
+	for i := range j.next.Members {
+		m := &j.next.Members[i]
+		switch m.Outcome {
+		case lockv1.MemberSucceeded:
+			j.succeeded++
+			continue
+		case lockv1.MemberRemoved:
+			j.removed++
+			continue
+		}
+		p, departed := pods[m.UID], false
+		if p == nil {
+			p, departed = v.Departed[m.UID], true
+		}
+		v.judgeMember(j, i, p, departed)
+	}
+	v.judgeGone(j)
+	if j.loss == nil && podgroup.IsGang(v.Group) {
+		// Members a scale-down removed lower the need before the group's
+		// minCount is lowered to match.
+		need := min(int(j.next.MinCount), podgroup.MinCount(v.Group)) - j.removed
+		if have := j.live + j.succeeded; have < need && j.preempted == 0 {
+			if wait := j.next.LastBoundTime.Add(settleDelay).Sub(v.Now); wait > 0 {
+				j.soon(wait)
+			} else {
+				j.loss = &Loss{ReasonMemberLost, fmt.Sprintf("only %d of minCount %d members are running", have, need)}
+			}
+		}
+	}
+	return j
+}
+
+// judgeMember classifies one member without an outcome; p is its pod, or
+// the last state of a pod already deleted (departed), or nil.
+func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed bool) {
+	m := &j.next.Members[i]
+	removed := m.Index != nil && v.Owner != nil && v.Owner.Wants != nil && !v.Owner.Wants(*m.Index)
+	left := p == nil || departed || p.DeletionTimestamp != nil
+	switch {
+	case p != nil && podgroup.Succeeded(p):
+		j.setOutcome(m, lockv1.MemberSucceeded)
+	case p != nil && podgroup.HasDisruption(p, corev1.PodReasonPreemptionByScheduler):
+		// The scheduler evicted it and records the preemption itself.
+		j.preempted++
+	case removed && (left || podgroup.Terminal(p)):
+		j.setOutcome(m, lockv1.MemberRemoved)
+	case left:
+		j.gone = append(j.gone, gone{i: i, pod: p})
+	case p.Status.Phase == corev1.PodFailed:
+		j.lose(disruptionReason(p, ReasonMemberFailed), fmt.Sprintf("pod %s failed%s", p.Name, exitDetail(p)))
+	case p.Spec.NodeName == "":
+		// Recorded as bound, not yet seen bound here: the cache lags.
+		j.live++
+	default:
+		j.live++
+		if reason, detail, wait := v.nodeOrDeviceLost(p); reason != "" {
+			j.lose(reason, detail)
+		} else if wait > 0 {
+			j.soon(wait)
+		}
+	}
+}
+
+// judgeGone decides the members that were deleted or vanished: removed by a
+// scale-down of a group of bare pods (its minCount was lowered and the rest
+// still meet it), else lost.
+func (v View) judgeGone(j *judgement) {
+	if len(j.gone) == 0 {
+		return
+	}
+	if v.Owner == nil && podgroup.IsGang(v.Group) {
+		now := podgroup.MinCount(v.Group)
+		if now < int(j.next.MinCount) && j.live+j.succeeded >= now {
+			for _, g := range j.gone {
+				j.setOutcome(&j.next.Members[g.i], lockv1.MemberRemoved)
+			}
+			j.gone = nil
+			return
+		}
+	}
+	for _, g := range j.gone {
+		if g.pod == nil {
+			j.lose(ReasonMemberLost, fmt.Sprintf("pod %s was deleted", j.next.Members[g.i].Name))
+			continue
+		}
+		if g.pod.Status.Phase == corev1.PodFailed && podgroup.Disruption(g.pod) == nil {
+			j.lose(ReasonMemberFailed, fmt.Sprintf("pod %s failed%s", g.pod.Name, exitDetail(g.pod)))
+			continue
+		}
+		j.lose(disruptionReason(g.pod, ReasonMemberLost), fmt.Sprintf("pod %s was deleted%s", g.pod.Name, exitDetail(g.pod)))
+	}
+}
+
+func (j *judgement) setOutcome(m *lockv1.PodGroupMember, o lockv1.MemberOutcome) {
+	m.Outcome = o
+	j.changed = true
+	if o == lockv1.MemberSucceeded {
+		j.succeeded++
+	} else {
+		j.removed++
+	}
+}
+
+// lose keeps the first loss found (members are judged in record order).
+func (j *judgement) lose(reason, detail string) {
+	if j.loss == nil {
+		j.loss = &Loss{Reason: reason, Detail: detail}
+	}
+}
+
+func (j *judgement) soon(d time.Duration) {
+	if j.requeue == 0 || d < j.requeue {
+		j.requeue = d
+	}
+}
+
+// completed: every member left without loss, at least one by finishing.
+func (j *judgement) completed() bool {
+	return j.live == 0 && j.loss == nil && j.preempted == 0 && len(j.gone) == 0 && j.succeeded > 0 &&
+		j.succeeded+j.removed == len(j.next.Members)
+}
+
+func (j *judgement) summary() string {
+	parts := []string{fmt.Sprintf("incarnation %d: %d of %d members running", j.incarnation, j.live, len(j.next.Members))}
+	if j.succeeded > 0 {
+		parts = append(parts, fmt.Sprintf("%d succeeded", j.succeeded))
+	}
+	if j.removed > 0 {
+		parts = append(parts, fmt.Sprintf("%d removed by a scale-down", j.removed))
+	}
+	if j.live == 0 && j.succeeded > 0 && j.succeeded+j.removed == len(j.next.Members) {
+		parts[0] = fmt.Sprintf("incarnation %d: all %d members finished", j.incarnation, len(j.next.Members))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ended is the verdict for an incarnation that is over: the state it leaves
+// the group in, and the members still to evict when a restart or a
+// preemption was interrupted before it had evicted them all.
+func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.Pod) Verdict {
+	pg, end := v.Group, inc.Ended
+	var vd Verdict
+	switch end.Reason {
+	case ReasonCompleted:
+		vd.Running = running(pg, metav1.ConditionFalse, lockv1.RunningReasonCompleted, end.Message)
+		return vd
+	case ReasonOwnerStopped:
+		reason, msg := lockv1.RunningReasonFailed, fmt.Sprintf("incarnation %d ended: %s", inc.Number, end.Message)
+		switch {
+		case v.Owner == nil:
+		case v.Owner.Suspended:
+			reason = lockv1.RunningReasonSuspended
+		case v.Owner.Stopped == "":
+			reason, msg = lockv1.RunningReasonPending, msg+"; "+v.Owner.Name+" runs again: waiting for its pods to be placed together"
+		case !v.Owner.Failed:
+			reason = lockv1.RunningReasonCompleted
+		}
+		vd.Running = running(pg, metav1.ConditionFalse, reason, msg)
+		return vd
+	case lockv1.PodGroupReasonPreemption:
+		vd.Running = running(pg, metav1.ConditionFalse, lockv1.RunningReasonPreempted,
+			fmt.Sprintf("incarnation %d was preempted (%s); it is placed whole again when there is room", inc.Number, end.Message))
+		vd.EvictReason = corev1.PodReasonPreemptionByScheduler
+	default:
+		msg := fmt.Sprintf("incarnation %d lost a member (%s): restarting the whole gang", inc.Number, end.Message)
+		reason := lockv1.RunningReasonRestarting
+		switch {
+		case v.Owner == nil:
+			reason = lockv1.RunningReasonFailed
+			msg += fmt.Sprintf("; no controller recreates bare pods: create them again (label %s=%s) to run it again", lockv1.PodGroupLabel, pg.Name)
+		case v.Owner.Stopped != "":
+			reason = lockv1.RunningReasonFailed
+			if v.Owner.Suspended {
+				reason = lockv1.RunningReasonSuspended
+			}
+			msg += "; " + v.Owner.Name + " is " + v.Owner.Stopped
+		default:
+			msg += "; waiting for " + v.Owner.Name + " to recreate its pods"
+		}
+		vd.Running = running(pg, metav1.ConditionFalse, reason, msg)
+		vd.EvictReason = PodReason
+		vd.EvictMessage = fmt.Sprintf("PodGroup %s lost a member (%s); the gang restarts whole", pg.Name, end.Message)
+	}
+	for _, m := range inc.Members {
+		if p := pods[m.UID]; p != nil && podgroup.Active(p) && !podgroup.Going(p) {
+			vd.Evict = append(vd.Evict, p)
+		}
+	}
+	if vd.EvictMessage == "" {
+		vd.EvictMessage = fmt.Sprintf("PodGroup %s was preempted whole (%s)", pg.Name, end.Message)
+	}
+	return vd
+}
+
+// hasPendingBeyond reports whether the group has pending Lockstep pods
+// outside the incarnation (a resize waits to be placed).
+func hasPendingBeyond(inc *lockv1.PodGroupIncarnation, pods []*corev1.Pod) bool {
+	listed := map[types.UID]bool{}
+	for _, m := range inc.Members {
+		listed[m.UID] = true
+	}
+	for _, p := range pods {
+		if podgroup.Pending(p) && !listed[p.UID] {
+			return true
+		}
+	}
+	return false
+}
+
+// disruptionReason maps who evicted a pod to the restart reason: a node's
+// taint manager or pod GC means its node is lost, the device taint manager
+// means a device failed; anything else is def.
+func disruptionReason(p *corev1.Pod, def string) string {
+	c := podgroup.Disruption(p)
+	if c == nil {
+		return def
+	}
+	switch c.Reason {
+	case reasonTaintManager, reasonPodGC:
+		return ReasonNodeLost
+	case reasonDeviceTaintManager:
+		return ReasonDeviceFailed
+	}
+	return def
+}
+
+// exitDetail is " (container x exited 1: Error)" for the first container
+// that ended unsuccessfully, or "".
+func exitDetail(p *corev1.Pod) string {
+	if c := podgroup.Disruption(p); c != nil {
+		return fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf(" (container %s exited %d: %s)", cs.Name, t.ExitCode, t.Reason)
+		}
+	}
+	return ""
+}
+
+func running(pg *lockv1.PodGroup, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: lockv1.Running, Status: status, Reason: reason, Message: msg, ObservedGeneration: pg.Generation}
+}

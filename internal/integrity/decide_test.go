@@ -1,0 +1,346 @@
+package integrity
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+)
+
+// step is one event in a scenario and what must hold after the controller
+// has reacted to it.
+type step struct {
+	name string
+	do   func(w *world)
+	// want, after decide():
+	restarts    int    // restarts recorded so far
+	reason      string // reason of the last restart, if restarts > 0
+	state       string // Running condition reason
+	incarnation int32
+	evictions   int // pods evicted so far
+	requeue     bool
+}
+
+func TestDecideSequences(t *testing.T) {
+	running := lockv1.RunningReasonRunning
+	cases := map[string]struct {
+		minCount int32
+		job      bool
+		single   bool
+		steps    []step
+	}{
+		"ranks of a Job that finish at different times complete it, never restart it": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 0 exits 0", do: func(w *world) { w.advance(15 * time.Second); w.succeed(0) }, state: running, incarnation: 1},
+				{name: "rank 1 exits 0 and its pod is deleted before a verdict saw it finish", do: func(w *world) {
+					p := w.rank(1)
+					p.Status.Phase = corev1.PodSucceeded
+					w.gone(p)
+				}, state: running, incarnation: 1},
+				{name: "ranks 2 and 3 exit 0", do: func(w *world) { w.succeed(2); w.succeed(3) }, state: lockv1.RunningReasonCompleted, incarnation: 1},
+			},
+		},
+		"a gang of bare pods that finish at different times completes": {
+			minCount: 3,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 3); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 2 exits 0", do: func(w *world) { w.succeed(2) }, state: running, incarnation: 1},
+				{name: "the rest exit 0", do: func(w *world) { w.succeed(0); w.succeed(1) }, state: lockv1.RunningReasonCompleted, incarnation: 1},
+			},
+		},
+		"a gang bound but not yet recorded is not judged": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "pods wait a minute, then bind without a record yet", do: func(w *world) {
+					w.create(0, 4)
+					w.advance(time.Minute)
+					for _, p := range w.pods {
+						p.Spec.NodeName, p.Status.Phase = "node-0", corev1.PodRunning
+					}
+				}, state: lockv1.RunningReasonPending},
+				{name: "the record arrives", do: func(w *world) {
+					w.pg.Status.Incarnation = podgroup.Record(nil, 4, w.sorted(), nil, metav1.NewTime(w.now))
+				}, state: running, incarnation: 1},
+			},
+		},
+		"a binding that failed part way is completed by the next cycle within the settle time": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "2 of 4 bound", do: func(w *world) { w.create(0, 4); w.bind(0, 1) }, state: running, incarnation: 1, requeue: true},
+				{name: "the rest bound a second later", do: func(w *world) { w.advance(time.Second); w.bind() }, state: running, incarnation: 1},
+			},
+		},
+		"a binding that failed part way and is never completed restarts": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "2 of 4 bound, the others deleted", do: func(w *world) { w.create(0, 4); w.bind(0, 1); w.remove(2); w.remove(3) }, state: running, incarnation: 1, requeue: true},
+				{name: "settle time over", do: func(w *world) { w.advance(6 * time.Second) }, restarts: 1, reason: ReasonMemberLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 2},
+			},
+		},
+		"a failed member restarts the gang once; its lingering pod never counts against the next incarnation": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 2 fails", do: func(w *world) { w.fail(2) }, restarts: 1, reason: ReasonMemberFailed, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 3},
+				{name: "controller runs again before the evictions finish", do: func(w *world) {}, restarts: 1, reason: ReasonMemberFailed, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 3},
+				{name: "evicted pods go, the Job recreates all 4 and they bind", do: func(w *world) { w.terminate(); w.create(0, 4); w.bind() }, restarts: 1, reason: ReasonMemberFailed, state: running, incarnation: 2, evictions: 3},
+				{name: "a minute later", do: func(w *world) { w.advance(time.Minute) }, restarts: 1, reason: ReasonMemberFailed, state: running, incarnation: 2, evictions: 3},
+			},
+		},
+		"an interrupted restart is finished from the record after a controller restart, not counted twice": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "the record says ended, no member was evicted yet", do: func(w *world) {
+					w.fail(0)
+					w.pg.Status.Incarnation.Ended = &lockv1.PodGroupIncarnationEnd{Reason: ReasonMemberFailed, Message: "pod failed", Time: metav1.NewTime(w.now)}
+				}, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 3},
+			},
+		},
+		"a preemption by the scheduler is recorded once, by the scheduler, and is no loss": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "preempted whole", do: func(w *world) { w.preempt() }, state: lockv1.RunningReasonPreempted, incarnation: 1},
+				{name: "victims gone", do: func(w *world) { w.terminate() }, state: lockv1.RunningReasonPreempted, incarnation: 1},
+				{name: "placed again", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 2},
+			},
+		},
+		"victims marked by the scheduler before its record landed are no loss": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "two victims marked and deleting", do: func(w *world) {
+					for _, i := range []int{0, 1} {
+						p := w.rank(i)
+						podgroup.SetPodCondition(p, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler})
+						p.DeletionTimestamp = ptr.To(metav1.NewTime(w.now))
+					}
+				}, state: running, incarnation: 1},
+				{name: "long after", do: func(w *world) { w.advance(time.Minute) }, state: running, incarnation: 1},
+			},
+		},
+		"a deleted node restarts the gang": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "node-1 deleted", do: func(w *world) { delete(w.nodes, "node-1") }, restarts: 1, reason: ReasonNodeLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 4},
+			},
+		},
+		"a NotReady node restarts the gang only past the grace period": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "node-2 NotReady", do: func(w *world) {
+					w.nodes["node-2"].Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(w.now)}
+				}, state: running, incarnation: 1, requeue: true},
+				{name: "Ready again within the grace", do: func(w *world) {
+					w.advance(20 * time.Second)
+					w.nodes["node-2"].Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(w.now)}
+				}, state: running, incarnation: 1},
+				{name: "NotReady again, past the grace", do: func(w *world) {
+					w.nodes["node-2"].Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(w.now)}
+					w.advance(41 * time.Second)
+				}, restarts: 1, reason: ReasonNodeLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 4},
+			},
+		},
+		"scaling a gang Job up never restarts the ranks that stay; the added ones bind together": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "2 ranks bound", do: func(w *world) { w.create(0, 2); w.bind() }, state: running, incarnation: 1},
+				{name: "parallelism 2 → 6: 4 new ranks wait", do: func(w *world) { w.resize(6); w.create(2, 6) }, state: running, incarnation: 1},
+				{name: "they wait three minutes", do: func(w *world) { w.advance(3 * time.Minute) }, state: running, incarnation: 1},
+				{name: "they bind together", do: func(w *world) { w.bind() }, state: running, incarnation: 1},
+			},
+		},
+		"scaling a gang Job down removes ranks, never restarts the ones that stay": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "completions 4 → 2: the Job deletes ranks 2 and 3 before minCount follows", do: func(w *world) {
+					w.completions = 2
+					w.deleting(2)
+					w.deleting(3)
+				}, state: running, incarnation: 1},
+				{name: "minCount follows, the pods go", do: func(w *world) { w.resize(2); w.terminate() }, state: running, incarnation: 1},
+				{name: "scaled up again to 4: new ranks 2, 3 bind", do: func(w *world) { w.resize(4); w.create(2, 4); w.bind() }, state: running, incarnation: 1},
+			},
+		},
+		"bare pods: lowering minCount and deleting the extra pods is a scale-down": {
+			minCount: 4,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "minCount 4 → 2, two pods deleted", do: func(w *world) { w.resize(2); w.remove(2); w.remove(3) }, state: running, incarnation: 1},
+			},
+		},
+		"bare pods: deleting a pod of a gang is a loss, and nothing recreates bare pods": {
+			minCount: 4,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "one pod deleted", do: func(w *world) { w.remove(1) }, restarts: 1, reason: ReasonMemberLost, state: lockv1.RunningReasonFailed, incarnation: 1, evictions: 3},
+			},
+		},
+		"evictions by the node taint manager and the device taint manager are named by cause": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 2); w.bind() }, state: running, incarnation: 1},
+				{name: "device taint manager evicts rank 1", do: func(w *world) {
+					p := w.rank(1)
+					podgroup.SetPodCondition(p, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reasonDeviceTaintManager})
+					p.DeletionTimestamp = ptr.To(metav1.NewTime(w.now))
+				}, restarts: 1, reason: ReasonDeviceFailed, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 1},
+			},
+		},
+		"a suspended owner takes its pods down: no loss; resumed, it runs a new incarnation": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "suspended: the Job deletes its pods", do: func(w *world) {
+					w.owner.Stopped, w.owner.Suspended = "suspended", true
+					for i := 0; i < 4; i++ {
+						w.deleting(i)
+					}
+				}, state: lockv1.RunningReasonSuspended, incarnation: 1},
+				{name: "pods gone; resumed", do: func(w *world) { w.terminate(); w.owner.Stopped, w.owner.Suspended = "", false }, state: lockv1.RunningReasonPending, incarnation: 1},
+				{name: "recreated and bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 2},
+			},
+		},
+		"a Job that failed is not restarted": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "the Job failed and a rank with it", do: func(w *world) {
+					w.owner.Stopped, w.owner.Failed = "failed: BackoffLimitExceeded", true
+					w.fail(1)
+				}, state: lockv1.RunningReasonFailed, incarnation: 1},
+			},
+		},
+		"disruptionMode single: a lost member is reported, the rest keep running": {
+			minCount: 4, job: true, single: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 3 fails", do: func(w *world) { w.fail(3) }, state: running, incarnation: 1},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, tc.minCount, tc.job)
+			if tc.single {
+				w.pg.Spec.DisruptionMode = &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}
+			}
+			for _, s := range tc.steps {
+				s.do(w)
+				vd := w.decide()
+				got := step{name: s.name, restarts: len(w.restarts), state: w.state(), incarnation: w.incarnation(), evictions: w.evictions, requeue: vd.RequeueAfter > 0}
+				if len(w.restarts) > 0 {
+					got.reason = w.restarts[len(w.restarts)-1].Reason
+				}
+				want := s
+				want.do = nil
+				if diff := cmp.Diff(want, got, cmp.AllowUnexported(step{})); diff != "" {
+					t.Fatalf("after %q (-want,+got):\n%s\nRunning: %+v", s.name, diff, w.pg.Status.Conditions)
+				}
+				// A verdict depends on the view alone: deciding again on
+				// the same state (a controller restart) changes nothing.
+				if again := Decide(w.view()); again.Restart != nil || len(again.Evict) != countUnevicted(vd) {
+					t.Fatalf("after %q: a second decision on the same state differs: restart %v, evict %d", s.name, again.Restart, len(again.Evict))
+				}
+			}
+		})
+	}
+}
+
+// countUnevicted: what a repeated decision may still evict — nothing once
+// the first verdict's evictions were applied.
+func countUnevicted(Verdict) int { return 0 }
+
+// resize sets the group's minCount (and the Job's size with it).
+func (w *world) resize(n int32) {
+	w.pg.Spec.SchedulingPolicy.Gang.MinCount = n
+	if w.owner != nil {
+		w.completions = n
+	}
+}
+
+func TestDeviceTaints(t *testing.T) {
+	taint := func(added time.Time) resourcev1.DeviceTaint {
+		return resourcev1.DeviceTaint{Key: "gpu.example.com/ecc", Value: "fatal", Effect: resourcev1.DeviceTaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(added))}
+	}
+	cases := map[string]struct {
+		taint       resourcev1.DeviceTaint
+		tolerations []resourcev1.DeviceToleration
+		restart     bool
+		requeue     bool
+	}{
+		"NoExecute, not tolerated: the gang restarts": {taint: taint(time.Time{}), restart: true},
+		"NoSchedule only: nothing":                    {taint: resourcev1.DeviceTaint{Key: "k", Effect: resourcev1.DeviceTaintEffectNoSchedule}},
+		"None: nothing":                               {taint: resourcev1.DeviceTaint{Key: "k", Effect: resourcev1.DeviceTaintEffectNone}},
+		"tolerated for ever: nothing": {taint: taint(time.Time{}), tolerations: []resourcev1.DeviceToleration{
+			{Key: "gpu.example.com/ecc", Operator: resourcev1.DeviceTolerationOpExists, Effect: resourcev1.DeviceTaintEffectNoExecute}}},
+		"tolerated by an empty key with Exists: nothing": {taint: taint(time.Time{}), tolerations: []resourcev1.DeviceToleration{{Operator: resourcev1.DeviceTolerationOpExists}}},
+		"a toleration of another value does not help": {taint: taint(time.Time{}), restart: true, tolerations: []resourcev1.DeviceToleration{
+			{Key: "gpu.example.com/ecc", Value: "corrected", Effect: resourcev1.DeviceTaintEffectNoExecute}}},
+		"tolerationSeconds not yet over: wait": {taint: taint(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)), requeue: true, tolerations: []resourcev1.DeviceToleration{
+			{Key: "gpu.example.com/ecc", Operator: resourcev1.DeviceTolerationOpExists, Effect: resourcev1.DeviceTaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}}},
+		"tolerationSeconds over: the gang restarts": {taint: taint(time.Date(2026, 12, 1, 9, 50, 0, 0, time.UTC)), restart: true, tolerations: []resourcev1.DeviceToleration{
+			{Key: "gpu.example.com/ecc", Operator: resourcev1.DeviceTolerationOpExists, Effect: resourcev1.DeviceTaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 2, true)
+			w.create(0, 2)
+			w.bind()
+			p := w.rank(0)
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("train-0-gpu")}}
+			w.claims["train-0-gpu"] = &resourcev1.ResourceClaim{Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+				Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "gpu.example.com", Pool: "node-0", Device: "gpu-0", Tolerations: tc.tolerations}},
+			}}}}
+			w.taints[structured.MakeDeviceID("gpu.example.com", "node-0", "gpu-0")] = []resourcev1.DeviceTaint{tc.taint}
+			vd := w.decide()
+			if got := vd.Restart != nil; got != tc.restart {
+				t.Fatalf("restart: want %v, got %v (%+v)", tc.restart, got, vd.Restart)
+			}
+			if tc.restart && vd.Restart.Reason != ReasonDeviceFailed {
+				t.Errorf("reason: want %s, got %s", ReasonDeviceFailed, vd.Restart.Reason)
+			}
+			if got := vd.RequeueAfter > 0; got != tc.requeue {
+				t.Errorf("requeue: want %v, got %v", tc.requeue, vd.RequeueAfter)
+			}
+		})
+	}
+}
+
+// TestRunningMessageStable: the Running condition does not change (so is
+// not rewritten) while nothing about the members changes — pods being
+// created for a resize included.
+func TestRunningMessageStable(t *testing.T) {
+	w := newWorld(t, 2, true)
+	w.create(0, 2)
+	w.bind()
+	first := w.decide().Running
+	w.resize(100)
+	w.create(2, 3)
+	second := w.decide().Running
+	for i := 3; i < 100; i++ {
+		w.create(i, i+1)
+		if got := w.decide().Running; !reflect.DeepEqual(got, second) {
+			t.Fatalf("pod %d changed the Running condition: %+v → %+v", i, second, got)
+		}
+	}
+	if first.Message == second.Message || !strings.Contains(second.Message, "members added later wait") {
+		t.Errorf("want the resize noted once: %q then %q", first.Message, second.Message)
+	}
+}

@@ -1,0 +1,92 @@
+package integrity
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// sliceSource is the controller's view of ResourceSlices with
+// DeviceTaintRules applied — k8s.io/dynamic-resource-allocation's tracker,
+// which kube-scheduler and kube-controller-manager's device-taint-eviction
+// controller use, so a rule selects exactly the devices it does for them —
+// and the event source that wakes the groups a slice change concerns.
+type sliceSource struct {
+	kube       kubernetes.Interface
+	taintRules bool
+	groups     func(context.Context, *resourcev1.ResourceSlice) []reconcile.Request
+
+	mu      sync.Mutex
+	tracker *tracker.Tracker
+}
+
+var _ source.SyncingSource = (*sliceSource)(nil)
+
+// Start starts the informers and the tracker; it does not block.
+func (s *sliceSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	f := informers.NewSharedInformerFactory(s.kube, 0)
+	opts := tracker.Options{EnableDeviceTaintRules: s.taintRules, SliceInformer: f.Resource().V1().ResourceSlices(), KubeClient: s.kube}
+	if s.taintRules {
+		opts.TaintInformer = f.Resource().V1().DeviceTaintRules()
+	}
+	t, err := tracker.StartTracker(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("ResourceSlice tracker: %w", err)
+	}
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if sl, ok := obj.(*resourcev1.ResourceSlice); ok {
+			for _, r := range s.groups(ctx, sl) {
+				q.Add(r)
+			}
+		}
+	}
+	if _, err := t.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue,
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	s.mu.Lock()
+	s.tracker = t
+	s.mu.Unlock()
+	return nil
+}
+
+// WaitForSync blocks until the tracker has synced.
+func (s *sliceSource) WaitForSync(ctx context.Context) error {
+	s.mu.Lock()
+	t := s.tracker
+	s.mu.Unlock()
+	if t == nil {
+		return fmt.Errorf("ResourceSlice tracker not started")
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), t.HasSynced) {
+		return fmt.Errorf("ResourceSlice tracker did not sync")
+	}
+	return nil
+}
+
+// list returns the slices with rules applied.
+func (s *sliceSource) list() ([]*resourcev1.ResourceSlice, error) {
+	s.mu.Lock()
+	t := s.tracker
+	s.mu.Unlock()
+	if t == nil {
+		return nil, fmt.Errorf("ResourceSlice tracker not started")
+	}
+	return t.ListPatchedResourceSlices()
+}
+
+func (s *sliceSource) String() string { return "ResourceSlices (DeviceTaintRules applied)" }

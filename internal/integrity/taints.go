@@ -1,0 +1,111 @@
+package integrity
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// nodeOrDeviceLost reports a running member whose node is gone or NotReady
+// past the grace period, or one of whose claims holds a device tainted
+// NoExecute that its allocation does not tolerate (for long enough). wait is
+// how long until such a condition, already present, becomes a loss.
+func (v View) nodeOrDeviceLost(p *corev1.Pod) (reason, detail string, wait time.Duration) {
+	node, ok := v.Node(p.Spec.NodeName)
+	if !ok {
+		return ReasonNodeLost, fmt.Sprintf("node %s of pod %s was deleted", p.Spec.NodeName, p.Name), 0
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type != corev1.NodeReady || c.Status == corev1.ConditionTrue {
+			continue
+		}
+		since := v.Now.Sub(c.LastTransitionTime.Time)
+		if since >= v.NodeGrace {
+			return ReasonNodeLost, fmt.Sprintf("node %s of pod %s has been NotReady for %s", node.Name, p.Name, since.Round(time.Second)), 0
+		}
+		wait = v.NodeGrace - since
+	}
+	for _, pc := range p.Spec.ResourceClaims {
+		name, ok := snapshot.ClaimName(p, pc)
+		if !ok {
+			continue
+		}
+		claim := v.Claim(p.Namespace, name)
+		if claim == nil || claim.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+			for _, t := range v.Taints[id] {
+				at, ok := evictionTime(t, r.Tolerations)
+				if !ok {
+					continue
+				}
+				if d := at.Sub(v.Now); d > 0 {
+					if wait == 0 || d < wait {
+						wait = d
+					}
+					continue
+				}
+				return ReasonDeviceFailed, fmt.Sprintf("device %s/%s of pod %s is tainted %s=%s:NoExecute", r.Pool, r.Device, p.Name, t.Key, t.Value), 0
+			}
+		}
+	}
+	return "", "", wait
+}
+
+// evictionTime is when a NoExecute taint evicts a device's users given the
+// tolerations its allocation was made with, as kube-controller-manager's
+// device-taint-eviction controller computes it: at once unless tolerated;
+// never when tolerated without tolerationSeconds; else timeAdded plus the
+// smallest tolerationSeconds of the matching tolerations. ok is false when
+// the taint never evicts (another effect, or tolerated for ever).
+func evictionTime(t resourcev1.DeviceTaint, tolerations []resourcev1.DeviceToleration) (time.Time, bool) {
+	if t.Effect != resourcev1.DeviceTaintEffectNoExecute {
+		return time.Time{}, false
+	}
+	var added time.Time
+	if t.TimeAdded != nil {
+		added = t.TimeAdded.Time
+	}
+	seconds, tolerated := int64(-1), false
+	for _, tol := range tolerations {
+		if tol.Effect != resourcev1.DeviceTaintEffectNoExecute && tol.Effect != "" || !resourceclaim.ToleratesTaint(tol, t) {
+			continue
+		}
+		if tol.TolerationSeconds == nil {
+			return time.Time{}, false
+		}
+		s := max(*tol.TolerationSeconds, 0)
+		if !tolerated || s < seconds {
+			seconds = s
+		}
+		tolerated = true
+	}
+	if !tolerated {
+		return added, true
+	}
+	return added.Add(time.Duration(seconds) * time.Second), true
+}
+
+// TaintIndex maps every device to its taints, from ResourceSlices with
+// DeviceTaintRules already applied (the tracker kube-scheduler and
+// kube-controller-manager use does that: it selects exactly the devices
+// resource.k8s.io/v1 says a rule selects).
+func TaintIndex(slices []*resourcev1.ResourceSlice) map[structured.DeviceID][]resourcev1.DeviceTaint {
+	out := map[structured.DeviceID][]resourcev1.DeviceTaint{}
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			if len(d.Taints) > 0 {
+				out[structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)] = d.Taints
+			}
+		}
+	}
+	return out
+}

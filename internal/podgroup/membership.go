@@ -1,0 +1,70 @@
+package podgroup
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+)
+
+// GroupOf returns the PodGroup a pod belongs to: the Lockstep label, else
+// spec.schedulingGroup.podGroupName where the API server serves it.
+func GroupOf(pod *corev1.Pod) string {
+	if g := pod.Labels[lockv1.PodGroupLabel]; g != "" {
+		return g
+	}
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		return *sg.PodGroupName
+	}
+	return ""
+}
+
+// Ours reports whether Lockstep schedules the pod.
+func Ours(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == lockv1.SchedulerName }
+
+// Pending reports whether a pod waits for a node.
+func Pending(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && !Terminal(pod)
+}
+
+// Active reports whether a bound pod still holds its node (it may be
+// terminating: it holds the node until it is terminal).
+func Active(pod *corev1.Pod) bool { return pod.Spec.NodeName != "" && !Terminal(pod) }
+
+// Terminal reports whether the pod's phase is Succeeded or Failed.
+func Terminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// Succeeded reports whether the pod finished with phase Succeeded.
+func Succeeded(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodSucceeded }
+
+// Going reports whether the pod is on its way out: being deleted, or marked
+// for disruption (a gang restart or a preemption marks, then deletes).
+func Going(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || HasDisruption(pod, "")
+}
+
+// Holds reports whether a member counts toward its group's minCount without
+// being placed again: it is bound and stays (not terminal, not going), or it
+// already finished successfully — a rank that is done is never missing.
+func Holds(pod *corev1.Pod) bool {
+	return Succeeded(pod) || Active(pod) && !Going(pod)
+}
+
+// MemberIndex is the pod's completion index in its Job, if it has one.
+func MemberIndex(pod *corev1.Pod) *int32 {
+	v, ok := pod.Labels[lockv1.JobCompletionIndexLabel]
+	if !ok {
+		if v, ok = pod.Annotations[lockv1.JobCompletionIndexLabel]; !ok {
+			return nil
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		return nil
+	}
+	i := int32(n)
+	return &i
+}

@@ -1,0 +1,76 @@
+package preemption
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+)
+
+// Allowed reports whether a unit may preempt: the group's
+// preemptionPolicy, else the pods' (set from their PriorityClass). pg may
+// be nil (a lone pod).
+func Allowed(pg *lockv1.PodGroup, pods []*corev1.Pod) bool {
+	if pg != nil && pg.Spec.PreemptionPolicy != nil {
+		return *pg.Spec.PreemptionPolicy != lockv1.PreemptNever
+	}
+	for _, p := range pods {
+		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == corev1.PreemptNever {
+			return false
+		}
+	}
+	return true
+}
+
+// Candidates groups the running pods into victim units: the Lockstep pods
+// of a PodGroup with disruptionMode all are one unit (at the group's
+// priority), anything else is one unit per pod. group resolves a PodGroup
+// and its priority (nil when it does not exist).
+func Candidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGroup, int32)) []Candidate {
+	groups := map[types.NamespacedName]*Candidate{}
+	var out []Candidate
+	for _, p := range pods {
+		if !podgroup.Active(p) {
+			continue
+		}
+		single := Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Priority: podPriority(p), Pods: []*corev1.Pod{p}}
+		g := podgroup.GroupOf(p)
+		if !podgroup.Ours(p) || g == "" {
+			out = append(out, single)
+			continue
+		}
+		key := types.NamespacedName{Namespace: p.Namespace, Name: g}
+		if c := groups[key]; c != nil {
+			c.Pods = append(c.Pods, p)
+			continue
+		}
+		single.Group = key
+		pg, prio := group(p.Namespace, g)
+		if pg == nil {
+			out = append(out, single)
+			continue
+		}
+		single.Priority = prio
+		if !podgroup.DisruptAll(pg) {
+			out = append(out, single)
+			continue
+		}
+		groups[key] = &Candidate{Name: fmt.Sprintf("PodGroup %s/%s", key.Namespace, key.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}, Whole: true}
+	}
+	for _, c := range groups {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func podPriority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}
