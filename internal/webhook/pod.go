@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -41,14 +42,17 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	}
 	job := &batchv1.Job{}
 	ns := namespaceOf(ctx, pod.Namespace)
+	logger := ctrl.LoggerFrom(ctx).WithValues("job", ns+"/"+owner)
 	if err := d.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: owner}, job); err != nil {
 		if apierrors.IsNotFound(err) {
+			logger.Info("Pod of a Job that does not exist: not put in a group")
 			return nil
 		}
 		return fmt.Errorf("reading the pod's Job %s/%s: %w", ns, owner, err)
 	}
 	j := jobint.Integration{}.Wrap(job)
 	if !gangJob(j) {
+		logger.V(2).Info("Pod of a Job that is not a gang: not put in a group")
 		return nil
 	}
 	if pod.Labels == nil {

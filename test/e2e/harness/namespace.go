@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
 
 // Context returns a context that ends after timeout or when the test ends.
@@ -101,7 +103,7 @@ func dumpObjects(ctx context.Context, b *strings.Builder, c kubernetes.Interface
 	if pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		fmt.Fprintf(b, "pods (%d):\n", len(pods.Items))
 		for _, p := range pods.Items {
-			fmt.Fprintf(b, "  %s phase=%s node=%q scheduler=%s claims=%v\n", p.Name, p.Status.Phase, p.Spec.NodeName, p.Spec.SchedulerName, p.Status.ResourceClaimStatuses)
+			fmt.Fprintf(b, "  %s phase=%s node=%q scheduler=%s group=%q claims=%v\n", p.Name, p.Status.Phase, p.Spec.NodeName, p.Spec.SchedulerName, p.Labels[lockv1.PodGroupLabel], p.Status.ResourceClaimStatuses)
 			for _, c := range p.Status.Conditions {
 				fmt.Fprintf(b, "    %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
 			}

@@ -207,3 +207,43 @@ func TestNoScheduleDeviceTaintKeepsGangRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestToleratedNoExecuteTaintKeepsGangRunning: a claim that tolerates the
+// taint (its request's tolerations, recorded in the allocation) keeps its
+// gang running — through the slice and through a DeviceTaintRule — as
+// kube-controller-manager's device-taint-eviction controller keeps the pod.
+func TestToleratedNoExecuteTaintKeepsGangRunning(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taint func(t *testing.T, ctx context.Context, h *harness.Harness, pool, device string, effect resourcev1.DeviceTaintEffect)
+	}{
+		{"taint in the ResourceSlice", taintDevice},
+		{"DeviceTaintRule", taintRule},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := harness.Get(t)
+			ns := h.Namespace(t)
+			ctx := harness.Context(t, 2*time.Minute)
+			tmpl := builders.ClaimTemplate(ns, "tolerant-gpu", "gpu.example.com", 1)
+			tmpl.Spec.Spec.Devices.Requests[0].Exactly.Tolerations = []resourcev1.DeviceToleration{{
+				Key: "example.com/xid", Operator: resourcev1.DeviceTolerationOpExists, Effect: resourcev1.DeviceTaintEffectNoExecute,
+			}}
+			if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			before := gangJob(t, ctx, h, ns, func(j *batchv1.Job) {
+				j.Spec.Template.Spec.ResourceClaims[0].ResourceClaimTemplateName = ptr.To("tolerant-gpu")
+			})
+			pool, device := deviceOf(t, ctx, h, ns)
+			tc.taint(t, ctx, h, pool, device, resourcev1.DeviceTaintEffectNoExecute)
+			time.Sleep(8 * time.Second)
+			now := runningPods(ctx, h, ns)
+			for uid := range before {
+				if _, ok := now[uid]; !ok {
+					t.Errorf("a tolerated NoExecute taint took rank %s down", uid)
+				}
+			}
+			h.NoLifecycleRestart(t, ctx, ns, "train")
+		})
+	}
+}

@@ -51,6 +51,14 @@ func TestPreemptionTakesTheWholeLowerPriorityGang(t *testing.T) {
 			if c := meta.FindStatusCondition(pg.Status.Conditions, lockv1.DisruptionTarget); c == nil || c.Reason != lockv1.PodGroupReasonPreemption {
 				t.Errorf("low PodGroup: want DisruptionTarget/%s, got %+v", lockv1.PodGroupReasonPreemption, pg.Status.Conditions)
 			}
+			// Recorded once, by the scheduler, as a preemption: the
+			// integrity controller neither restarts low nor counts a loss.
+			harness.Eventually(t, ctx, "low's incarnation 1 ended by the preemption, low Preempted", func(ctx context.Context) (bool, string, error) {
+				st, err := h.State(ctx, ns, "low")
+				inc := st.Incarnation
+				return inc != nil && inc.Number == 1 && inc.Ended != nil && inc.Ended.Reason == lockv1.PodGroupReasonPreemption &&
+					st.RunningReason() == lockv1.RunningReasonPreempted, st.String(), err
+			})
 			urgentName := fmt.Sprintf("PodGroup %s/urgent (priority 10000)", ns)
 			if notes := eventNotes(t, ctx, h, ns, "PodGroup", "low", "Preempted"); !anyContains(notes, "4 of 4 running pods preempted by "+urgentName) {
 				t.Errorf("low PodGroup: want a Preempted event naming %q, got %q", urgentName, notes)
@@ -70,6 +78,11 @@ func TestPreemptionTakesTheWholeLowerPriorityGang(t *testing.T) {
 			if msg, err := jobFailed(ctx, h, ns, "low"); err != nil || msg != "" {
 				t.Errorf("preemption failed the low Job (backoffLimit consumed?): %s %v", msg, err)
 			}
+			harness.Eventually(t, ctx, "low runs as incarnation 2", func(ctx context.Context) (bool, string, error) {
+				st, err := h.State(ctx, ns, "low")
+				return st.Incarnation != nil && st.Incarnation.Number == 2 && st.RunningReason() == lockv1.RunningReasonRunning, st.String(), err
+			})
+			h.NoLifecycleRestart(t, ctx, ns, "low")
 		})
 	}
 }
