@@ -116,4 +116,3 @@ func gangGroup(ns, name string, minCount int32) *lockv1.PodGroup {
 		Spec:       lockv1.PodGroupSpec{SchedulingPolicy: lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: minCount}}},
 	}
 }
-
