@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/lockstep-dev/lockstep/internal/version.Lockstep=$(VERSION)
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build lockstep tools generate test unit e2e demo dev bench verify fmt clean
+.PHONY: build lockstep tools generate test unit e2e soak demo dev bench verify fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37) and kwok
 build: lockstep tools
@@ -29,6 +29,11 @@ generate: tools
 ## test: every test — unit, integration and e2e against the local control plane
 test: build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...   # -count=1: e2e results depend on bin/, which the test cache does not track
+
+## soak: the gang-lifecycle soak (10 min of gangs succeeding, failing, preempted, losing nodes;
+## LOCKSTEP_SOAK_DURATION changes it) — not part of `make test`
+soak: build
+	$(GO) test -tags soak -count=1 -timeout 40m -v -run TestSoak ./test/soak/
 
 ## unit: tests that need no cluster
 unit:

@@ -297,6 +297,16 @@ type PodGroupIncarnation struct {
 	Ended *PodGroupIncarnationEnd `json:"ended,omitempty"`
 }
 
+// Lists reports whether the pod with this UID is a member of the incarnation.
+func (in *PodGroupIncarnation) Lists(uid types.UID) bool {
+	for i := range in.Members {
+		if in.Members[i].UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
 // PodGroupMember is one pod of an incarnation.
 type PodGroupMember struct {
 	// +kubebuilder:validation:MinLength=1

@@ -81,7 +81,7 @@ func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
 			continue
 		}
 		switch {
-		case podgroup.Holds(p):
+		case podgroup.Holds(p, incarnation(pg)):
 			// Bound and staying, or finished: counts toward minCount.
 			u.members = append(u.members, p)
 			u.bound++
@@ -105,4 +105,11 @@ func podUnit(st *state, p *corev1.Pod) *unit {
 		u.bound = 1
 	}
 	return u
+}
+
+func incarnation(pg *lockv1.PodGroup) *lockv1.PodGroupIncarnation {
+	if pg == nil {
+		return nil
+	}
+	return pg.Status.Incarnation
 }

@@ -197,6 +197,12 @@ func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed bool) {
 		j.preempted++
 	case removed && (left || podgroup.Terminal(p)):
 		j.setOutcome(m, lockv1.MemberRemoved)
+	case p == nil && v.Now.Sub(j.next.LastBoundTime.Time) < settleDelay:
+		// Recorded just now and not in this cache yet (the scheduler's
+		// informer saw it first): bound, not gone. A deletion would have
+		// left its last state in Departed.
+		j.live++
+		j.soon(j.next.LastBoundTime.Add(settleDelay).Sub(v.Now))
 	case left:
 		j.gone = append(j.gone, gone{i: i, pod: p})
 	case p.Status.Phase == corev1.PodFailed:
@@ -234,6 +240,10 @@ func (v View) judgeGone(j *judgement) {
 	for _, g := range j.gone {
 		if g.pod == nil {
 			j.lose(ReasonMemberLost, fmt.Sprintf("pod %s was deleted", j.next.Members[g.i].Name))
+			continue
+		}
+		if _, ok := v.Node(g.pod.Spec.NodeName); g.pod.Spec.NodeName != "" && !ok {
+			j.lose(ReasonNodeLost, fmt.Sprintf("node %s of pod %s was deleted", g.pod.Spec.NodeName, g.pod.Name))
 			continue
 		}
 		if g.pod.Status.Phase == corev1.PodFailed && podgroup.Disruption(g.pod) == nil {

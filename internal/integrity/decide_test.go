@@ -75,6 +75,30 @@ func TestDecideSequences(t *testing.T) {
 				}, state: running, incarnation: 1},
 			},
 		},
+		"members recorded before this cache has seen their pods are bound, not gone": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "recorded; the pods not in the cache yet", do: func(w *world) {
+					w.create(0, 2)
+					w.bind()
+					w.hidden = w.sorted()
+					w.pods = map[string]*corev1.Pod{}
+				}, state: running, incarnation: 1, requeue: true},
+				{name: "the cache catches up", do: func(w *world) {
+					w.advance(time.Second)
+					for _, p := range w.hidden {
+						w.pods[p.Name] = p
+					}
+				}, state: running, incarnation: 1},
+			},
+		},
+		"a recorded member never seen and never deleted is lost after the settle time": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "recorded; one pod never appears", do: func(w *world) { w.create(0, 2); w.bind(); delete(w.pods, w.rank(1).Name) }, state: running, incarnation: 1, requeue: true},
+				{name: "settle time over", do: func(w *world) { w.advance(6 * time.Second) }, restarts: 1, reason: ReasonMemberLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 1},
+			},
+		},
 		"a binding that failed part way is completed by the next cycle within the settle time": {
 			minCount: 4, job: true,
 			steps: []step{
@@ -137,6 +161,28 @@ func TestDecideSequences(t *testing.T) {
 			steps: []step{
 				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
 				{name: "node-1 deleted", do: func(w *world) { delete(w.nodes, "node-1") }, restarts: 1, reason: ReasonNodeLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 4},
+			},
+		},
+		"a deleted node whose pods vanish at once (the simulator deletes them) is a node loss": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 2); w.bind() }, state: running, incarnation: 1},
+				{name: "node-1 deleted with its pod", do: func(w *world) { delete(w.nodes, "node-1"); w.remove(1) }, restarts: 1, reason: ReasonNodeLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 1},
+			},
+		},
+		"a rank that succeeded before a node loss counts toward the next incarnation": {
+			minCount: 3, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 3); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 2 exits 0", do: func(w *world) { w.succeed(2) }, state: running, incarnation: 1},
+				{name: "node-0 deleted", do: func(w *world) { delete(w.nodes, "node-0") }, restarts: 1, reason: ReasonNodeLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 2},
+				{name: "ranks 0 and 1 recreated and bound", do: func(w *world) {
+					w.terminate()
+					w.nodes["node-0"] = w.nodes["node-1"].DeepCopy()
+					w.create(0, 2)
+					w.bind()
+				}, restarts: 1, reason: ReasonNodeLost, state: running, incarnation: 2, evictions: 2},
+				{name: "settle time over", do: func(w *world) { w.advance(10 * time.Second) }, restarts: 1, reason: ReasonNodeLost, state: running, incarnation: 2, evictions: 2},
 			},
 		},
 		"a NotReady node restarts the gang only past the grace period": {

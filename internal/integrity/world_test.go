@@ -40,6 +40,8 @@ type world struct {
 	uid         int
 	// departed are deleted pods' last states, as delete events carry them.
 	departed map[types.UID]*corev1.Pod
+	// hidden are pods a test keeps out of the cache for a while.
+	hidden []*corev1.Pod
 }
 
 func newWorld(t *testing.T, minCount int32, job bool) *world {

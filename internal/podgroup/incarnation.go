@@ -35,24 +35,21 @@ func Record(cur *lockv1.PodGroupIncarnation, minCount int32, pods, bound []*core
 	for _, p := range pods {
 		byUID[p.UID] = p
 	}
+	if cur == nil {
+		cur = &lockv1.PodGroupIncarnation{}
+	}
 	var next *lockv1.PodGroupIncarnation
 	if HasLiveMember(cur, byUID) {
 		next = cur.DeepCopy()
 	} else {
-		n := int32(1)
-		if cur != nil {
-			n = cur.Number + 1
-		}
-		next = &lockv1.PodGroupIncarnation{Number: n, MinCount: minCount, BoundTime: now}
+		next = &lockv1.PodGroupIncarnation{Number: cur.Number + 1, MinCount: minCount, BoundTime: now}
 	}
 	next.LastBoundTime = now
 	next.MinCount = minCount
 	recorded := map[types.UID]bool{}
 	old := map[types.UID]bool{}
-	if cur != nil {
-		for _, m := range cur.Members {
-			old[m.UID] = true
-		}
+	for _, m := range cur.Members {
+		old[m.UID] = true
 	}
 	for _, m := range next.Members {
 		recorded[m.UID] = true
@@ -72,7 +69,30 @@ func Record(cur *lockv1.PodGroupIncarnation, minCount int32, pods, bound []*core
 			add(p)
 		}
 	}
+	if next.Number != numberOf(cur) {
+		// A new incarnation starts with the ranks already done: they
+		// counted toward its minCount when it was admitted.
+		for _, m := range cur.Members {
+			if m.Outcome == lockv1.MemberSucceeded && !recorded[m.UID] {
+				recorded[m.UID] = true
+				next.Members = append(next.Members, m)
+			}
+		}
+		for _, p := range pods {
+			if Ours(p) && Succeeded(p) && !recorded[p.UID] {
+				recorded[p.UID] = true
+				next.Members = append(next.Members, lockv1.PodGroupMember{Name: p.Name, UID: p.UID, Index: MemberIndex(p), Outcome: lockv1.MemberSucceeded})
+			}
+		}
+	}
 	return next
+}
+
+func numberOf(inc *lockv1.PodGroupIncarnation) int32 {
+	if inc == nil {
+		return 0
+	}
+	return inc.Number
 }
 
 // HasLiveMember reports whether an incarnation runs: it has not ended and

@@ -47,10 +47,16 @@ func Going(pod *corev1.Pod) bool {
 }
 
 // Holds reports whether a member counts toward its group's minCount without
-// being placed again: it is bound and stays (not terminal, not going), or it
-// already finished successfully — a rank that is done is never missing.
-func Holds(pod *corev1.Pod) bool {
-	return Succeeded(pod) || Active(pod) && !Going(pod)
+// being placed again, given the group's current incarnation: it finished
+// successfully (in any incarnation: a rank that is done is never missing),
+// or it is bound and stays — not terminal, not going, and not a member of an
+// incarnation that has ended (a restart or preemption is taking it down,
+// even if it is not marked yet).
+func Holds(pod *corev1.Pod, inc *lockv1.PodGroupIncarnation) bool {
+	if Succeeded(pod) {
+		return true
+	}
+	return Active(pod) && !Going(pod) && !(inc != nil && inc.Ended != nil && inc.Lists(pod.UID))
 }
 
 // MemberIndex is the pod's completion index in its Job, if it has one.

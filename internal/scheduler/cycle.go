@@ -195,6 +195,14 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	if err != nil {
 		return nil, err
 	}
+	pg, err := s.podGroup(ns, name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	var inc *lockv1.PodGroupIncarnation
+	if pg != nil {
+		inc = pg.Status.Incarnation
+	}
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
 		if !podgroup.Ours(p) {
@@ -202,20 +210,16 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		}
 		u.pods = append(u.pods, p)
 		switch {
-		case podgroup.Holds(p) || s.isAssumed(p) && podgroup.Pending(p):
+		case podgroup.Holds(p, inc) || s.isAssumed(p) && podgroup.Pending(p):
 			u.bound++
 		case podgroup.Pending(p):
 			u.pending = append(u.pending, p)
 		}
 	}
 	sort.Slice(u.pending, func(i, j int) bool { return u.pending[i].Name < u.pending[j].Name })
-	pg, err := s.podGroup(ns, name)
-	if apierrors.IsNotFound(err) {
+	if pg == nil {
 		u.waiting = fmt.Sprintf("PodGroup %s/%s does not exist yet; its pods wait for it", ns, name)
 		return u, nil
-	}
-	if err != nil {
-		return nil, err
 	}
 	u.group = pg
 	if have := u.bound + len(u.pending); u.gang() && have < u.minCount() {
