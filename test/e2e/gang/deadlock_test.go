@@ -3,12 +3,14 @@ package gang
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/explain"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -145,13 +147,19 @@ func TestGangWaitsForMembers(t *testing.T) {
 	oneGPUTemplate(t, ctx, h, ns)
 	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "late", 3))
 	gpuMembers(t, ctx, h, ns, "late", 2, "1")
-	harness.Eventually(t, ctx, "condition WaitingForPods counting 2 members", func(ctx context.Context) (bool, string, error) {
+	// The condition does not count members (it would be rewritten with
+	// every member created); explain does.
+	harness.Eventually(t, ctx, "condition WaitingForPods", func(ctx context.Context) (bool, string, error) {
 		c, err := h.ScheduledCondition(ctx, ns, "late")
 		if err != nil || c == nil {
 			return false, "no condition", err
 		}
-		return c.Reason == lockv1.PodGroupReasonWaitingForPods && c.Message == "waiting for pods: 2 of minCount 3 exist", c.Reason + ": " + c.Message, nil
+		return c.Reason == lockv1.PodGroupReasonWaitingForPods && c.Message == "waiting for pods: fewer than minCount 3 members exist; none is placed until 3 do", c.Reason + ": " + c.Message, nil
 	})
+	r, err := explain.Run(ctx, h.Client, h.Dynamic, explain.Target{Kind: "podgroup", Namespace: ns, Name: "late"})
+	if err != nil || !strings.Contains(r.Answer, "2 of minCount 3 exist") {
+		t.Errorf("explain: want the answer to count 2 of minCount 3 members, got %q (%v)", r.Answer, err)
+	}
 	if _, bound, _ := h.GroupPods(ctx, ns, "late"); bound != 0 {
 		t.Fatalf("want nothing bound before minCount members exist, got %d", bound)
 	}
