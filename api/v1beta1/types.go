@@ -28,6 +28,7 @@ type WorkloadList struct {
 }
 
 // WorkloadSpec defines a Workload.
+// +kubebuilder:validation:XValidation:rule="has(self.controllerRef) == has(oldSelf.controllerRef)",message="controllerRef is immutable: it cannot be added or removed",fieldPath=".controllerRef"
 type WorkloadSpec struct {
 	// controllerRef points to the object (e.g. a Job) that manages this Workload.
 	// +optional
@@ -177,8 +178,16 @@ type PodGroupList struct {
 }
 
 // PodGroupSpec defines a PodGroup. Everything but gang.minCount and
-// preemptionPolicy is immutable.
+// preemptionPolicy is immutable: a field can neither change nor be added
+// or removed (the field's own rule sees only changes, as CEL transition
+// rules run only where the field exists on both sides; these see the rest).
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingPolicy.gang) == has(oldSelf.schedulingPolicy.gang)",message="schedulingPolicy cannot change between basic and gang"
+// +kubebuilder:validation:XValidation:rule="has(self.workloadRef) == has(oldSelf.workloadRef)",message="workloadRef is immutable: it cannot be added or removed",fieldPath=".workloadRef"
+// +kubebuilder:validation:XValidation:rule="has(self.schedulingConstraints) == has(oldSelf.schedulingConstraints)",message="schedulingConstraints are immutable: they cannot be added or removed",fieldPath=".schedulingConstraints"
+// +kubebuilder:validation:XValidation:rule="has(self.resourceClaims) == has(oldSelf.resourceClaims)",message="resourceClaims are immutable: they cannot be added or removed",fieldPath=".resourceClaims"
+// +kubebuilder:validation:XValidation:rule="has(self.disruptionMode) == has(oldSelf.disruptionMode)",message="disruptionMode is immutable: it cannot be added or removed",fieldPath=".disruptionMode"
+// +kubebuilder:validation:XValidation:rule="has(self.priorityClassName) == has(oldSelf.priorityClassName)",message="priorityClassName is immutable: it cannot be added or removed",fieldPath=".priorityClassName"
+// +kubebuilder:validation:XValidation:rule="has(self.priority) == has(oldSelf.priority)",message="priority is immutable: it cannot be added or removed",fieldPath=".priority"
 type PodGroupSpec struct {
 	// workloadRef points to the Workload template this group instantiates.
 	// +optional

@@ -25,13 +25,12 @@ type state struct {
 	slices  []resourcev1.ResourceSlice
 	classes []resourcev1.DeviceClass
 	claims  []resourcev1.ResourceClaim
-	pcs     map[string]int32
 	groups  map[string]*lockv1.PodGroup // ns/name
 	pdbs    []*policyv1.PodDisruptionBudget
 }
 
 func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*state, error) {
-	st := &state{pcs: map[string]int32{}, groups: map[string]*lockv1.PodGroup{}}
+	st := &state{groups: map[string]*lockv1.PodGroup{}}
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -50,11 +49,6 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 	}
 	if claims, err := client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{}); err == nil {
 		st.claims = claims.Items
-	}
-	if pcs, err := client.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, pc := range pcs.Items {
-			st.pcs[pc.Name] = pc.Value
-		}
 	}
 	if pdbs, err := client.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{}); err == nil {
 		for i := range pdbs.Items {
@@ -116,10 +110,15 @@ func (st *state) pod(ns, name string) *corev1.Pod {
 	return nil
 }
 
-// groupPriority is the scheduler's: spec.priority, else the class value.
+// groupPriority is the scheduler's: the members' priority.
 func (st *state) groupPriority(pg *lockv1.PodGroup) int32 {
-	return podgroup.Priority(pg, func(name string) (int32, bool) {
-		v, ok := st.pcs[name]
-		return v, ok
-	})
+	var members []*corev1.Pod
+	for i := range st.pods {
+		p := &st.pods[i]
+		if p.Namespace == pg.Namespace && podgroup.GroupOf(p) == pg.Name {
+			members = append(members, p)
+		}
+	}
+	prio, _ := podgroup.Priority(members)
+	return prio
 }

@@ -3,7 +3,9 @@ package placement
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -19,6 +21,9 @@ type attempt struct {
 	// dry: undo every change once the result is known (Simulate).
 	dry  bool
 	undo []func()
+	// uses counts the pods this attempt placed on each claim: one claim can
+	// be reserved for at most resourcev1.ResourceClaimReservedForMaxSize pods.
+	uses map[types.NamespacedName]int
 }
 
 func (a *attempt) run(groups []*group, gang bool) (Result, error) {
@@ -93,6 +98,11 @@ func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignmen
 	if err != nil {
 		return nil, "", err
 	}
+	for _, c := range claims {
+		if reservations(c, m.Pod)+a.uses[claimKey(c)] >= resourcev1.ResourceClaimReservedForMaxSize {
+			return nil, ReasonClaimReserved, nil
+		}
+	}
 	var pending []*resourcev1.ResourceClaim
 	for _, c := range claims {
 		if c.Status.Allocation == nil {
@@ -136,7 +146,11 @@ func (a *attempt) assume(ni *snapshot.NodeInfo, m Member, g *group, claims, pend
 		a.snap.AssumeClaim(cp)
 		a.undo = append(a.undo, func() { a.snap.UnassumeClaim(old, cp) })
 	}
+	if a.uses == nil {
+		a.uses = map[types.NamespacedName]int{}
+	}
 	for _, c := range claims {
+		a.uses[claimKey(c)]++
 		if cp, ok := allocated[c]; ok {
 			asg.Claims = append(asg.Claims, cp)
 			asg.NewlyAllocated = append(asg.NewlyAllocated, true)
@@ -198,4 +212,19 @@ func mayFitDevices(snap *snapshot.Snapshot, ni *snapshot.NodeInfo, claims []*res
 		}
 	}
 	return int64(ni.FreeDevices()) >= need
+}
+
+func claimKey(c *resourcev1.ResourceClaim) types.NamespacedName {
+	return types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+}
+
+// reservations counts the pods other than p a claim is reserved for.
+func reservations(c *resourcev1.ResourceClaim, p *corev1.Pod) int {
+	n := 0
+	for _, r := range c.Status.ReservedFor {
+		if r.UID != p.UID {
+			n++
+		}
+	}
+	return n
 }

@@ -316,3 +316,43 @@ func TestSharedClaimPinsPods(t *testing.T) {
 		t.Errorf("the shared claim must be allocated once, got %d allocations", newly)
 	}
 }
+
+// TestSharedClaimReservationLimit: one ResourceClaim can be reserved for at
+// most 256 pods. A gang sharing one claim among 300 pods places 256 when
+// minCount allows it, and none — with the reason — when minCount is 300.
+func TestSharedClaimReservationLimit(t *testing.T) {
+	for _, tc := range []struct {
+		minCount, wantPlaced int
+	}{{200, 256}, {300, 0}} {
+		t.Run(fmt.Sprintf("minCount %d", tc.minCount), func(t *testing.T) {
+			in := cluster(t, `
+nodePools:
+- name: worker
+  count: 4
+  capacity: {cpu: "100", memory: 512Gi, pods: "110"}
+`)
+			// Allocated to a network-attached device: usable from every node.
+			shared := builders.Claim("ns", "shared", "gpu.example.com", 1)
+			shared.Status.Allocation = &resourcev1.AllocationResult{}
+			in.Claims = append(in.Claims, shared)
+			var ms []Member
+			for i := 0; i < 300; i++ {
+				pod := builders.MakePod().Namespace("ns").Name(fmt.Sprintf("p-%d", i)).Req(corev1.ResourceCPU, "1").Claim("gpu", "shared").Obj()
+				pod.UID = types.UID(pod.Name)
+				ms = append(ms, Member{Pod: pod, Claims: []types.NamespacedName{{Namespace: "ns", Name: "shared"}}})
+			}
+			snap := snapshot.New(in)
+			_, ctx := ktesting.NewTestContext(t)
+			res, err := Place(ctx, snap, dra.New(snap, dra.NewCache()), Unit{Members: ms, MinCount: tc.minCount, Gang: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Assignments) != tc.wantPlaced {
+				t.Fatalf("want %d placed, got %d", tc.wantPlaced, len(res.Assignments))
+			}
+			if len(res.Unplaced) == 0 || res.Unplaced[len(res.Unplaced)-1].Diagnosis.Reasons[ReasonClaimReserved] == 0 {
+				t.Errorf("the pods beyond 256 must say the claim is fully reserved: %d unplaced, last: %v", len(res.Unplaced), res.Unplaced[len(res.Unplaced)-1].Diagnosis)
+			}
+		})
+	}
+}

@@ -118,6 +118,7 @@ const (
 	ReasonPorts            = "node(s) didn't have free ports for the requested pod ports"
 	ReasonClaimNode        = "node(s) cannot reach the devices already allocated to the pod's claims"
 	ReasonDevices          = "node(s) had no free devices for the pod's claims"
+	ReasonClaimReserved    = "node(s) cannot take the pod: a claim it shares is already reserved for 256 pods, the most one ResourceClaim allows"
 	reasonTaintPrefix      = "node(s) had untolerated taint "
 	reasonNoDomainFmt      = "node(s) lack the topology labels %v"
 	reasonOutsideDomainFmt = "node(s) outside the topology domain %v being tried"

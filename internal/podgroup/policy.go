@@ -1,6 +1,8 @@
 package podgroup
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
 
@@ -35,16 +37,25 @@ func TopologyKeys(pg *lockv1.PodGroup) []string {
 	return keys
 }
 
-// Priority is spec.priority, else the value of spec.priorityClassName as
-// classValue resolves it, else 0.
-func Priority(pg *lockv1.PodGroup, classValue func(name string) (int32, bool)) int32 {
-	if pg.Spec.Priority != nil {
-		return *pg.Spec.Priority
-	}
-	if pg.Spec.PriorityClassName != "" && classValue != nil {
-		if v, ok := classValue(pg.Spec.PriorityClassName); ok {
-			return v
+// Priority is a group's effective priority: its members'. The API server's
+// Priority admission and ResourceQuota scopes govern a pod's priority, so a
+// group's priority can never exceed what its members were admitted with —
+// a PodGroup's own priorityClassName or priority only has to agree with
+// them (the webhook refuses members that do not), and is not trusted here.
+// Members normally share one priority; if they differ the lowest counts.
+// ok is false when the group has no Lockstep member yet.
+func Priority(members []*corev1.Pod) (prio int32, ok bool) {
+	for _, p := range members {
+		if !Ours(p) {
+			continue
+		}
+		v := int32(0)
+		if p.Spec.Priority != nil {
+			v = *p.Spec.Priority
+		}
+		if !ok || v < prio {
+			prio, ok = v, true
 		}
 	}
-	return 0
+	return prio, ok
 }

@@ -222,6 +222,12 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		return u, nil
 	}
 	u.group = pg
+	if len(pg.Spec.ResourceClaims) > 0 {
+		// Never ignored silently: the webhook refuses new groups with them;
+		// one created before (or without the webhook) waits, saying why.
+		u.waiting = "spec.resourceClaims (claims reserved for the whole PodGroup) is not supported by Lockstep: recreate the group without it and give each pod its own claim from a ResourceClaimTemplate, or share one ResourceClaim through the pods' spec.resourceClaims (at most 256 pods per claim)"
+		return u, nil
+	}
 	if have := u.bound + len(u.pending); u.gang() && have < u.minCount() {
 		// No count in the message: it would change (and be written) with
 		// every member created; explain and `get podgroups` show the count.

@@ -13,7 +13,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
-	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 
@@ -22,14 +21,13 @@ import (
 )
 
 type listers struct {
-	pods            corelisters.PodLister
-	podIndex        cache.Indexer
-	nodes           corelisters.NodeLister
-	classes         resourcelisters.DeviceClassLister
-	claims          resourcelisters.ResourceClaimLister
-	priorityClasses schedulinglisters.PriorityClassLister
-	pdbs            policylisters.PodDisruptionBudgetLister
-	podGroups       dynamiclister.Lister
+	pods      corelisters.PodLister
+	podIndex  cache.Indexer
+	nodes     corelisters.NodeLister
+	classes   resourcelisters.DeviceClassLister
+	claims    resourcelisters.ResourceClaimLister
+	pdbs      policylisters.PodDisruptionBudgetLister
+	podGroups dynamiclister.Lister
 	// upstreamPodGroups is nil where scheduling.k8s.io/v1beta1 is not served.
 	upstreamPodGroups dynamiclister.Lister
 }
@@ -43,13 +41,12 @@ func (s *Scheduler) setupInformers() error {
 		return err
 	}
 	s.listers = listers{
-		pods:            f.Core().V1().Pods().Lister(),
-		podIndex:        podInf.GetIndexer(),
-		nodes:           f.Core().V1().Nodes().Lister(),
-		classes:         f.Resource().V1().DeviceClasses().Lister(),
-		claims:          f.Resource().V1().ResourceClaims().Lister(),
-		priorityClasses: f.Scheduling().V1().PriorityClasses().Lister(),
-		pdbs:            f.Policy().V1().PodDisruptionBudgets().Lister(),
+		pods:     f.Core().V1().Pods().Lister(),
+		podIndex: podInf.GetIndexer(),
+		nodes:    f.Core().V1().Nodes().Lister(),
+		classes:  f.Resource().V1().DeviceClasses().Lister(),
+		claims:   f.Resource().V1().ResourceClaims().Lister(),
+		pdbs:     f.Policy().V1().PodDisruptionBudgets().Lister(),
 	}
 	pgInf := s.dynFactor.ForResource(podgroup.Resource)
 	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), podgroup.Resource)
@@ -81,7 +78,6 @@ func (s *Scheduler) setupInformers() error {
 			return err
 		}
 	}
-	_ = f.Scheduling().V1().PriorityClasses().Informer()
 	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
 	return nil
 }

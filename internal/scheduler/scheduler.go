@@ -225,15 +225,19 @@ func podPriority(p *corev1.Pod) int32 {
 	return 0
 }
 
-// groupPriority: spec.priority, else the priorityClassName's value, else 0.
+// groupPriority is the group's members' priority (podgroup.Priority), from
+// the pod cache.
 func (s *Scheduler) groupPriority(pg *lockv1.PodGroup) int32 {
-	return podgroup.Priority(pg, func(name string) (int32, bool) {
-		pc, err := s.listers.priorityClasses.Get(name)
-		if err != nil {
-			return 0, false
-		}
-		return pc.Value, true
-	})
+	objs, err := s.listers.podIndex.ByIndex(groupIndex, pg.Namespace+"/"+pg.Name)
+	if err != nil {
+		return 0
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		pods = append(pods, o.(*corev1.Pod))
+	}
+	prio, _ := podgroup.Priority(pods)
+	return prio
 }
 
 var everything = labelsEverything()

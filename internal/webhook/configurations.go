@@ -21,9 +21,12 @@ const (
 	validatingConfig   = "lockstep"
 )
 
-// CEL match conditions: only pods and Jobs that target Lockstep reach us.
+// CEL match conditions: only pods and Jobs that target Lockstep reach us —
+// on update also a pod that carried the membership label, so removing it is
+// seen.
 const (
 	podTargetsLockstep = `object.spec.schedulerName == "lockstep" || (has(object.metadata.labels) && "` + lockv1.PodGroupLabel + `" in object.metadata.labels)`
+	podWasMember       = `oldObject != null && has(oldObject.metadata.labels) && "` + lockv1.PodGroupLabel + `" in oldObject.metadata.labels`
 	jobTargetsLockstep = `object.spec.template.spec.schedulerName == "lockstep"`
 )
 
@@ -57,10 +60,17 @@ func rule(group, version, resource string, ops ...admissionv1.OperationType) adm
 //     would be scheduled alone; only Lockstep-targeting pods are affected.
 //   - PodGroup and Job validation: Fail — they stop manifests that can only
 //     deadlock; only Lockstep objects and Lockstep-targeting Jobs are affected.
-//   - pod warnings: Ignore — warnings only, never worth blocking a pod.
+//   - pod validation: Fail — it stops a pod from taking a priority or a gang
+//     it could not get through the API server's own admission; its warnings
+//     never block.
+//
+// timeoutSeconds is 5 for all: every answer comes from caches in well under
+// a millisecond, so only an unreachable webhook runs into it, and a short
+// timeout fails such requests fast (the Job controller retries pod creation)
+// instead of holding API server handlers.
 func ensureConfigurations(ctx context.Context, client kubernetes.Interface, cc clientConfig) error {
 	none := ptr.To(admissionv1.SideEffectClassNone)
-	fail, ignore := ptr.To(admissionv1.Fail), ptr.To(admissionv1.Ignore)
+	fail := ptr.To(admissionv1.Fail)
 	timeout := ptr.To[int32](5)
 	podMatch := []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: podTargetsLockstep}}
 	mutating := &admissionv1.MutatingWebhookConfiguration{
@@ -87,10 +97,10 @@ func ensureConfigurations(ctx context.Context, client kubernetes.Interface, cc c
 				MatchConditions: []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: jobTargetsLockstep}},
 			},
 			{
-				Name: "pods.warn.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodValidate),
-				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create)},
-				FailurePolicy: ignore, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
-				MatchConditions: podMatch,
+				Name: "pods.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodValidate),
+				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create, admissionv1.Update)},
+				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
+				MatchConditions: []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: podTargetsLockstep + " || " + podWasMember}},
 			},
 		},
 	}

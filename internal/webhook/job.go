@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
@@ -19,7 +18,7 @@ import (
 // JobValidator rejects Jobs targeting Lockstep whose gang annotations or
 // priority class cannot work.
 type JobValidator struct {
-	Client client.Reader
+	reads
 }
 
 var _ admission.Validator[*batchv1.Job] = (*JobValidator)(nil)
@@ -76,7 +75,7 @@ func (v *JobValidator) validate(ctx context.Context, job *batchv1.Job) (admissio
 		errs = append(errs, field.Invalid(meta.Key(jobintegration.DisruptionModeAnnotation), job.Annotations[jobintegration.DisruptionModeAnnotation], nq.Error()))
 	}
 	tmpl := field.NewPath("spec", "template", "spec")
-	errs = append(errs, validatePriority(ctx, v.Client, tmpl, job.Spec.Template.Spec.PriorityClassName, nil)...)
+	errs = append(errs, validatePriority(ctx, v.Cached, tmpl, job.Spec.Template.Spec.PriorityClassName, nil)...)
 	var warnings admission.Warnings
 	if nq := j.Qualify(); nq != nil && !j.InTreeGang() {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())

@@ -17,32 +17,33 @@ import (
 	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 )
 
-// PodGroupValidator rejects PodGroups that can only deadlock or that would
-// raise their own priority. (Static rules — minCount ≥ 1, one policy,
-// immutable fields — are in the CRD schema and run first.)
+// PodGroupValidator rejects PodGroups that can only deadlock, that would
+// raise their own priority above their members', or that ask for what
+// Lockstep does not do. (Static rules — minCount ≥ 1, one policy, immutable
+// fields — are in the CRD schema and run first.)
 type PodGroupValidator struct {
-	Client client.Reader
-	// Claims warns about the group's claims' DeviceClasses.
-	Claims *PodValidator
+	reads
 }
 
 var _ admission.Validator[*lockv1.PodGroup] = (*PodGroupValidator)(nil)
 
 // ValidateCreate implements admission.Validator.
 func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGroup) (admission.Warnings, error) {
-	var warnings admission.Warnings
-	if v.Claims != nil {
-		ns := namespaceOf(ctx, pg.Namespace)
-		for _, c := range pg.Spec.ResourceClaims {
-			warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, c.Name, claimSource{c.ResourceClaimName, c.ResourceClaimTemplateName})...)
-		}
+	ns := namespaceOf(ctx, pg.Namespace)
+	errs, err := v.groupPriorityAgrees(ctx, ns, pg)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
-	return warnings, v.validate(ctx, pg)
+	if len(pg.Spec.ResourceClaims) > 0 {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "resourceClaims"),
+			"claims reserved for a whole PodGroup are not supported by Lockstep: give each pod its own claim from a ResourceClaimTemplate, or share one ResourceClaim through the pods' spec.resourceClaims (at most 256 pods can reserve one claim)"))
+	}
+	return nil, v.validate(ctx, pg, errs)
 }
 
 // ValidateUpdate implements admission.Validator.
 func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, _, pg *lockv1.PodGroup) (admission.Warnings, error) {
-	return nil, v.validate(ctx, pg)
+	return nil, v.validate(ctx, pg, nil)
 }
 
 // ValidateDelete implements admission.Validator.
@@ -50,11 +51,10 @@ func (v *PodGroupValidator) ValidateDelete(context.Context, *lockv1.PodGroup) (a
 	return nil, nil
 }
 
-func (v *PodGroupValidator) validate(ctx context.Context, pg *lockv1.PodGroup) error {
+func (v *PodGroupValidator) validate(ctx context.Context, pg *lockv1.PodGroup, errs field.ErrorList) error {
 	ns := namespaceOf(ctx, pg.Namespace)
 	spec := field.NewPath("spec")
-	var errs field.ErrorList
-	errs = append(errs, validatePriority(ctx, v.Client, spec, pg.Spec.PriorityClassName, pg.Spec.Priority)...)
+	errs = append(errs, validatePriority(ctx, v.Cached, spec, pg.Spec.PriorityClassName, pg.Spec.Priority)...)
 	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
 		if size, job, ok := v.ownerJobSize(ctx, ns, pg); ok && g.MinCount > size {
 			errs = append(errs, field.Invalid(spec.Child("schedulingPolicy", "gang", "minCount"), g.MinCount,
@@ -73,8 +73,8 @@ func (v *PodGroupValidator) ownerJobSize(ctx context.Context, ns string, pg *loc
 		if o.Kind != "Job" || o.APIVersion != batchv1.SchemeGroupVersion.String() {
 			continue
 		}
-		job := &batchv1.Job{}
-		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.Name}, job); err != nil {
+		job, err := v.job(ctx, ns, o.Name)
+		if err != nil {
 			return 0, "", false
 		}
 		return (&jobint.Job{Job: job}).Size(), o.Name, true

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -58,18 +57,22 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		Metrics:        metricsserver.Options{BindAddress: "0"},
 		WebhookServer:  crwebhook.NewServer(crwebhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir}),
 		LeaderElection: false, // every replica serves
+		Cache:          cacheOptions(),
 	})
+	if err != nil {
+		return err
+	}
+	r, devices, err := setupCaches(ctx, mgr)
 	if err != nil {
 		return err
 	}
 	scheme := mgr.GetScheme()
 	srv := mgr.GetWebhookServer()
-	reader := mgr.GetAPIReader()
-	srv.Register(pathPodMutate, admission.WithDefaulter[*corev1.Pod](scheme, &PodDefaulter{Reader: reader}))
-	warner := &PodValidator{Client: mgr.GetClient(), CEL: dra.NewCache()}
-	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, warner))
-	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{Client: reader, Claims: warner}))
-	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{Client: reader}))
+	claims := &claimChecks{reads: r, Devices: devices}
+	srv.Register(pathPodMutate, admission.WithDefaulter[*corev1.Pod](scheme, &PodDefaulter{reads: r}))
+	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
+	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r}))
+	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{reads: r}))
 	if err := ensureConfigurations(ctx, client, cc); err != nil {
 		return fmt.Errorf("webhook configurations: %w", err)
 	}

@@ -6,21 +6,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/dynamic-resource-allocation/cel"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// PodValidator only warns: about a PodGroup that does not exist yet and
-// about claims whose DeviceClass is missing or matches no device.
-type PodValidator struct {
-	Client client.Reader
-	CEL    *cel.Cache
+// claimChecks warns about claims that would keep a pod pending: a
+// DeviceClass that does not exist or that no device matches, and a claim
+// shared by more pods than one ResourceClaim can be reserved for.
+type claimChecks struct {
+	reads
+	Devices *deviceIndex
 }
 
 // claimSource is a claim named directly or through a template.
@@ -28,59 +27,44 @@ type claimSource struct {
 	name, template *string
 }
 
-var _ admission.Validator[*corev1.Pod] = (*PodValidator)(nil)
-
-// ValidateCreate implements admission.Validator.
-func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (admission.Warnings, error) {
-	ns := namespaceOf(ctx, pod.Namespace)
-	var warnings admission.Warnings
-	if g := pod.Labels[lockv1.PodGroupLabel]; g != "" && ownerJob(pod) == "" {
-		err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: g}, &lockv1.PodGroup{})
-		if apierrors.IsNotFound(err) {
-			warnings = append(warnings, fmt.Sprintf("PodGroup %s/%s does not exist yet: the pod waits, unscheduled, until it is created", ns, g))
-		}
-	}
-	for _, pc := range pod.Spec.ResourceClaims {
-		warnings = append(warnings, v.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
-	}
-	return warnings, nil
-}
-
 // claimWarnings warns about the DeviceClasses one claim asks for.
-func (v *PodValidator) claimWarnings(ctx context.Context, ns, name string, src claimSource) admission.Warnings {
-	classes, err := v.claimClasses(ctx, ns, src)
-	if err != nil {
+func (c *claimChecks) claimWarnings(ctx context.Context, ns, name string, src claimSource) admission.Warnings {
+	spec, err := c.claimSpec(ctx, ns, src)
+	if err != nil || spec == nil {
 		return nil
 	}
-	return v.classWarnings(ctx, fmt.Sprintf("claim %q", name), classes)
+	var warnings admission.Warnings
+	what := fmt.Sprintf("claim %q", name)
+	for _, class := range requestedClasses(spec) {
+		switch n, exists := c.Devices.count(class); {
+		case !exists:
+			warnings = append(warnings, fmt.Sprintf("%s: DeviceClass %q does not exist: the pod cannot be scheduled until it does (check the name, or install the DRA driver that provides it)", what, class))
+		case n == 0:
+			warnings = append(warnings, fmt.Sprintf("%s: no ResourceSlice in the cluster has a device of DeviceClass %q: the pod cannot be scheduled until a driver publishes one", what, class))
+		}
+	}
+	return warnings
 }
 
-// ValidateUpdate implements admission.Validator.
-func (v *PodValidator) ValidateUpdate(context.Context, *corev1.Pod, *corev1.Pod) (admission.Warnings, error) {
-	return nil, nil
-}
-
-// ValidateDelete implements admission.Validator.
-func (v *PodValidator) ValidateDelete(context.Context, *corev1.Pod) (admission.Warnings, error) {
-	return nil, nil
-}
-
-func (v *PodValidator) claimClasses(ctx context.Context, ns string, src claimSource) ([]string, error) {
-	var spec resourcev1.ResourceClaimSpec
+func (c *claimChecks) claimSpec(ctx context.Context, ns string, src claimSource) (*resourcev1.ResourceClaimSpec, error) {
 	switch {
 	case src.template != nil:
 		t := &resourcev1.ResourceClaimTemplate{}
-		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: *src.template}, t); err != nil {
+		if err := c.Cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: *src.template}, t); err != nil {
 			return nil, err
 		}
-		spec = t.Spec.Spec
+		return &t.Spec.Spec, nil
 	case src.name != nil:
-		c := &resourcev1.ResourceClaim{}
-		if err := v.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: *src.name}, c); err != nil {
+		cl := &resourcev1.ResourceClaim{}
+		if err := c.Cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: *src.name}, cl); err != nil {
 			return nil, err
 		}
-		spec = c.Spec
+		return &cl.Spec, nil
 	}
+	return nil, nil
+}
+
+func requestedClasses(spec *resourcev1.ResourceClaimSpec) []string {
 	var classes []string
 	for _, r := range spec.Devices.Requests {
 		if r.Exactly != nil {
@@ -90,54 +74,51 @@ func (v *PodValidator) claimClasses(ctx context.Context, ns string, src claimSou
 			classes = append(classes, s.DeviceClassName)
 		}
 	}
-	return classes, nil
+	return classes
 }
 
-// classWarnings warns for each class that does not exist or that no device
-// in any ResourceSlice matches.
-func (v *PodValidator) classWarnings(ctx context.Context, what string, classes []string) admission.Warnings {
+// sharedClaimWarnings warns when the pod shares a named ResourceClaim with
+// so many members of its gang that not all can reserve it: resource.k8s.io/v1
+// allows 256 reservations per claim, so members beyond that stay pending,
+// and a gang whose minCount is higher can never be placed (the scheduler's
+// condition says the same).
+func (c *claimChecks) sharedClaimWarnings(ctx context.Context, ns string, pod *corev1.Pod, pg *lockv1.PodGroup) admission.Warnings {
+	var named []string
+	for _, pc := range pod.Spec.ResourceClaims {
+		if pc.ResourceClaimName != nil {
+			named = append(named, *pc.ResourceClaimName)
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	members, err := c.members(ctx, ns, pg.Name)
+	if err != nil {
+		return nil
+	}
 	var warnings admission.Warnings
-	var slices []*resourcev1.ResourceSlice
-	for _, name := range classes {
-		dc := &resourcev1.DeviceClass{}
-		err := v.Client.Get(ctx, types.NamespacedName{Name: name}, dc)
-		if apierrors.IsNotFound(err) {
-			warnings = append(warnings, fmt.Sprintf("%s: DeviceClass %q does not exist: the pod cannot be scheduled until it does (check the name, or install the DRA driver that provides it)", what, name))
-			continue
-		}
-		if err != nil {
-			continue
-		}
-		if slices == nil {
-			if slices, err = v.slices(ctx); err != nil {
-				return warnings
+	for _, claim := range named {
+		users := 1 // this pod
+		for i := range members {
+			m := &members[i]
+			if m.UID == pod.UID || podgroup.Terminal(m) {
+				continue
+			}
+			for _, pc := range m.Spec.ResourceClaims {
+				if name, ok := snapshot.ClaimName(m, pc); ok && name == claim {
+					users++
+					break
+				}
 			}
 		}
-		if c := dra.CountClassIn(ctx, v.CEL, dc, slices, nil); c.Total == 0 {
-			warnings = append(warnings, fmt.Sprintf("%s: no ResourceSlice in the cluster has a device of DeviceClass %q: the pod cannot be scheduled until a driver publishes one", what, name))
+		max := resourcev1.ResourceClaimReservedForMaxSize
+		switch {
+		case users > max && podgroup.MinCount(pg) > max:
+			warnings = append(warnings, fmt.Sprintf("claim %q is shared by %d members of PodGroup %s, whose minCount %d is more than the %d pods one ResourceClaim can be reserved for: the gang can never be placed; give each pod its own claim (a ResourceClaimTemplate) or share one claim among at most %d pods",
+				claim, users, pg.Name, podgroup.MinCount(pg), max, max))
+		case users > max:
+			warnings = append(warnings, fmt.Sprintf("claim %q is shared by %d members of PodGroup %s: one ResourceClaim can be reserved for at most %d pods, so %d of them stay pending", claim, users, pg.Name, max, users-max))
 		}
 	}
 	return warnings
-}
-
-func (v *PodValidator) slices(ctx context.Context) ([]*resourcev1.ResourceSlice, error) {
-	list := &resourcev1.ResourceSliceList{}
-	if err := v.Client.List(ctx, list); err != nil {
-		return nil, err
-	}
-	out := make([]*resourcev1.ResourceSlice, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
-	}
-	return out, nil
-}
-
-func namespaceOf(ctx context.Context, ns string) string {
-	if ns != "" {
-		return ns
-	}
-	if req, err := admission.RequestFromContext(ctx); err == nil {
-		return req.Namespace
-	}
-	return ""
 }

@@ -79,3 +79,6 @@ func (w *PodWrapper) useClaim(name string) *PodWrapper {
 
 // Meta returns ObjectMeta with name and namespace, for other builders.
 func Meta(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// Quantity parses a quantity (for ResourceLists in tests).
+func Quantity(s string) resource.Quantity { return resource.MustParse(s) }

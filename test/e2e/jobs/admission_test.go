@@ -12,7 +12,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -172,19 +171,15 @@ func TestAdmissionWarningsAndDefaults(t *testing.T) {
 	if created.Spec.SchedulerName != lockv1.SchedulerName {
 		t.Errorf("a pod with the membership label must default to schedulerName lockstep, got %q", created.Spec.SchedulerName)
 	}
-	// A PodGroup whose group claim names a missing class is warned about too.
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.msgs = nil
+	// Claims reserved for a whole PodGroup are refused with the reason,
+	// never accepted and ignored.
 	pg := builders.GangPodGroup(ns, "with-claim", 2)
 	pg.Spec.ResourceClaims = []lockv1.PodGroupResourceClaim{{Name: "shared", ResourceClaimTemplateName: ptr.To("typo")}}
-	if err := (&harness.Harness{Dynamic: dyn}).CreatePodGroupErr(ctx, pg); err != nil {
-		t.Fatal(err)
-	}
-	if got := w.all(); !strings.Contains(got, `claim "shared": DeviceClass "gpu.exmaple.com" does not exist`) {
-		t.Errorf("PodGroup warnings %q: want the missing DeviceClass named", got)
+	err = h.CreatePodGroupErr(ctx, pg)
+	for _, want := range []string{"spec.resourceClaims", "not supported by Lockstep", "ResourceClaimTemplate"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("PodGroup with spec.resourceClaims: want a refusal containing %q, got %v", want, err)
+		}
 	}
 	// A pod that does not target Lockstep is not touched and not warned about.
 	w.msgs = nil

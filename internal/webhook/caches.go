@@ -1,0 +1,59 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+)
+
+// cacheOptions keeps only the members of groups in the pod cache: the
+// webhook asks about a group's members, never about other pods.
+func cacheOptions() cache.Options {
+	member, err := labels.NewRequirement(lockv1.PodGroupLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant label key
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.NewSelector().Add(*member)},
+	}}
+}
+
+// setupCaches registers every informer admission reads from, so they start
+// with the manager and are synced before the first request is answered
+// (controller-runtime waits for registered informers before serving), the
+// pod index by group, and the device count index.
+func setupCaches(ctx context.Context, mgr ctrl.Manager) (reads, *deviceIndex, error) {
+	c := mgr.GetCache()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGroup, groupIndexValue); err != nil {
+		return reads{}, nil, err
+	}
+	for _, o := range []client.Object{&batchv1.Job{}, &lockv1.PodGroup{}, &schedulingv1.PriorityClass{},
+		&resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}} {
+		if _, err := c.GetInformer(ctx, o); err != nil {
+			return reads{}, nil, fmt.Errorf("informer for %T: %w", o, err)
+		}
+	}
+	devices := newDeviceIndex(mgr.GetClient(), dra.NewCache())
+	for _, o := range []client.Object{&resourcev1.ResourceSlice{}, &resourcev1.DeviceClass{}} {
+		inf, err := c.GetInformer(ctx, o)
+		if err != nil {
+			return reads{}, nil, fmt.Errorf("informer for %T: %w", o, err)
+		}
+		if _, err := inf.AddEventHandler(devices.handler()); err != nil {
+			return reads{}, nil, err
+		}
+	}
+	return reads{Cached: mgr.GetClient(), Live: mgr.GetAPIReader()}, devices, nil
+}

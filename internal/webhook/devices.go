@@ -1,0 +1,79 @@
+package webhook
+
+import (
+	"context"
+	"sync"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
+)
+
+// deviceIndex counts, per DeviceClass, the devices of every ResourceSlice
+// the class's selectors match — the one question admission asks of the
+// inventory ("does any device of this class exist?"). It is recomputed, from
+// the cache, only after a slice or class changed, so a burst of pods costs
+// map reads, not a LIST and a CEL pass per pod.
+type deviceIndex struct {
+	reader client.Reader
+	cel    *cel.Cache
+
+	mu     sync.Mutex
+	dirty  bool
+	counts map[string]int // class → matching devices; absent: no such class
+}
+
+func newDeviceIndex(reader client.Reader, c *cel.Cache) *deviceIndex {
+	return &deviceIndex{reader: reader, cel: c, dirty: true}
+}
+
+// invalidate is the informer handler of slices and classes.
+func (d *deviceIndex) invalidate() {
+	d.mu.Lock()
+	d.dirty = true
+	d.mu.Unlock()
+}
+
+func (d *deviceIndex) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { d.invalidate() },
+		UpdateFunc: func(any, any) { d.invalidate() },
+		DeleteFunc: func(any) { d.invalidate() },
+	}
+}
+
+// count returns the devices of a class and whether the class exists.
+func (d *deviceIndex) count(class string) (int, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dirty {
+		if counts, err := d.recount(context.Background()); err == nil {
+			d.counts, d.dirty = counts, false
+		}
+	}
+	n, ok := d.counts[class]
+	return n, ok
+}
+
+func (d *deviceIndex) recount(ctx context.Context) (map[string]int, error) {
+	classes := &resourcev1.DeviceClassList{}
+	if err := d.reader.List(ctx, classes); err != nil {
+		return nil, err
+	}
+	list := &resourcev1.ResourceSliceList{}
+	if err := d.reader.List(ctx, list); err != nil {
+		return nil, err
+	}
+	slices := make([]*resourcev1.ResourceSlice, 0, len(list.Items))
+	for i := range list.Items {
+		slices = append(slices, &list.Items[i])
+	}
+	out := make(map[string]int, len(classes.Items))
+	for i := range classes.Items {
+		out[classes.Items[i].Name] = dra.CountClassIn(ctx, d.cel, &classes.Items[i], slices, nil).Total
+	}
+	return out, nil
+}

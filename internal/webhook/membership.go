@@ -1,0 +1,204 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+)
+
+// IndexGroup indexes the webhook's pod cache by PodGroup ("ns/name").
+const IndexGroup = "lockstep.podGroup"
+
+// groupIndexValue is the IndexGroup value of a pod.
+func groupIndexValue(o client.Object) []string {
+	if g := podgroup.GroupOf(o.(*corev1.Pod)); g != "" {
+		return []string{o.GetNamespace() + "/" + g}
+	}
+	return nil
+}
+
+var labelPath = field.NewPath("metadata", "labels").Key(lockv1.PodGroupLabel)
+
+// reads are the webhook's lookups: the manager's caches first; Live (the
+// API server) only when a cache misses an object that a pod's creation
+// implies exists (its Job, created just before it).
+type reads struct {
+	Cached client.Reader
+	Live   client.Reader
+}
+
+// job returns the pod's owning Job, from the cache or, on a miss, live.
+func (r reads) job(ctx context.Context, ns, name string) (*batchv1.Job, error) {
+	job := &batchv1.Job{}
+	err := r.Cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, job)
+	if apierrors.IsNotFound(err) && r.Live != nil {
+		err = r.Live.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, job)
+	}
+	return job, err
+}
+
+func (r reads) podGroup(ctx context.Context, ns, name string) (*lockv1.PodGroup, error) {
+	pg := &lockv1.PodGroup{}
+	if err := r.Cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pg); err != nil {
+		return nil, err
+	}
+	return pg, nil
+}
+
+// members are the group's Lockstep pods, from the cache.
+func (r reads) members(ctx context.Context, ns, group string) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.Cached.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexGroup: ns + "/" + group}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// membership checks that a new pod may join the group its label names:
+// a pod owned by a Job joins only that Job's group (the one Lockstep made
+// for it, or the one its template names), and a group a Job owns takes only
+// that Job's pods. Membership is a label resolved in the pod's own
+// namespace, so no pod can name a group of another namespace.
+func (r reads) membership(ctx context.Context, ns string, pod *corev1.Pod, group string, pg *lockv1.PodGroup) (field.ErrorList, error) {
+	ownerName, ownerUID := ownerJobRef(pod)
+	if ownerName != "" {
+		job, err := r.job(ctx, ns, ownerName)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		if err == nil && job.UID == ownerUID {
+			want := job.Spec.Template.Labels[lockv1.PodGroupLabel]
+			if gangJob(jobint.Integration{}.Wrap(job)) {
+				want = job.Name
+			}
+			if group != want {
+				return field.ErrorList{field.Forbidden(labelPath, fmt.Sprintf(
+					"a pod of Job %s joins only that Job's PodGroup (%s), not %q: remove the label or set it on the Job's pod template", ownerName, orNone(want), group))}, nil
+			}
+		}
+	}
+	if pg == nil {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(pg); ref != nil && ref.Kind == "Job" && ref.APIVersion == batchv1.SchemeGroupVersion.String() && ref.UID != ownerUID {
+		return field.ErrorList{field.Forbidden(labelPath, fmt.Sprintf(
+			"PodGroup %s is the gang of Job %s: only that Job's pods join it (create your own PodGroup for other pods)", group, ref.Name))}, nil
+	}
+	return nil, nil
+}
+
+// priority checks that a new member has its group's priority: a group's
+// priority is its members' (which the API server's Priority admission and
+// ResourceQuota govern), so a PodGroup cannot lend its pods a priority they
+// were not admitted with. With a priorityClassName on the group, members
+// must have that class's priority; without one, the members' priority must
+// be the same.
+func (r reads) priority(ctx context.Context, ns string, pod *corev1.Pod, group string, pg *lockv1.PodGroup) (field.ErrorList, error) {
+	mine := podPriority(pod)
+	path := field.NewPath("spec", "priorityClassName")
+	if pg != nil && pg.Spec.PriorityClassName != "" {
+		pc := &schedulingv1.PriorityClass{}
+		err := r.Cached.Get(ctx, types.NamespacedName{Name: pg.Spec.PriorityClassName}, pc)
+		if apierrors.IsNotFound(err) {
+			return field.ErrorList{field.Invalid(path, pod.Spec.PriorityClassName, fmt.Sprintf(
+				"PodGroup %s names PriorityClass %s, which does not exist: create it or recreate the PodGroup without a priorityClassName", group, pg.Spec.PriorityClassName))}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if mine != pc.Value {
+			return field.ErrorList{field.Invalid(path, pod.Spec.PriorityClassName, fmt.Sprintf(
+				"the pod's priority %d differs from PodGroup %s's priorityClassName %s (%d); a group's priority is its members': set priorityClassName: %s on the pod (template), or recreate the PodGroup without a priorityClassName",
+				mine, group, pc.Name, pc.Value, pc.Name))}, nil
+		}
+		return nil, nil
+	}
+	members, err := r.members(ctx, ns, group)
+	if err != nil {
+		return nil, err
+	}
+	for i := range members {
+		m := &members[i]
+		if m.UID == pod.UID || !podgroup.Ours(m) || podgroup.Terminal(m) {
+			continue
+		}
+		if p := podPriority(m); p != mine {
+			return field.ErrorList{field.Invalid(path, pod.Spec.PriorityClassName, fmt.Sprintf(
+				"the pod's priority %d differs from the priority %d of PodGroup %s's other members (pod %s, priorityClassName %q): all members of a group have one priority; give them the same priorityClassName",
+				mine, p, group, m.Name, m.Spec.PriorityClassName))}, nil
+		}
+	}
+	return nil, nil
+}
+
+// groupPriorityAgrees checks, when a PodGroup is created, that its
+// priorityClassName matches the priority of the members that already exist.
+func (r reads) groupPriorityAgrees(ctx context.Context, ns string, pg *lockv1.PodGroup) (field.ErrorList, error) {
+	if pg.Spec.PriorityClassName == "" {
+		return nil, nil
+	}
+	pc := &schedulingv1.PriorityClass{}
+	if err := r.Cached.Get(ctx, types.NamespacedName{Name: pg.Spec.PriorityClassName}, pc); err != nil {
+		return nil, client.IgnoreNotFound(err) // validatePriority reports a missing class
+	}
+	members, err := r.members(ctx, ns, pg.Name)
+	if err != nil {
+		return nil, err
+	}
+	for i := range members {
+		m := &members[i]
+		if !podgroup.Ours(m) || podgroup.Terminal(m) || podPriority(m) == pc.Value {
+			continue
+		}
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "priorityClassName"), pg.Spec.PriorityClassName, fmt.Sprintf(
+			"its members have priority %d (pod %s, priorityClassName %q), not %s's %d; a group's priority is its members': remove spec.priorityClassName, or give the members priorityClassName %s",
+			podPriority(m), m.Name, m.Spec.PriorityClassName, pc.Name, pc.Value, pc.Name))}, nil
+	}
+	return nil, nil
+}
+
+func podPriority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}
+
+// ownerJobRef is the pod's controlling Job, if any.
+func ownerJobRef(pod *corev1.Pod) (string, types.UID) {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "Job" && o.APIVersion == batchv1.SchemeGroupVersion.String() && o.Controller != nil && *o.Controller {
+			return o.Name, o.UID
+		}
+	}
+	return "", ""
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// gangJob reports whether the job integration makes j a Lockstep gang.
+func gangJob(j jobintegration.GenericJob) bool {
+	if !jobintegration.TargetsLockstep(j) || j.InTreeGang() || j.Qualify() != nil {
+		return false
+	}
+	_, err := jobintegration.MinCount(j)
+	return err == nil
+}

@@ -1,0 +1,148 @@
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/test/builders"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+// warnings collects API warnings.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, text)
+	w.mu.Unlock()
+}
+
+func (w *warnings) all() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.msgs, "\n")
+}
+
+// TestClaimSharedBeyondItsLimit: 300 pods of a gang share one ResourceClaim
+// (a network-attached device usable from every node) with minCount 300, but
+// resource.k8s.io/v1 reserves a claim for at most 256 pods. Admission warns
+// from the 257th member on; the PodGroup says why it cannot be placed and
+// stays Unschedulable — no retry loop, no error.
+func TestClaimSharedBeyondItsLimit(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	driver := "net-" + ns + ".example.com"
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "net-" + ns},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, Pool: resourcev1.ResourcePool{Name: "fabric", ResourceSliceCount: 1}, AllNodes: ptr.To(true),
+			Devices: []resourcev1.Device{{Name: "link-0"}}},
+	}
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: driver},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}}}}
+	if _, err := h.Client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.ResourceV1().ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{})
+		_ = h.Client.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
+	if _, err := h.Client.ResourceV1().ResourceClaims(ns).Create(ctx, builders.Claim(ns, "shared", driver, 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "wide", 300))
+	w := &warnings{}
+	cfg := rest.CopyConfig(h.Config)
+	cfg.WarningHandler = w
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("wide-%d", i)).Member("wide").Claim("net", "shared").Obj()
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating member %d: %v", i, err)
+		}
+	}
+	if got := w.all(); !strings.Contains(got, `claim "shared" is shared by 300 members of PodGroup wide, whose minCount 300 is more than the 256 pods one ResourceClaim can be reserved for`) {
+		t.Errorf("want admission warnings about the 256-pod limit, got %q", tail(got, 600))
+	}
+	var msg string
+	harness.Eventually(t, ctx, "the PodGroup explains the 256-pod limit", func(ctx context.Context) (bool, string, error) {
+		c, err := h.ScheduledCondition(ctx, ns, "wide")
+		if err != nil || c == nil {
+			return false, fmt.Sprint(err), nil
+		}
+		msg = c.Reason + ": " + c.Message
+		return c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "at most 256 of 300 pods fit") && strings.Contains(c.Message, "reserved for 256 pods"), msg, nil
+	})
+	time.Sleep(5 * time.Second)
+	if c, _ := h.ScheduledCondition(ctx, ns, "wide"); c == nil || c.Reason != lockv1.PodGroupReasonUnschedulable {
+		t.Errorf("the group must stay Unschedulable (not an error, not a retry loop), got %+v", c)
+	}
+	if n := bound(t, ctx, h, ns, "wide"); n != 0 {
+		t.Errorf("an all-or-nothing gang that cannot fit bound %d pods", n)
+	}
+}
+
+// TestWebhookKeepsEveryPodOfALargeJob: a 1,024-rank Lockstep Job's pods are
+// all created through the webhook, in the group, none rejected. (The rate
+// next to the same Job without the webhook is measured by `make bench`.)
+func TestWebhookKeepsEveryPodOfALargeJob(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 5*time.Minute)
+	job := builders.IndexedJob(ns, "big", 1024, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+	start := time.Now()
+	if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.BatchV1().Jobs(ns).Delete(context.Background(), "big", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	})
+	harness.Eventually(t, ctx, "1,024 pods, all in the gang", func(ctx context.Context) (bool, string, error) {
+		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		in := 0
+		for _, p := range pods.Items {
+			if p.Labels[lockv1.PodGroupLabel] == "big" {
+				in++
+			}
+		}
+		return len(pods.Items) == 1024 && in == 1024, fmt.Sprintf("%d pods, %d in the gang", len(pods.Items), in), nil
+	})
+	t.Logf("1,024 pods created through the webhook in %s", time.Since(start).Round(100*time.Millisecond))
+	evs, err := h.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=big,reason=FailedCreate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		t.Errorf("the Job controller could not create a pod: %s", e.Message)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
