@@ -71,8 +71,12 @@ func TestPodValidatorCreate(t *testing.T) {
 			objs: []client.Object{team, plain, member("first", "plain", 10000, "team")}, pod: member("p", "plain", 10000, "team"),
 		},
 		"a finished member does not count": {
-			objs: []client.Object{plain, func() *corev1.Pod { p := member("done", "plain", 10000, "team"); p.Status.Phase = corev1.PodSucceeded; return p }()},
-			pod:  member("p", "plain", 0, ""),
+			objs: []client.Object{plain, func() *corev1.Pod {
+				p := member("done", "plain", 10000, "team")
+				p.Status.Phase = corev1.PodSucceeded
+				return p
+			}()},
+			pod: member("p", "plain", 0, ""),
 		},
 		"a bare pod cannot join a Job's gang": {
 			objs: []client.Object{gangJob, jobGroup}, pod: member("p", "train", 0, ""),
