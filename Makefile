@@ -47,9 +47,10 @@ demo: build
 dev: build
 	$(BIN)/lockstep dev up
 
-## bench: benchmarks of the decision core
+## bench: benchmarks of the decision core, then those on the local control plane (webhook rate)
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	$(GO) test -tags bench -count=1 -timeout 30m -run . ./test/bench/
 
 ## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
 verify: generate

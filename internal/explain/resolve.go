@@ -77,7 +77,7 @@ func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
 	}
 	for i := range st.pods {
 		p := &st.pods[i]
-		if p.Namespace != ns || podgroup.GroupOf(p) != name || !podgroup.Ours(p) {
+		if p.Namespace != ns || podgroup.GroupOf(p) != name || !podgroup.Ours(p) || !podgroup.Admits(pg, p) {
 			continue
 		}
 		switch {

@@ -75,7 +75,7 @@ func Decide(v View) Verdict {
 	pods := map[types.UID]*corev1.Pod{}
 	var ours []*corev1.Pod
 	for _, p := range v.Pods {
-		if podgroup.Ours(p) {
+		if podgroup.Ours(p) && podgroup.Admits(pg, p) {
 			pods[p.UID] = p
 			ours = append(ours, p)
 		}

@@ -202,7 +202,9 @@ func (r *Reconciler) view(ctx context.Context, pg *lockv1.PodGroup) (View, error
 		return v, nil
 	}
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(pg.Namespace), client.MatchingFields{indexGroup: pg.Name}); err != nil {
+	// Not copied (Decide only reads; eviction copies what it writes): a
+	// big gang is reconciled on each of its pods' events.
+	if err := r.Client.List(ctx, pods, client.InNamespace(pg.Namespace), client.MatchingFields{indexGroup: pg.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return v, err
 	}
 	for i := range pods.Items {

@@ -70,9 +70,11 @@ func TargetsLockstep(j GenericJob) bool {
 	return j.PodTemplate().Spec.SchedulerName == lockv1.SchedulerName
 }
 
-// HasGroup reports whether the template already names a group.
-func HasGroup(t *corev1.PodTemplateSpec) bool {
-	if t.Labels[lockv1.PodGroupLabel] != "" {
+// HasGroup reports whether the template already names a group other than
+// own (the group Lockstep makes for the job, which its admission may have
+// written into the template already).
+func HasGroup(t *corev1.PodTemplateSpec, own string) bool {
+	if g := t.Labels[lockv1.PodGroupLabel]; g != "" && g != own {
 		return true
 	}
 	sg := t.Spec.SchedulingGroup

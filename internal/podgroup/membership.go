@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
@@ -73,4 +74,21 @@ func MemberIndex(pod *corev1.Pod) *int32 {
 	}
 	i := int32(n)
 	return &i
+}
+
+// Admits reports whether a pod that names the group is one of its members:
+// a group controlled by a Job takes only that Job's pods (the webhook
+// refuses others at admission; this keeps the scheduler and the integrity
+// controller from counting one that got in anyway, e.g. created before the
+// group existed).
+func Admits(pg *lockv1.PodGroup, pod *corev1.Pod) bool {
+	if pg == nil || Upstream(pg) {
+		return true
+	}
+	ref := metav1.GetControllerOf(pg)
+	if ref == nil || ref.Kind != "Job" || ref.APIVersion != "batch/v1" {
+		return true
+	}
+	owner := metav1.GetControllerOf(pod)
+	return owner != nil && owner.UID == ref.UID
 }

@@ -205,7 +205,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	}
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
-		if !podgroup.Ours(p) {
+		if !podgroup.Ours(p) || !podgroup.Admits(pg, p) {
 			continue
 		}
 		u.pods = append(u.pods, p)

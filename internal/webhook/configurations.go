@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +15,7 @@ import (
 
 // Paths the server serves.
 const (
+	pathJobMutate      = "/mutate-jobs"
 	pathPodMutate      = "/mutate-pods"
 	pathPodValidate    = "/validate-pods"
 	pathPodGroup       = "/validate-podgroups"
@@ -23,12 +26,39 @@ const (
 
 // CEL match conditions: only pods and Jobs that target Lockstep reach us —
 // on update also a pod that carried the membership label, so removing it is
-// seen.
+// seen — and only when there is something to do:
+//   - mutation: a member that does not name Lockstep yet, or a Job's pod
+//     without its group (a gang Job's ranks normally arrive labelled from
+//     its template, written by the Job mutation);
+//   - validation: not the pods the Job controller creates from a Job
+//     template — the template was admitted (jobs.validate), every rank
+//     shares its priority and group, and the scheduler counts a Job's gang
+//     only from that Job's pods (podgroup.Admits) — so a 1,024-rank Job costs
+//     no pod webhook call at all.
 const (
-	podTargetsLockstep = `object.spec.schedulerName == "lockstep" || (has(object.metadata.labels) && "` + lockv1.PodGroupLabel + `" in object.metadata.labels)`
+	isMember           = `(has(object.metadata.labels) && "` + lockv1.PodGroupLabel + `" in object.metadata.labels)`
+	ownedByJob         = `(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == "Job" && o.apiVersion == "batch/v1"))`
+	podTargetsLockstep = `object.spec.schedulerName == "lockstep" || ` + isMember
 	podWasMember       = `oldObject != null && has(oldObject.metadata.labels) && "` + lockv1.PodGroupLabel + `" in oldObject.metadata.labels`
+	podNeedsDefaults   = `(` + isMember + ` && object.spec.schedulerName != "lockstep") || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && ` + ownedByJob + `)`
 	jobTargetsLockstep = `object.spec.template.spec.schedulerName == "lockstep"`
 )
+
+// fromJobController matches a pod creation by the Job controller, as one
+// of users (the identities the cluster's Job controller runs as).
+func fromJobController(users []string) string {
+	quoted := make([]string, len(users))
+	for i, u := range users {
+		quoted[i] = strconv.Quote(u)
+	}
+	return `request.operation == "CREATE" && request.userInfo.username in [` + strings.Join(quoted, ", ") + `] && ` + ownedByJob
+}
+
+// JobControllerUsers are the identities the Job controller has: its own
+// service account when kube-controller-manager runs with
+// --use-service-account-credentials (the default of kubeadm, EKS, GKE and
+// the local control plane), else kube-controller-manager's.
+var JobControllerUsers = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 
 // clientConfig points the API server at the webhook: a URL (local control
 // plane, out-of-cluster) or a Service.
@@ -68,19 +98,29 @@ func rule(group, version, resource string, ops ...admissionv1.OperationType) adm
 // a millisecond, so only an unreachable webhook runs into it, and a short
 // timeout fails such requests fast (the Job controller retries pod creation)
 // instead of holding API server handlers.
-func ensureConfigurations(ctx context.Context, client kubernetes.Interface, cc clientConfig) error {
+func ensureConfigurations(ctx context.Context, client kubernetes.Interface, cc clientConfig, jobControllers []string) error {
 	none := ptr.To(admissionv1.SideEffectClassNone)
-	fail := ptr.To(admissionv1.Fail)
+	fail, ignore := ptr.To(admissionv1.Fail), ptr.To(admissionv1.Ignore)
 	timeout := ptr.To[int32](5)
-	podMatch := []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: podTargetsLockstep}}
 	mutating := &admissionv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: mutatingConfigName},
-		Webhooks: []admissionv1.MutatingWebhook{{
-			Name: "pods.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodMutate),
-			Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create)},
-			FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
-			MatchConditions: podMatch, ReinvocationPolicy: ptr.To(admissionv1.IfNeededReinvocationPolicy),
-		}},
+		Webhooks: []admissionv1.MutatingWebhook{
+			{
+				Name: "pods.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodMutate),
+				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create)},
+				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
+				MatchConditions:    []admissionv1.MatchCondition{{Name: "needs-defaults", Expression: podNeedsDefaults}},
+				ReinvocationPolicy: ptr.To(admissionv1.IfNeededReinvocationPolicy),
+			},
+			{
+				// Ignore: an optimization only — without it the pod webhook
+				// labels each rank.
+				Name: "jobs.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobMutate),
+				Rules:         []admissionv1.RuleWithOperations{rule("batch", "v1", "jobs", admissionv1.Create)},
+				FailurePolicy: ignore, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
+				MatchConditions: []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: jobTargetsLockstep}},
+			},
+		},
 	}
 	validating := &admissionv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: validatingConfig},
@@ -100,7 +140,10 @@ func ensureConfigurations(ctx context.Context, client kubernetes.Interface, cc c
 				Name: "pods.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodValidate),
 				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create, admissionv1.Update)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
-				MatchConditions: []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: podTargetsLockstep + " || " + podWasMember}},
+				MatchConditions: []admissionv1.MatchCondition{
+					{Name: "targets-lockstep", Expression: podTargetsLockstep + " || " + podWasMember},
+					{Name: "not-from-a-job-template", Expression: "!(" + fromJobController(jobControllers) + ")"},
+				},
 			},
 		},
 	}

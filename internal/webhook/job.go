@@ -7,10 +7,12 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 )
@@ -19,13 +21,23 @@ import (
 // priority class cannot work.
 type JobValidator struct {
 	reads
+	// Claims warns, once per Job, about the template's claims (its pods'
+	// admission is skipped when the Job controller creates them).
+	Claims *claimChecks
 }
 
 var _ admission.Validator[*batchv1.Job] = (*JobValidator)(nil)
 
 // ValidateCreate implements admission.Validator.
 func (v *JobValidator) ValidateCreate(ctx context.Context, job *batchv1.Job) (admission.Warnings, error) {
-	return v.validate(ctx, job)
+	warnings, err := v.validate(ctx, job)
+	if v.Claims != nil && jobintegration.TargetsLockstep(jobint.Integration{}.Wrap(job)) {
+		ns := namespaceOf(ctx, job.Namespace)
+		for _, pc := range job.Spec.Template.Spec.ResourceClaims {
+			warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
+		}
+	}
+	return warnings, err
 }
 
 // ValidateUpdate implements admission.Validator: the new Job must be valid,
@@ -76,6 +88,15 @@ func (v *JobValidator) validate(ctx context.Context, job *batchv1.Job) (admissio
 	}
 	tmpl := field.NewPath("spec", "template", "spec")
 	errs = append(errs, validatePriority(ctx, v.Cached, tmpl, job.Spec.Template.Spec.PriorityClassName, nil)...)
+	if g := job.Spec.Template.Labels[lockv1.PodGroupLabel]; g != "" && g != job.Name {
+		// The Job's pods will join g: it must not be another Job's gang.
+		if pg, err := v.podGroup(ctx, namespaceOf(ctx, job.Namespace), g); err == nil {
+			if ref := metav1.GetControllerOf(pg); ref != nil && ref.Kind == "Job" && ref.Name != job.Name {
+				errs = append(errs, field.Forbidden(field.NewPath("spec", "template", "metadata", "labels").Key(lockv1.PodGroupLabel),
+					fmt.Sprintf("PodGroup %s is the gang of Job %s: only that Job's pods join it", g, ref.Name)))
+			}
+		}
+	}
 	var warnings admission.Warnings
 	if nq := j.Qualify(); nq != nil && !j.InTreeGang() {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())
@@ -84,4 +105,25 @@ func (v *JobValidator) validate(ctx context.Context, job *batchv1.Job) (admissio
 		return warnings, nil
 	}
 	return warnings, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, job.Name, errs)
+}
+
+// JobDefaulter writes a gang Job's group into its pod template at creation,
+// so the Job controller creates every rank already in its group and no
+// per-pod webhook call is needed for it. It is an optimization: with it off
+// (or for a Job with generateName, whose name admission does not know yet),
+// the pod webhook labels each rank instead.
+type JobDefaulter struct{}
+
+var _ admission.Defaulter[*batchv1.Job] = JobDefaulter{}
+
+// Default implements admission.Defaulter.
+func (JobDefaulter) Default(_ context.Context, job *batchv1.Job) error {
+	if job.Name == "" || !gangJob(jobint.Integration{}.Wrap(job)) {
+		return nil
+	}
+	if job.Spec.Template.Labels == nil {
+		job.Spec.Template.Labels = map[string]string{}
+	}
+	job.Spec.Template.Labels[lockv1.PodGroupLabel] = job.Name
+	return nil
 }

@@ -58,10 +58,12 @@ func (r reads) podGroup(ctx context.Context, ns, name string) (*lockv1.PodGroup,
 	return pg, nil
 }
 
-// members are the group's Lockstep pods, from the cache.
+// members are the group's Lockstep pods, from the cache, not copied: a
+// 1,024-pod gang is asked about on each of its pods' admissions, so copying
+// every member each time would cost O(n²). Callers only read them.
 func (r reads) members(ctx context.Context, ns, group string) ([]corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := r.Cached.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexGroup: ns + "/" + group}); err != nil {
+	if err := r.Cached.List(ctx, list, client.InNamespace(ns), client.MatchingFields{IndexGroup: ns + "/" + group}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
@@ -130,6 +132,8 @@ func (r reads) priority(ctx context.Context, ns string, pod *corev1.Pod, group s
 	if err != nil {
 		return nil, err
 	}
+	// Members admitted before all share one priority, so the first live
+	// one speaks for them all.
 	for i := range members {
 		m := &members[i]
 		if m.UID == pod.UID || !podgroup.Ours(m) || podgroup.Terminal(m) {
@@ -140,6 +144,7 @@ func (r reads) priority(ctx context.Context, ns string, pod *corev1.Pod, group s
 				"the pod's priority %d differs from the priority %d of PodGroup %s's other members (pod %s, priorityClassName %q): all members of a group have one priority; give them the same priorityClassName",
 				mine, p, group, m.Name, m.Spec.PriorityClassName))}, nil
 		}
+		break
 	}
 	return nil, nil
 }

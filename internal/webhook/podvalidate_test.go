@@ -26,7 +26,7 @@ func validator(objs ...client.Object) *PodValidator {
 	return &PodValidator{reads: r, Claims: &claimChecks{reads: r, Devices: newDeviceIndex(c, nil)}}
 }
 
-func member(name, group string, prio int32, class string) *corev1.Pod {
+func newMember(name, group string, prio int32, class string) *corev1.Pod {
 	p := builders.MakePod().Namespace("team-a").Name(name).Member(group).Obj()
 	p.UID = types.UID(name)
 	p.Spec.Priority = ptr.To(prio)
@@ -57,40 +57,40 @@ func TestPodValidatorCreate(t *testing.T) {
 		wantErr []string
 	}{
 		"a class-less pod cannot join a group that names a higher class": {
-			objs: []client.Object{high, elevated}, pod: member("p", "elevated", 0, ""),
+			objs: []client.Object{high, elevated}, pod: newMember("p", "elevated", 0, ""),
 			wantErr: []string{"spec.priorityClassName", "priority 0 differs from PodGroup elevated's priorityClassName system-cluster-critical (2000000000)", "set priorityClassName: system-cluster-critical on the pod"},
 		},
 		"a pod with the group's class joins it": {
-			objs: []client.Object{high, elevated}, pod: member("p", "elevated", 2000000000, high.Name),
+			objs: []client.Object{high, elevated}, pod: newMember("p", "elevated", 2000000000, high.Name),
 		},
 		"a pod whose priority differs from the other members' is refused": {
-			objs: []client.Object{team, plain, member("first", "plain", 10000, "team")}, pod: member("p", "plain", 0, ""),
+			objs: []client.Object{team, plain, newMember("first", "plain", 10000, "team")}, pod: newMember("p", "plain", 0, ""),
 			wantErr: []string{"priority 0 differs from the priority 10000 of PodGroup plain's other members (pod first"},
 		},
 		"a pod with the members' priority joins": {
-			objs: []client.Object{team, plain, member("first", "plain", 10000, "team")}, pod: member("p", "plain", 10000, "team"),
+			objs: []client.Object{team, plain, newMember("first", "plain", 10000, "team")}, pod: newMember("p", "plain", 10000, "team"),
 		},
 		"a finished member does not count": {
 			objs: []client.Object{plain, func() *corev1.Pod {
-				p := member("done", "plain", 10000, "team")
+				p := newMember("done", "plain", 10000, "team")
 				p.Status.Phase = corev1.PodSucceeded
 				return p
 			}()},
-			pod: member("p", "plain", 0, ""),
+			pod: newMember("p", "plain", 0, ""),
 		},
 		"a bare pod cannot join a Job's gang": {
-			objs: []client.Object{gangJob, jobGroup}, pod: member("p", "train", 0, ""),
+			objs: []client.Object{gangJob, jobGroup}, pod: newMember("p", "train", 0, ""),
 			wantErr: []string{"metadata.labels[scheduling.lockstep.dev/pod-group]", "PodGroup train is the gang of Job train: only that Job's pods join it"},
 		},
 		"a pod of another Job cannot join a Job's gang": {
-			objs: []client.Object{gangJob, jobGroup, other}, pod: ownedBy(member("p", "train", 0, ""), other),
+			objs: []client.Object{gangJob, jobGroup, other}, pod: ownedBy(newMember("p", "train", 0, ""), other),
 			wantErr: []string{"a pod of Job other joins only that Job's PodGroup (other), not \"train\""},
 		},
 		"a Job's pod joins its own gang": {
-			objs: []client.Object{gangJob, jobGroup}, pod: ownedBy(member("p", "train", 0, ""), gangJob),
+			objs: []client.Object{gangJob, jobGroup}, pod: ownedBy(newMember("p", "train", 0, ""), gangJob),
 		},
 		"a gang Job's pod cannot be put in another group": {
-			objs: []client.Object{gangJob, jobGroup, plain}, pod: ownedBy(member("p", "plain", 0, ""), gangJob),
+			objs: []client.Object{gangJob, jobGroup, plain}, pod: ownedBy(newMember("p", "plain", 0, ""), gangJob),
 			wantErr: []string{"a pod of Job train joins only that Job's PodGroup (train), not \"plain\""},
 		},
 	}
@@ -115,7 +115,7 @@ func TestPodValidatorCreate(t *testing.T) {
 
 func TestPodValidatorUpdateKeepsMembership(t *testing.T) {
 	v := validator()
-	labelled := member("p", "a", 0, "")
+	labelled := newMember("p", "a", 0, "")
 	unlabelled := builders.MakePod().Namespace("team-a").Name("p").Scheduler(lockv1.SchedulerName).Obj()
 	cases := map[string]struct {
 		old, new *corev1.Pod
@@ -123,7 +123,7 @@ func TestPodValidatorUpdateKeepsMembership(t *testing.T) {
 	}{
 		"label removed": {labelled, unlabelled, true},
 		"label added":   {unlabelled, labelled, true},
-		"label changed": {labelled, member("p", "b", 0, ""), true},
+		"label changed": {labelled, newMember("p", "b", 0, ""), true},
 		"other labels change": {labelled, func() *corev1.Pod {
 			p := labelled.DeepCopy()
 			p.Labels["team"] = "x"
@@ -145,7 +145,7 @@ func TestPodValidatorUpdateKeepsMembership(t *testing.T) {
 
 func TestPodGroupPriorityMustMatchMembers(t *testing.T) {
 	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
-	c := fake.NewClientBuilder().WithScheme(podgroup.Scheme()).WithObjects(high, member("first", "g", 0, "")).
+	c := fake.NewClientBuilder().WithScheme(podgroup.Scheme()).WithObjects(high, newMember("first", "g", 0, "")).
 		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
 	v := &PodGroupValidator{reads: reads{Cached: c, Live: c}}
 	pg := builders.GangPodGroup("team-a", "g", 2)

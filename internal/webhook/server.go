@@ -72,8 +72,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	srv.Register(pathPodMutate, admission.WithDefaulter[*corev1.Pod](scheme, &PodDefaulter{reads: r}))
 	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
 	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r}))
-	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{reads: r}))
-	if err := ensureConfigurations(ctx, client, cc); err != nil {
+	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{reads: r, Claims: claims}))
+	srv.Register(pathJobMutate, admission.WithDefaulter[*batchv1.Job](scheme, JobDefaulter{}))
+	if err := ensureConfigurations(ctx, client, cc, JobControllerUsers); err != nil {
 		return fmt.Errorf("webhook configurations: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Serving admission", "port", o.Port, "url", o.URLHost, "service", o.ServiceName)
