@@ -108,3 +108,30 @@ func TestHolds(t *testing.T) {
 		})
 	}
 }
+
+func TestPriorityIsTheMembers(t *testing.T) {
+	withPrio := func(uid string, p *int32) *corev1.Pod {
+		pod := pod(uid, "", corev1.PodPending)
+		pod.Spec.Priority = p
+		return pod
+	}
+	ten, hundred := int32(10), int32(100)
+	cases := map[string]struct {
+		pods   []*corev1.Pod
+		want   int32
+		wantOK bool
+	}{
+		"no members":                         {nil, 0, false},
+		"members share a priority":           {[]*corev1.Pod{withPrio("a", &hundred), withPrio("b", &hundred)}, 100, true},
+		"members that differ: the lowest":    {[]*corev1.Pod{withPrio("a", &hundred), withPrio("b", &ten)}, 10, true},
+		"a member without priority counts 0": {[]*corev1.Pod{withPrio("a", &hundred), withPrio("b", nil)}, 0, true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := Priority(tc.pods)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("want %d %v, got %d %v", tc.want, tc.wantOK, got, ok)
+			}
+		})
+	}
+}

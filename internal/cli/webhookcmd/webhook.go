@@ -29,6 +29,8 @@ func NewCommand() *cobra.Command {
 				return err
 			}
 			cfg.UserAgent = "lockstep-webhook"
+			// Informers only, plus a Job read when the cache lags: small.
+			cfg.QPS, cfg.Burst = 50, 100
 			return webhook.Run(cmd.Context(), cfg, o)
 		},
 	}
