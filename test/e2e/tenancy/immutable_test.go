@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -50,17 +51,13 @@ func TestImmutableFieldsCannotBeAddedOrRemoved(t *testing.T) {
 					f.set(pg)
 				}
 				h.CreatePodGroup(ctx, t, pg)
-				cur, err := h.PodGroup(ctx, ns, pg.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if op == "add" {
-					f.set(cur)
-				} else {
-					bare := builders.GangPodGroup(ns, pg.Name, 2)
-					cur.Spec = bare.Spec
-				}
-				err = updatePodGroup(ctx, h, cur)
+				err := updatePodGroup(ctx, h, ns, pg.Name, func(cur *lockv1.PodGroup) {
+					if op == "add" {
+						f.set(cur)
+						return
+					}
+					cur.Spec = builders.GangPodGroup(ns, pg.Name, 2).Spec
+				})
 				if err == nil || !strings.Contains(err.Error(), f.path) || !strings.Contains(err.Error(), "immutable") {
 					t.Errorf("%s %s: want a refusal naming %s as immutable, got %v", op, name, f.path, err)
 				}
@@ -71,24 +68,30 @@ func TestImmutableFieldsCannotBeAddedOrRemoved(t *testing.T) {
 		pg := builders.GangPodGroup(ns, "add-priority", 2)
 		pg.Spec.PriorityClassName = class
 		h.CreatePodGroup(ctx, t, pg)
-		cur, err := h.PodGroup(ctx, ns, pg.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur.Spec.Priority = ptr.To[int32](500)
-		if err := updatePodGroup(ctx, h, cur); err == nil || !strings.Contains(err.Error(), "spec.priority") {
+		err := updatePodGroup(ctx, h, ns, pg.Name, func(cur *lockv1.PodGroup) { cur.Spec.Priority = ptr.To[int32](500) })
+		if err == nil || !strings.Contains(err.Error(), "spec.priority") {
 			t.Errorf("adding spec.priority: want a refusal naming spec.priority, got %v", err)
 		}
 	})
 }
 
-func updatePodGroup(ctx context.Context, h *harness.Harness, pg *lockv1.PodGroup) error {
-	u, err := podgroup.ToUnstructured(pg)
-	if err != nil {
+// updatePodGroup applies mutate to the current PodGroup and updates it,
+// again on a write conflict (the scheduler writes status meanwhile), and
+// returns the API server's answer.
+func updatePodGroup(ctx context.Context, h *harness.Harness, ns, name string, mutate func(*lockv1.PodGroup)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := h.PodGroup(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		mutate(cur)
+		u, err := podgroup.ToUnstructured(cur)
+		if err != nil {
+			return err
+		}
+		_, err = h.Dynamic.Resource(podgroup.Resource).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
 		return err
-	}
-	_, err = h.Dynamic.Resource(podgroup.Resource).Namespace(pg.Namespace).Update(ctx, u, metav1.UpdateOptions{})
-	return err
+	})
 }
 
 // TestMembershipIsFixedAtCreation: the membership label cannot be removed,
