@@ -8,23 +8,36 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/lockstep-dev/lockstep/internal/version.Lockstep=$(VERSION)
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build lockstep tools generate test unit e2e soak demo dev bench verify fmt clean
+.PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak demo dev bench verify image fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37) and kwok
 build: lockstep tools
 
 lockstep:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/lockstep ./cmd/lockstep
-	ln -sf lockstep $(BIN)/kubectl-lockstep   # `kubectl lockstep …` with bin/ on PATH
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-lockstep ./cmd/kubectl-lockstep   # `kubectl lockstep …` with bin/ on PATH
+
+## image: the OCI image of lockstep for linux/amd64 and linux/arm64, as one archive
+## (bin/lockstep-image.tar: an OCI layout with a docker manifest.json), no base image needed
+IMAGE_REPO ?= ghcr.io/lockstep-dev/lockstep
+IMAGE_TAG  ?= $(VERSION)
+image: tools
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux-$$arch/lockstep ./cmd/lockstep || exit 1; \
+	done
+	$(BIN)/ociimage -out $(BIN)/lockstep-image.tar -tag $(IMAGE_REPO):$(IMAGE_TAG) -version $(IMAGE_TAG) \
+	  linux/amd64=$(BIN)/linux-amd64/lockstep linux/arm64=$(BIN)/linux-arm64/lockstep
 
 ## tools: the Kubernetes binaries and dev tools, each skipped when built at its version
 tools:
 	hack/build-tools.sh
 
-## generate: deepcopy and CRD YAML for api/ (controller-gen, pinned in hack/tools)
+## generate: deepcopy and CRD YAML for api/ (controller-gen, pinned in hack/tools), and the chart's
+## CRDs, RBAC and webhook configurations from their sources (hack/chartgen)
 generate: tools
 	$(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
+	$(GO) run ./hack/chartgen
 
 ## test: every test — unit, integration and e2e against the local control plane
 test: build
@@ -54,8 +67,12 @@ bench: build
 
 ## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
 verify: generate
-	@git diff --exit-code -- api config/crd || { echo "generated files are stale: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- api config/crd)" || { git status --porcelain -- api config/crd; echo "untracked generated files: commit them"; exit 1; }
+	@git diff --exit-code -- api config/crd charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- api config/crd charts)" || { git status --porcelain -- api config/crd charts; echo "untracked generated files: commit them"; exit 1; }
+	$(BIN)/helm lint charts/lockstep
+	$(BIN)/helm lint charts/lockstep --set certManager.enabled=true,webhook.hostNetwork=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.grafanaDashboard.enabled=true
+	$(BIN)/helm template lockstep charts/lockstep --kube-version 1.37.2 --namespace lockstep-system > /dev/null
+	$(BIN)/helm template lockstep charts/lockstep --kube-version 1.34.0 --namespace gpu-sched -f hack/chart-values-nondefault.yaml > /dev/null
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run make fmt"; exit 1; }
 	$(GO) vet ./...
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum

@@ -2,7 +2,7 @@
 # Builds the binaries the local control plane runs into bin/:
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 #     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
-#   kwok, controller-gen  (module hack/tools)
+#   kwok, controller-gen, helm, ociimage  (module hack/tools)
 # A binary is rebuilt only when the version recorded beside it differs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,12 +40,21 @@ if stale etcd "$etcd_version"; then
   (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
   echo "$etcd_version" > "$bin/.versions/etcd"
 fi
-for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen; do
+for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
   IFS=: read -r name mod pkg <<<"$tool"
   v=$(modversion "$root/hack/tools" "$mod")
   if stale "$name" "$v"; then
     echo "building $name $v"
-    (cd "$root/hack/tools" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "$pkg")
+    flags="-s -w"
+    [[ $name == helm ]] && flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
+    (cd "$root/hack/tools" && go build -trimpath -ldflags "$flags" -o "$bin/$name" "$pkg")
     echo "$v" > "$bin/.versions/$name"
   fi
 done
+# The image builder is this repository's own code: its version is its sources'.
+v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
+if stale ociimage "$v"; then
+  echo "building ociimage"
+  (cd "$root/hack/tools" && go build -trimpath -o "$bin/ociimage" ./ociimage)
+  echo "$v" > "$bin/.versions/ociimage"
+fi

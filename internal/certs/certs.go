@@ -132,3 +132,47 @@ func ValidFor(caPEM, certPEM []byte, ips []net.IP, dnsNames []string, margin tim
 	}
 	return nil
 }
+
+// KeyPEM is the CA's private key, PEM encoded: kept beside the CA's
+// certificate so later certificates can be signed by the same CA.
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseCA loads a CA from its PEM certificate and key.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, errors.New("no CA certificate or key")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	if !cert.IsCA {
+		return nil, errors.New("not a CA certificate")
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cb.Bytes})}, nil
+}
+
+// Expires returns when the first certificate in certPEM expires.
+func Expires(certPEM []byte) (time.Time, error) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return time.Time{}, errors.New("no certificate")
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return c.NotAfter, nil
+}

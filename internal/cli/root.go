@@ -22,16 +22,27 @@ import (
 
 // Execute runs the command line and returns the process exit code.
 func Execute(ctx context.Context, args []string) int {
-	root := &cobra.Command{
-		Use:           "lockstep",
-		Short:         "Gang-aware, DRA-native batch scheduler for Kubernetes",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
+	root := newRoot("lockstep", "Gang-aware, DRA-native batch scheduler for Kubernetes")
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), demoCommand(), versionCommand())
+	return run(ctx, root, args)
+}
+
+// ExecutePlugin runs `kubectl lockstep`: the user commands only.
+func ExecutePlugin(ctx context.Context, args []string) int {
+	root := newRoot("kubectl-lockstep", "Lockstep for kubectl: why a gang is pending, PodGroups and their state, a cluster preflight")
+	root.AddCommand(explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), preflightcmd.NewCommand(), versionCommand())
+	return run(ctx, root, args)
+}
+
+func newRoot(use, short string) *cobra.Command {
+	root := &cobra.Command{Use: use, Short: short, SilenceUsage: true, SilenceErrors: true}
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	root.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), demoCommand(), versionCommand())
+	return root
+}
+
+func run(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
 	logger := klog.Background()
 	if err := root.ExecuteContext(klog.NewContext(ctx, logger)); err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/webhook"
 )
 
 // DefaultBasePort is the kube-apiserver port of `lockstep dev up`; the other
@@ -219,13 +220,19 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 			continue
 		}
 		fmt.Fprintln(opts.Progress, "starting lockstep webhook, controllers and scheduler")
+		// What the Helm chart ships: the webhook configurations and the
+		// Secret the webhook keeps its certificate in.
+		endpoint := webhook.Endpoint{URL: "https://127.0.0.1:" + strconv.Itoa(ports.Webhook)}
+		if err := webhook.Install(ctx, client, endpoint, LockstepNamespace, WebhookSecret); err != nil {
+			return fmt.Errorf("installing the webhook configurations: %w", err)
+		}
 		procs := c.lockstepProcesses(bin)
 		for _, p := range procs {
 			if err := c.launch(p, opts.Tied); err != nil {
 				return err
 			}
 		}
-		if err := c.waitFor(ctx, procs[0], "Lockstep webhook serving", func(ctx context.Context) error { return webhookServing(ctx, client, ports.Webhook) }); err != nil {
+		if err := c.waitFor(ctx, procs[0], "Lockstep webhook serving", func(ctx context.Context) error { return webhookReady(ctx, ports.WebhookHealth) }); err != nil {
 			return err
 		}
 	}

@@ -18,10 +18,13 @@ type Ports struct {
 	Webhook           int `json:"webhook"`
 	SchedulerMetrics  int `json:"schedulerMetrics"`
 	ControllerMetrics int `json:"controllerMetrics"`
+	WebhookHealth     int `json:"webhookHealth"`
+	ControllerHealth  int `json:"controllerHealth"`
+	SchedulerHealth   int `json:"schedulerHealth"`
 }
 
 // PortCount is how many ports from the base port a cluster uses.
-const PortCount = 9
+const PortCount = 12
 
 // PortsFrom lays the ports out from base.
 func PortsFrom(base int) Ports {
@@ -35,6 +38,9 @@ func PortsFrom(base int) Ports {
 		Webhook:           base + 6,
 		SchedulerMetrics:  base + 7,
 		ControllerMetrics: base + 8,
+		WebhookHealth:     base + 9,
+		ControllerHealth:  base + 10,
+		SchedulerHealth:   base + 11,
 	}
 }
 
@@ -55,6 +61,9 @@ func (p Ports) byComponent() []struct {
 		{"lockstep webhook", p.Webhook},
 		{"lockstep scheduler metrics", p.SchedulerMetrics},
 		{"lockstep controllers metrics", p.ControllerMetrics},
+		{"lockstep webhook health", p.WebhookHealth},
+		{"lockstep controllers health", p.ControllerHealth},
+		{"lockstep scheduler health", p.SchedulerHealth},
 	}
 }
 
@@ -211,6 +220,7 @@ func (c *Cluster) LockstepSchedulerArgs(identity string) []string {
 		"--kubeconfig=" + c.layout.kubeconfig("lockstep-scheduler"),
 		"--identity=" + identity,
 		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
 		"-v=2",
 	}
 }
@@ -230,12 +240,15 @@ func (c *Cluster) lockstepProcesses(bin string) []*process {
 			"webhook", "--kubeconfig=" + l.kubeconfig("lockstep-webhook"), "--bind-address=127.0.0.1",
 			"--port=" + strconv.Itoa(p.Webhook), "--url-host=127.0.0.1:" + strconv.Itoa(p.Webhook),
 			"--cert-dir=" + l.path("webhook-certs"), "-v=2",
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.WebhookHealth),
 		}},
 		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: []string{
 			"controllers", "--kubeconfig=" + l.kubeconfig("lockstep-controllers"), "-v=2",
 			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(p.ControllerMetrics),
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.ControllerHealth),
 		}},
 		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: append(c.LockstepSchedulerArgs("lockstep-scheduler-0"),
-			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerMetrics))},
+			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerMetrics),
+			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerHealth))},
 	}
 }

@@ -89,3 +89,10 @@ func crdsServed(_ context.Context, client kubernetes.Interface) error {
 	}
 	return nil
 }
+
+// Where Lockstep's components live in the local control plane, as in the
+// Helm chart's default install.
+const (
+	LockstepNamespace = "lockstep-system"
+	WebhookSecret     = "lockstep-webhook-tls"
+)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -166,14 +165,20 @@ func NodeSchedulable(n *corev1.Node) bool {
 	return true
 }
 
-// webhookServing: the configurations exist and the port accepts connections.
-func webhookServing(ctx context.Context, client kubernetes.Interface, port int) error {
-	if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "lockstep", metav1.GetOptions{}); err != nil {
-		return err
-	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+// webhookReady: the webhook says it is ready — caches synced, serving, its
+// CA injected into the configurations.
+func webhookReady(ctx context.Context, port int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/readyz", nil)
 	if err != nil {
 		return err
 	}
-	return conn.Close()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("webhook /readyz: %s", resp.Status)
+	}
+	return nil
 }

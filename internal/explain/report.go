@@ -1,6 +1,8 @@
 package explain
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-dev/lockstep/internal/placement"
@@ -100,4 +102,20 @@ type Incarnation struct {
 	BoundTime string `json:"boundTime"`
 	// Ended is "<reason>: <message>" once it is over.
 	Ended string `json:"ended,omitempty"`
+}
+
+// UnitRef is the explained unit as kubectl's -o name prints it, e.g.
+// "podgroup.scheduling.lockstep.dev/train-b" or "pod/p".
+func (r *Report) UnitRef() string {
+	kind, name, _ := strings.Cut(r.Unit, " ")
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+	}
+	switch kind {
+	case "PodGroup":
+		return "podgroup.scheduling.lockstep.dev/" + name
+	case "Job":
+		return "job.batch/" + name
+	}
+	return strings.ToLower(kind) + "/" + name
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,13 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MetricsAddr serves /metrics; empty or "0" disables it.
 	MetricsAddr string
+	// HealthAddr serves /healthz (alive; while leading, the lease is being
+	// renewed) and /readyz (caches synced); empty or "0" disables it.
+	HealthAddr string
+	// LeaderElectionClient renews the Lease on a client of its own, so a
+	// burst of scheduling writes never holds its renewal back (a lost lease
+	// under load is a failover). nil uses the scheduler's client.
+	LeaderElectionClient kubernetes.Interface
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.
@@ -66,6 +74,10 @@ type Scheduler struct {
 	// tracker kube-scheduler uses); set in Run.
 	slices  *tracker.Tracker
 	metrics *metrics.Scheduler
+	// synced is set once every cache has synced (readiness).
+	synced atomic.Bool
+	// watchdog reports a leader that stopped renewing its lease (liveness).
+	watchdog *leaderelection.HealthzAdaptor
 }
 
 // New wires informers, queue and binder; nothing runs until Run.
@@ -113,6 +125,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := metrics.Serve(ctx, s.opts.MetricsAddr, s.metrics.Registry); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	s.watchdog = leaderelection.NewLeaderHealthzAdaptor(s.opts.RenewDeadline + 5*time.Second)
+	if err := s.serveHealth(ctx); err != nil {
+		return fmt.Errorf("health probes: %w", err)
+	}
 	defer s.broadcast.Shutdown()
 	if err := s.startSliceTracker(ctx); err != nil {
 		return err
@@ -132,12 +148,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), s.slices.HasSynced) {
 		return fmt.Errorf("ResourceSlice tracker did not sync")
 	}
+	s.synced.Store(true)
 	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)
 	if !s.opts.LeaderElect {
 		return s.lead(ctx)
 	}
+	leClient := s.opts.LeaderElectionClient
+	if leClient == nil {
+		leClient = s.client
+	}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, s.opts.LeaseNamespace, s.opts.LeaseName,
-		s.client.CoreV1(), s.client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: s.opts.Identity})
+		leClient.CoreV1(), leClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: s.opts.Identity})
 	if err != nil {
 		return err
 	}
@@ -149,6 +170,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		RetryPeriod:     s.opts.RetryPeriod,
 		ReleaseOnCancel: true,
 		Name:            s.opts.LeaseName,
+		WatchDog:        s.watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Became leader", "identity", s.opts.Identity)

@@ -1,13 +1,11 @@
 package webhook
 
 import (
-	"context"
 	"strconv"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -60,21 +58,20 @@ func fromJobController(users []string) string {
 // the local control plane), else kube-controller-manager's.
 var JobControllerUsers = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 
-// clientConfig points the API server at the webhook: a URL (local control
-// plane, out-of-cluster) or a Service.
-type clientConfig struct {
-	urlBase               string
-	serviceNamespace, svc string
-	port                  int32
-	caBundle              []byte
+// Endpoint is how the API server reaches the webhook: a URL base (the local
+// control plane runs it out of cluster) or a Service.
+type Endpoint struct {
+	URL                           string
+	ServiceNamespace, ServiceName string
+	Port                          int32
 }
 
-func (c clientConfig) at(path string) admissionv1.WebhookClientConfig {
-	if c.urlBase != "" {
-		return admissionv1.WebhookClientConfig{URL: ptr.To(c.urlBase + path), CABundle: c.caBundle}
+func (e Endpoint) at(path string) admissionv1.WebhookClientConfig {
+	if e.URL != "" {
+		return admissionv1.WebhookClientConfig{URL: ptr.To(e.URL + path)}
 	}
-	return admissionv1.WebhookClientConfig{CABundle: c.caBundle, Service: &admissionv1.ServiceReference{
-		Namespace: c.serviceNamespace, Name: c.svc, Path: ptr.To(path), Port: ptr.To(c.port),
+	return admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{
+		Namespace: e.ServiceNamespace, Name: e.ServiceName, Path: ptr.To(path), Port: ptr.To(e.Port),
 	}}
 }
 
@@ -84,10 +81,14 @@ func rule(group, version, resource string, ops ...admissionv1.OperationType) adm
 	}}
 }
 
-// ensureConfigurations writes both webhook configurations with the current
-// caBundle. failurePolicy, per webhook (docs/admission.md):
+// Configurations are Lockstep's webhook configurations, without caBundle
+// (the webhook injects its CA, or cert-manager does): what the Helm chart
+// ships and the local control plane installs. The webhook never creates
+// them — its identity may only read and patch these two named objects.
+// failurePolicy, per webhook (docs/admission.md):
 //   - pod mutation: Fail — a gang rank created without its membership label
 //     would be scheduled alone; only Lockstep-targeting pods are affected.
+//   - Job mutation: Ignore — an optimization; the pod mutation covers it.
 //   - PodGroup and Job validation: Fail — they stop manifests that can only
 //     deadlock; only Lockstep objects and Lockstep-targeting Jobs are affected.
 //   - pod validation: Fail — it stops a pod from taking a priority or a gang
@@ -98,7 +99,7 @@ func rule(group, version, resource string, ops ...admissionv1.OperationType) adm
 // a millisecond, so only an unreachable webhook runs into it, and a short
 // timeout fails such requests fast (the Job controller retries pod creation)
 // instead of holding API server handlers.
-func ensureConfigurations(ctx context.Context, client kubernetes.Interface, cc clientConfig, jobControllers []string) error {
+func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.MutatingWebhookConfiguration, *admissionv1.ValidatingWebhookConfiguration) {
 	none := ptr.To(admissionv1.SideEffectClassNone)
 	fail, ignore := ptr.To(admissionv1.Fail), ptr.To(admissionv1.Ignore)
 	timeout := ptr.To[int32](5)
@@ -147,8 +148,11 @@ func ensureConfigurations(ctx context.Context, client kubernetes.Interface, cc c
 			},
 		},
 	}
-	if err := upsert(ctx, client.AdmissionregistrationV1().MutatingWebhookConfigurations(), mutating); err != nil {
-		return err
-	}
-	return upsert(ctx, client.AdmissionregistrationV1().ValidatingWebhookConfigurations(), validating)
+	return mutating, validating
 }
+
+// Names of the two configurations.
+const (
+	MutatingConfigName   = mutatingConfigName
+	ValidatingConfigName = validatingConfig
+)

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -23,16 +27,32 @@ type Options struct {
 	// BindAddress and Port the HTTPS server listens on.
 	BindAddress string
 	Port        int
-	// URLHost, when set (host:port), makes the API server call
-	// https://URLHost/<path> — for the local control plane. Otherwise the
-	// webhook is reached through Service ServiceNamespace/ServiceName:443.
+	// URLHost, when set (host:port), is where the API server calls the
+	// webhook (the local control plane runs it out of cluster); otherwise
+	// through Service ServiceNamespace/ServiceName. Both only name the
+	// serving certificate's hosts: the configurations are installed with the
+	// chart (or by `lockstep dev up`).
 	URLHost                       string
 	ServiceNamespace, ServiceName string
-	// CertDir receives tls.crt/tls.key; the pair lives in Secret
-	// SecretNamespace/SecretName.
-	CertDir                     string
-	SecretNamespace, SecretName string
+	// CertDir holds tls.crt/tls.key.
+	CertDir string
+	// CertSource is "self": the webhook keeps its certificate in Secret
+	// SecretNamespace/SecretName, renews it while it runs and injects its CA
+	// into the configurations MutatingConfig and ValidatingConfig; or
+	// "files": CertDir is kept current by someone else (cert-manager, a
+	// mounted Secret) and the webhook only serves what it finds there.
+	CertSource                       string
+	SecretNamespace, SecretName      string
+	MutatingConfig, ValidatingConfig string
+	// HealthAddr serves /healthz and /readyz; "0" disables it.
+	HealthAddr string
 }
+
+// Cert sources.
+const (
+	CertSourceSelf  = "self"
+	CertSourceFiles = "files"
+)
 
 // Run serves admission until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
@@ -40,24 +60,17 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	ips, dns, cc, err := o.endpoint()
+	ips, dns, err := o.hosts()
 	if err != nil {
 		return err
 	}
-	caPEM, certPEM, keyPEM, err := servingCert(ctx, client, o.SecretNamespace, o.SecretName, ips, dns)
-	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
-	}
-	if err := writeCertDir(o.CertDir, certPEM, keyPEM); err != nil {
-		return err
-	}
-	cc.caBundle = caPEM
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:         podgroup.Scheme(),
-		Metrics:        metricsserver.Options{BindAddress: "0"},
-		WebhookServer:  crwebhook.NewServer(crwebhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir}),
-		LeaderElection: false, // every replica serves
-		Cache:          cacheOptions(),
+		Scheme:                 podgroup.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		WebhookServer:          crwebhook.NewServer(crwebhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir}),
+		LeaderElection:         false, // every replica serves
+		Cache:                  cacheOptions(),
+		HealthProbeBindAddress: o.HealthAddr,
 	})
 	if err != nil {
 		return err
@@ -65,6 +78,22 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	r, devices, err := setupCaches(ctx, mgr)
 	if err != nil {
 		return err
+	}
+	var rot *rotator
+	switch o.CertSource {
+	case CertSourceSelf:
+		rot = &rotator{client: client, secret: types.NamespacedName{Namespace: o.SecretNamespace, Name: o.SecretName},
+			ips: ips, dnsNames: dns, certDir: o.CertDir, mutating: o.MutatingConfig, validating: o.ValidatingConfig}
+		// The server reads the pair at start: have one before it starts.
+		if err := rot.sync(ctx); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		if err := mgr.Add(rot); err != nil {
+			return err
+		}
+	case CertSourceFiles:
+	default:
+		return fmt.Errorf("--cert-source %q: want %s or %s", o.CertSource, CertSourceSelf, CertSourceFiles)
 	}
 	scheme := mgr.GetScheme()
 	srv := mgr.GetWebhookServer()
@@ -74,27 +103,58 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r}))
 	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{reads: r, Claims: claims}))
 	srv.Register(pathJobMutate, admission.WithDefaulter[*batchv1.Job](scheme, JobDefaulter{}))
-	if err := ensureConfigurations(ctx, client, cc, JobControllerUsers); err != nil {
-		return fmt.Errorf("webhook configurations: %w", err)
+	if err := addProbes(mgr, srv, rot); err != nil {
+		return err
 	}
-	ctrl.LoggerFrom(ctx).Info("Serving admission", "port", o.Port, "url", o.URLHost, "service", o.ServiceName)
+	ctrl.LoggerFrom(ctx).Info("Serving admission", "port", o.Port, "url", o.URLHost, "service", o.ServiceName, "certSource", o.CertSource)
 	return mgr.Start(ctx)
 }
 
-// endpoint derives the certificate's SANs and the configurations' client
-// config from the options.
-func (o Options) endpoint() ([]net.IP, []string, clientConfig, error) {
+// addProbes: alive while the process runs; ready once the caches synced,
+// the server listens and (self-managed) the CA is injected.
+func addProbes(mgr ctrl.Manager, srv crwebhook.Server, rot *rotator) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", srv.StartedChecker()); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("caches", cachesSynced(mgr)); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("certificate", func(*http.Request) error {
+		if rot != nil && !rot.Ready() {
+			return fmt.Errorf("serving certificate not in place yet")
+		}
+		return nil
+	})
+}
+
+// cachesSynced is a readiness check that passes once the manager's
+// informers have synced.
+func cachesSynced(mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}
+}
+
+// hosts are the serving certificate's SANs.
+func (o Options) hosts() ([]net.IP, []string, error) {
 	if o.URLHost != "" {
 		host, _, err := net.SplitHostPort(o.URLHost)
 		if err != nil {
-			return nil, nil, clientConfig{}, fmt.Errorf("--url-host %q: %w", o.URLHost, err)
+			return nil, nil, fmt.Errorf("--url-host %q: %w", o.URLHost, err)
 		}
-		cc := clientConfig{urlBase: "https://" + o.URLHost}
 		if ip := net.ParseIP(host); ip != nil {
-			return []net.IP{ip}, nil, cc, nil
+			return []net.IP{ip}, nil, nil
 		}
-		return nil, []string{host}, cc, nil
+		return nil, []string{host}, nil
 	}
 	svc := o.ServiceName + "." + o.ServiceNamespace + ".svc"
-	return nil, []string{svc, svc + ".cluster.local"}, clientConfig{serviceNamespace: o.ServiceNamespace, svc: o.ServiceName, port: 443}, nil
+	return nil, []string{svc, svc + ".cluster.local"}, nil
 }

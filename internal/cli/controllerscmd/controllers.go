@@ -3,6 +3,9 @@
 package controllerscmd
 
 import (
+	"context"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
@@ -22,7 +26,7 @@ import (
 
 // NewCommand returns `lockstep controllers`.
 func NewCommand() *cobra.Command {
-	var kubeconfig, leaseNamespace, metricsAddr string
+	var kubeconfig, leaseNamespace, metricsAddr, healthAddr string
 	nodeGrace := 40 * time.Second
 	leaderElect := true
 	cmd := &cobra.Command{
@@ -43,8 +47,24 @@ func NewCommand() *cobra.Command {
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "lockstep-controllers",
 				LeaderElectionNamespace: leaseNamespace,
+				HealthProbeBindAddress:  healthAddr,
 			})
 			if err != nil {
+				return err
+			}
+			// Alive while running; ready once the caches synced (a standby
+			// replica, waiting for the lease, is ready too).
+			if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+				return err
+			}
+			if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+				ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+				defer cancel()
+				if !mgr.GetCache().WaitForCacheSync(ctx) {
+					return fmt.Errorf("informer caches not synced")
+				}
+				return nil
+			}); err != nil {
 				return err
 			}
 			dc, err := discovery.NewDiscoveryClientForConfig(cfg)
@@ -81,6 +101,7 @@ func NewCommand() *cobra.Command {
 	f.BoolVar(&leaderElect, "leader-elect", leaderElect, "elect a leader; only the leader reconciles")
 	f.StringVar(&leaseNamespace, "leader-elect-namespace", "lockstep-system", "namespace of the Lease")
 	f.DurationVar(&nodeGrace, "node-not-ready-grace", nodeGrace, "how long a gang member's node may be NotReady before the gang restarts whole")
+	f.StringVar(&healthAddr, "health-probe-bind-address", ":8084", "host:port to serve /healthz and /readyz on; 0 disables it")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "host:port to serve Prometheus /metrics on (controller-runtime's reconcile metrics); 0 disables it")
 	return cmd
 }

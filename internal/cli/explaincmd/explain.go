@@ -2,76 +2,47 @@
 package explaincmd
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lockstep-dev/lockstep/internal/explain"
 )
 
-// flags shared by the read-only commands.
-type flags struct {
-	kubeconfig, namespace, output string
-}
-
-func (f *flags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace (default: the kubeconfig context's)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "text or json")
-}
-
-func (f *flags) clients() (kubernetes.Interface, dynamic.Interface, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, nil, "", err
-	}
-	ns := f.namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, nil, "", err
-		}
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	return client, dyn, ns, err
-}
-
-// NewExplainCommand returns `lockstep explain`.
+// NewExplainCommand returns `lockstep explain` (`kubectl lockstep explain`).
 func NewExplainCommand() *cobra.Command {
-	f := &flags{}
+	f := newFlags("json", "yaml", "name")
 	cmd := &cobra.Command{
-		Use:   "explain (podgroup|job|pod) NAME [-n NAMESPACE] [-o text|json]",
+		Use:   "explain (podgroup|job|pod) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|name]",
 		Short: "Say why a gang (PodGroup, Job) or pod is pending: the answer first, then the evidence",
-		Args:  cobra.ExactArgs(2),
+		Example: `  lockstep explain podgroup train-b -n ml-team
+  kubectl lockstep explain job/train -n ml-team -o yaml`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.output != "text" && f.output != "json" {
-				return fmt.Errorf("-o %q: want text or json", f.output)
+			if err := f.validate(); err != nil {
+				return err
+			}
+			kind, name, err := typeName(args, true)
+			if err != nil {
+				return err
 			}
 			client, dyn, ns, err := f.clients()
 			if err != nil {
 				return err
 			}
-			r, err := explain.Run(cmd.Context(), client, dyn, explain.Target{Kind: strings.ToLower(args[0]), Namespace: ns, Name: args[1]})
+			r, err := explain.Run(cmd.Context(), client, dyn, explain.Target{Kind: kind, Namespace: ns, Name: name})
 			if err != nil {
 				return err
 			}
-			if f.output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+			switch f.output {
+			case "json", "yaml":
+				return printStructured(cmd.OutOrStdout(), f.output, r)
+			case "name":
+				fmt.Fprintln(cmd.OutOrStdout(), r.UnitRef())
+				return nil
 			}
 			printReport(cmd.OutOrStdout(), r)
 			return nil

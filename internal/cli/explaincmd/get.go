@@ -1,9 +1,11 @@
 package explaincmd
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"text/tabwriter"
@@ -11,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -33,19 +37,33 @@ type Row struct {
 	Incarnation     int32  `json:"incarnation"`
 	Age             string `json:"age"`
 	TimeToScheduled string `json:"timeToScheduled"`
+	// Wide columns.
+	Disruption    string `json:"disruptionMode"`
+	PriorityClass string `json:"priorityClassName,omitempty"`
+	Topology      string `json:"topology,omitempty"`
+	StateMessage  string `json:"stateMessage,omitempty"`
 }
 
-// NewGetCommand returns `lockstep get podgroups`.
+// NewGetCommand returns `lockstep get podgroups` (`kubectl lockstep get`).
 func NewGetCommand() *cobra.Command {
-	f := &flags{}
+	f := newFlags("json", "yaml", "wide", "name")
 	var all bool
 	cmd := &cobra.Command{
-		Use:   "get podgroups [-n NAMESPACE | -A]",
-		Short: "List PodGroups like kubectl get, with members bound and time to scheduled",
-		Args:  cobra.ExactArgs(1),
+		Use:   "get podgroups [NAME] | podgroup/NAME [-n NAMESPACE | -A] [-o json|yaml|wide|name]",
+		Short: "List PodGroups like kubectl get, with members bound, the state now and time to scheduled",
+		Example: `  lockstep get podgroups -n ml-team
+  kubectl lockstep get podgroup/train -n ml-team -o wide`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "podgroups" && args[0] != "podgroup" && args[0] != "pg" {
-				return fmt.Errorf("cannot get %q: only podgroups", args[0])
+			if err := f.validate(); err != nil {
+				return err
+			}
+			kind, name, err := typeName(args, false)
+			if err != nil {
+				return err
+			}
+			if kind != "podgroups" && kind != "podgroup" && kind != "pg" && kind != "podgroups.scheduling.lockstep.dev" {
+				return fmt.Errorf("cannot get %q: only podgroups", kind)
 			}
 			client, dyn, ns, err := f.clients()
 			if err != nil {
@@ -54,62 +72,105 @@ func NewGetCommand() *cobra.Command {
 			if all {
 				ns = ""
 			}
-			list, err := dyn.Resource(podgroup.Resource).Namespace(ns).List(cmd.Context(), metav1.ListOptions{})
+			rows, err := listRows(cmd.Context(), client, dyn, ns, name)
 			if err != nil {
 				return err
 			}
-			pods, err := client.CoreV1().Pods(ns).List(cmd.Context(), metav1.ListOptions{LabelSelector: lockv1.PodGroupLabel})
-			if err != nil {
-				return err
-			}
-			members, bound := map[string]int{}, map[string]int{}
-			for _, p := range pods.Items {
-				k := p.Namespace + "/" + podgroup.GroupOf(&p)
-				if podgroup.Active(&p) && !podgroup.Going(&p) {
-					members[k]++
-					bound[k]++
-				} else if podgroup.Pending(&p) {
-					members[k]++
-				}
-			}
-			var rows []Row
-			for _, u := range list.Items {
-				pg := &lockv1.PodGroup{}
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pg); err != nil {
-					return err
-				}
-				k := pg.Namespace + "/" + pg.Name
-				rows = append(rows, row(pg, members[k], bound[k]))
-			}
-			sort.Slice(rows, func(i, j int) bool {
-				if rows[i].Namespace != rows[j].Namespace {
-					return rows[i].Namespace < rows[j].Namespace
-				}
-				return rows[i].Name < rows[j].Name
-			})
-			out := cmd.OutOrStdout()
-			if f.output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-			if all {
-				fmt.Fprint(tw, "NAMESPACE\t")
-			}
-			fmt.Fprintln(tw, "NAME\tPOLICY\tMINCOUNT\tBOUND/MEMBERS\tSCHEDULED\tREASON\tSTATE\tINCARNATION\tAGE\tTIME-TO-SCHEDULED")
-			for _, r := range rows {
-				if all {
-					fmt.Fprintf(tw, "%s\t", r.Namespace)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.Policy, r.MinCount, r.Bound, r.Members, r.Status, r.Reason, r.State, r.Incarnation, r.Age, r.TimeToScheduled)
-			}
-			return tw.Flush()
+			return printRows(cmd.OutOrStdout(), f.output, all, rows)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list across all namespaces")
 	return cmd
+}
+
+// listRows reads the PodGroups (one when name is set) and their members.
+func listRows(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, ns, name string) ([]Row, error) {
+	var items []unstructured.Unstructured
+	if name != "" {
+		u, err := dyn.Resource(podgroup.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		items = []unstructured.Unstructured{*u}
+	} else {
+		list, err := dyn.Resource(podgroup.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		items = list.Items
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: lockv1.PodGroupLabel})
+	if err != nil {
+		return nil, err
+	}
+	members, bound := map[string]int{}, map[string]int{}
+	for _, p := range pods.Items {
+		k := p.Namespace + "/" + podgroup.GroupOf(&p)
+		if podgroup.Active(&p) && !podgroup.Going(&p) {
+			members[k]++
+			bound[k]++
+		} else if podgroup.Pending(&p) {
+			members[k]++
+		}
+	}
+	var rows []Row
+	for i := range items {
+		pg, err := podgroup.FromUnstructured(&items[i])
+		if err != nil {
+			return nil, err
+		}
+		k := pg.Namespace + "/" + pg.Name
+		rows = append(rows, row(pg, members[k], bound[k]))
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Namespace != rows[j].Namespace {
+			return rows[i].Namespace < rows[j].Namespace
+		}
+		return rows[i].Name < rows[j].Name
+	})
+	return rows, nil
+}
+
+// printRows prints rows as kubectl get would in the given format.
+func printRows(out io.Writer, format string, all bool, rows []Row) error {
+	switch format {
+	case "json", "yaml":
+		return printStructured(out, format, rows)
+	case "name":
+		for _, r := range rows {
+			fmt.Fprintf(out, "podgroup.scheduling.lockstep.dev/%s\n", r.Name)
+		}
+		return nil
+	}
+	wide := format == "wide"
+	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
+	if all {
+		fmt.Fprint(tw, "NAMESPACE\t")
+	}
+	fmt.Fprint(tw, "NAME\tPOLICY\tMINCOUNT\tBOUND/MEMBERS\tSCHEDULED\tREASON\tSTATE\tINCARNATION\tAGE\tTIME-TO-SCHEDULED")
+	if wide {
+		fmt.Fprint(tw, "\tDISRUPTION\tPRIORITY-CLASS\tTOPOLOGY\tMESSAGE")
+	}
+	fmt.Fprintln(tw)
+	for _, r := range rows {
+		if all {
+			fmt.Fprintf(tw, "%s\t", r.Namespace)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s", r.Name, r.Policy, r.MinCount, r.Bound, r.Members, r.Status, r.Reason, r.State, r.Incarnation, r.Age, r.TimeToScheduled)
+		if wide {
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", r.Disruption, orDash(r.PriorityClass), orDash(r.Topology), r.StateMessage)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func row(pg *lockv1.PodGroup, members, bound int) Row {
@@ -120,8 +181,14 @@ func row(pg *lockv1.PodGroup, members, bound int) Row {
 	}
 	r.State = "-"
 	if c := meta.FindStatusCondition(pg.Status.Conditions, lockv1.Running); c != nil {
-		r.State = c.Reason
+		r.State, r.StateMessage = c.Reason, c.Message
 	}
+	r.Disruption = "single"
+	if podgroup.DisruptAll(pg) {
+		r.Disruption = "all"
+	}
+	r.PriorityClass = pg.Spec.PriorityClassName
+	r.Topology = strings.Join(podgroup.TopologyKeys(pg), ",")
 	if inc := pg.Status.Incarnation; inc != nil {
 		r.Incarnation = inc.Number
 	}

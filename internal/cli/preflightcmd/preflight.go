@@ -9,9 +9,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-dev/lockstep/internal/preflight"
 )
@@ -19,20 +20,19 @@ import (
 // ErrFailed makes the command exit non-zero when a check failed.
 var ErrFailed = errors.New("preflight found problems that would make gangs or DRA fail")
 
-// NewCommand returns `lockstep preflight`.
+// NewCommand returns `lockstep preflight` (`kubectl lockstep preflight`).
 func NewCommand() *cobra.Command {
-	var kubeconfig, output string
+	config := genericclioptions.NewConfigFlags(true)
+	var output string
 	cmd := &cobra.Command{
-		Use:   "preflight",
+		Use:   "preflight [-o table|json|yaml]",
 		Short: "Check a cluster for gang scheduling and DRA: APIs, the silent Job field prune, Lockstep, drivers, oversubscription, EKS node supply",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: want table or json", output)
+			if output != "table" && output != "json" && output != "yaml" {
+				return fmt.Errorf("-o %q: want table, json or yaml", output)
 			}
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			rules.ExplicitPath = kubeconfig
-			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+			cfg, err := config.ToRESTConfig()
 			if err != nil {
 				return err
 			}
@@ -49,13 +49,22 @@ func NewCommand() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
+			switch output {
+			case "json":
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(r); err != nil {
 					return err
 				}
-			} else {
+			case "yaml":
+				b, err := yaml.Marshal(r)
+				if err != nil {
+					return err
+				}
+				if _, err := out.Write(b); err != nil {
+					return err
+				}
+			default:
 				printTable(out, r)
 			}
 			if r.Failed() {
@@ -64,8 +73,8 @@ func NewCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	config.AddFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
@@ -27,7 +28,7 @@ func NewCommand() *cobra.Command {
 	o := &Options{QPS: 200, Burst: 400, Scheduler: scheduler.Options{
 		LeaderElect: true, LeaseNamespace: "lockstep-system", LeaseName: "lockstep-scheduler",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		MetricsAddr: ":8080",
+		MetricsAddr: ":8080", HealthAddr: ":8083",
 	}}
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -48,6 +49,7 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&o.Scheduler.LeaseNamespace, "leader-elect-namespace", o.Scheduler.LeaseNamespace, "namespace of the Lease")
 	f.StringVar(&o.Scheduler.LeaseName, "leader-elect-name", o.Scheduler.LeaseName, "name of the Lease")
 	f.StringVar(&o.Scheduler.MetricsAddr, "metrics-bind-address", o.Scheduler.MetricsAddr, "host:port to serve Prometheus /metrics on; empty or 0 disables it")
+	f.StringVar(&o.Scheduler.HealthAddr, "health-probe-bind-address", o.Scheduler.HealthAddr, "host:port to serve /healthz and /readyz on; empty or 0 disables it")
 	f.StringVar(&o.Scheduler.Identity, "identity", o.Scheduler.Identity, "this replica's identity in the Lease (default hostname_pid)")
 	f.DurationVar(&o.Scheduler.LeaseDuration, "leader-elect-lease-duration", o.Scheduler.LeaseDuration, "how long a non-leader waits before taking over an unrenewed Lease")
 	f.DurationVar(&o.Scheduler.RenewDeadline, "leader-elect-renew-deadline", o.Scheduler.RenewDeadline, "how long the leader retries renewing before giving up")
@@ -77,6 +79,14 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
+		return err
+	}
+	// Leader election renews its Lease on a client of its own: scheduling
+	// writes must never hold a renewal back behind the rate limiter.
+	le := rest.CopyConfig(cfg)
+	le.QPS, le.Burst = 5, 10
+	le.UserAgent = "lockstep-scheduler-leader-election"
+	if o.Scheduler.LeaderElectionClient, err = kubernetes.NewForConfig(le); err != nil {
 		return err
 	}
 	s, err := scheduler.New(client, dyn, o.Scheduler)

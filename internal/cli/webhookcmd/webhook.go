@@ -16,7 +16,9 @@ func NewCommand() *cobra.Command {
 	o := webhook.Options{
 		BindAddress: "0.0.0.0", Port: 9443, CertDir: "/tmp/lockstep-webhook-certs",
 		ServiceNamespace: "lockstep-system", ServiceName: "lockstep-webhook",
-		SecretNamespace: "lockstep-system", SecretName: "lockstep-webhook-tls",
+		CertSource: webhook.CertSourceSelf, SecretNamespace: "lockstep-system", SecretName: "lockstep-webhook-tls",
+		MutatingConfig: webhook.MutatingConfigName, ValidatingConfig: webhook.ValidatingConfigName,
+		HealthAddr: ":8082",
 	}
 	cmd := &cobra.Command{
 		Use:   "webhook",
@@ -42,7 +44,11 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&o.ServiceNamespace, "service-namespace", o.ServiceNamespace, "namespace of the webhook Service")
 	f.StringVar(&o.ServiceName, "service-name", o.ServiceName, "name of the webhook Service")
 	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory the serving certificate is written to")
-	f.StringVar(&o.SecretNamespace, "secret-namespace", o.SecretNamespace, "namespace of the Secret holding the serving certificate")
-	f.StringVar(&o.SecretName, "secret-name", o.SecretName, "name of the Secret holding the serving certificate")
+	f.StringVar(&o.CertSource, "cert-source", o.CertSource, `"self": keep the serving certificate in the Secret, renew it while running and inject the CA into the webhook configurations; "files": serve what is in --cert-dir (cert-manager)`)
+	f.StringVar(&o.SecretNamespace, "secret-namespace", o.SecretNamespace, "namespace of the Secret holding the serving certificate (--cert-source self)")
+	f.StringVar(&o.SecretName, "secret-name", o.SecretName, "name of the Secret holding the serving certificate (--cert-source self)")
+	f.StringVar(&o.MutatingConfig, "mutating-configuration", o.MutatingConfig, "MutatingWebhookConfiguration to inject the CA into (--cert-source self)")
+	f.StringVar(&o.ValidatingConfig, "validating-configuration", o.ValidatingConfig, "ValidatingWebhookConfiguration to inject the CA into (--cert-source self)")
+	f.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "host:port to serve /healthz and /readyz on; 0 disables it")
 	return cmd
 }

@@ -1,0 +1,30 @@
+package webhook
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Install writes what the Helm chart ships for admission — both webhook
+// configurations (no caBundle yet) and the empty Secret the webhook keeps
+// its certificate in — for the local control plane, where no chart is
+// installed. It runs with the installer's (admin) identity, never the
+// webhook's.
+func Install(ctx context.Context, client kubernetes.Interface, e Endpoint, secretNamespace, secretName string) error {
+	mutating, validating := Configurations(e, JobControllerUsers)
+	if err := upsert(ctx, client.AdmissionregistrationV1().MutatingWebhookConfigurations(), mutating); err != nil {
+		return err
+	}
+	if err := upsert(ctx, client.AdmissionregistrationV1().ValidatingWebhookConfigurations(), validating); err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: secretName}, Type: corev1.SecretTypeOpaque}
+	if _, err := client.CoreV1().Secrets(secretNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
