@@ -30,8 +30,8 @@ import (
 // certManagerOff are the objects the webhook only needs when it keeps its
 // own certificate.
 var certManagerOff = map[string]bool{
-	"Role/lockstep-webhook-certificate":               true,
-	"RoleBinding/lockstep-webhook-certificate":        true,
+	"Role/lockstep-webhook-certificate":                true,
+	"RoleBinding/lockstep-webhook-certificate":         true,
 	"ClusterRole/lockstep-webhook-ca-injection":        true,
 	"ClusterRoleBinding/lockstep-webhook-ca-injection": true,
 }
