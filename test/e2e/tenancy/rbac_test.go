@@ -64,6 +64,10 @@ func TestComponentRBAC(t *testing.T) {
 		{"lockstep-webhook", "delete", "pods", "default"},
 		{"lockstep-webhook", "get", "secrets", "default"},
 		{"lockstep-webhook", "update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/someone-else", ""},
+		{"lockstep-webhook", "create", "mutatingwebhookconfigurations.admissionregistration.k8s.io", ""},
+		{"lockstep-webhook", "create", "validatingwebhookconfigurations.admissionregistration.k8s.io", ""},
+		{"lockstep-webhook", "update", "validatingwebhookconfigurations.admissionregistration.k8s.io/lockstep", ""},
+		{"lockstep-webhook", "create", "secrets", "lockstep-system"},
 	} {
 		args := []string{"--kubeconfig", h.Kubeconfig, "auth", "can-i", tc.verb, tc.resource, "--as", tc.user}
 		if tc.ns != "" {
