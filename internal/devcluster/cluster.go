@@ -47,6 +47,9 @@ type Options struct {
 	// Schedulers to run; nil means just Lockstep's. Lockstep's CRDs and RBAC
 	// are installed whatever runs.
 	Schedulers []Scheduler
+	// Bare skips installing Lockstep's CRDs and RBAC (a test installs
+	// Lockstep itself, e.g. from the Helm chart); Schedulers must be empty.
+	Bare bool
 }
 
 func (o *Options) complete() error {
@@ -203,8 +206,10 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := c.waitFor(ctx, apiserver, "Lockstep CRDs and RBAC installed", func(ctx context.Context) error { return InstallLockstep(ctx, dyn, client) }); err != nil {
-		return err
+	if !opts.Bare {
+		if err := c.waitFor(ctx, apiserver, "Lockstep CRDs and RBAC installed", func(ctx context.Context) error { return InstallLockstep(ctx, dyn, client) }); err != nil {
+			return err
+		}
 	}
 	if err := c.waitFor(ctx, nil, "nodes Ready, slices published, service accounts issued", func(ctx context.Context) error {
 		return clusterReady(ctx, client, c.Objects)

@@ -33,6 +33,8 @@ type Options struct {
 	Spec *clusterspec.Cluster
 	// Schedulers to run; nil runs Lockstep's, empty runs none.
 	Schedulers []devcluster.Scheduler
+	// Bare: no Lockstep CRDs or RBAC either (the package installs them).
+	Bare bool
 }
 
 // MustParseSpec parses a cluster spec for Options.Spec; it panics on a bad
@@ -145,7 +147,7 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		c, err := devcluster.Up(ctx, devcluster.Options{
 			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec,
-			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers,
+			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers, Bare: opts.Bare,
 		})
 		cancel()
 		if err == nil {
