@@ -40,7 +40,7 @@ generate: tools
 	$(GO) run ./hack/chartgen
 
 ## test: every test — unit, integration and e2e against the local control plane
-test: build
+test: build image
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...   # -count=1: e2e results depend on bin/, which the test cache does not track
 
 ## soak: the gang-lifecycle soak (10 min of gangs succeeding, failing, preempted, losing nodes;

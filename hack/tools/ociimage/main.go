@@ -53,6 +53,10 @@ func main() {
 		"org.opencontainers.image.description": "Gang-aware, DRA-native batch scheduler for Kubernetes: " +
 			"scheduler, controllers and admission webhook in one binary",
 	}
+	tagName := "latest"
+	if i := strings.LastIndex(*tag, ":"); i > strings.LastIndex(*tag, "/") {
+		tagName = (*tag)[i+1:]
+	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	var first v1.Image
 	for _, arg := range flag.Args() {
@@ -69,11 +73,10 @@ func main() {
 		}
 		os, arch, _ := strings.Cut(platform, "/")
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
-			Platform:    &v1.Platform{OS: os, Architecture: arch},
-			Annotations: map[string]string{"org.opencontainers.image.ref.name": *tag},
+			Platform: &v1.Platform{OS: os, Architecture: arch},
 		}})
 	}
-	if err := write(*out, *tag, idx, first); err != nil {
+	if err := write(*out, *tag, tagName, idx, first); err != nil {
 		fail(err)
 	}
 	fmt.Printf("wrote %s (%s, %d platforms)\n", *out, *tag, flag.NArg())
@@ -139,15 +142,23 @@ func image(platform, bin string, labels map[string]string) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// write stores the index as an OCI layout in a temporary directory, adds a
-// Docker manifest.json for first, and tars it all into out.
-func write(out, tag string, idx v1.ImageIndex, first v1.Image) error {
+// write stores the multi-platform index as the one image of an OCI layout
+// (named by tag, as skopeo's oci-archive:FILE:TAG and containerd expect),
+// adds a Docker manifest.json for first, and tars it all into out.
+func write(out, ref, tag string, idx v1.ImageIndex, first v1.Image) error {
 	dir, err := os.MkdirTemp("", "lockstep-image-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := layout.Write(dir, idx); err != nil {
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": tag,
+		"io.containerd.image.name":          ref,
+	})); err != nil {
 		return err
 	}
 	cfgName, err := first.ConfigName()
@@ -166,7 +177,7 @@ func write(out, tag string, idx v1.ImageIndex, first v1.Image) error {
 		}
 		layerPaths = append(layerPaths, fmt.Sprintf("%q", "blobs/sha256/"+d.Hex))
 	}
-	manifest := fmt.Sprintf(`[{"Config":%q,"RepoTags":[%q],"Layers":[%s]}]`, "blobs/sha256/"+cfgName.Hex, tag, strings.Join(layerPaths, ","))
+	manifest := fmt.Sprintf(`[{"Config":%q,"RepoTags":[%q],"Layers":[%s]}]`, "blobs/sha256/"+cfgName.Hex, ref, strings.Join(layerPaths, ","))
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(manifest), 0o644); err != nil {
 		return err
 	}
