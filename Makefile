@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/lockstep-dev/lockstep/internal/version.Lockstep=$(VERSION)
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak demo dev bench verify image fmt clean
+.PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify image plugin fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37) and kwok
 build: lockstep tools
@@ -27,6 +27,17 @@ image: tools
 	done
 	$(BIN)/ociimage -out $(BIN)/lockstep-image.tar -tag $(IMAGE_REPO):$(IMAGE_TAG) -version $(IMAGE_TAG) \
 	  linux/amd64=$(BIN)/linux-amd64/lockstep linux/arm64=$(BIN)/linux-arm64/lockstep
+
+## plugin: kubectl-lockstep for krew — one archive per platform and the manifest rendered from
+## .krew.yaml (bin/plugin/lockstep.yaml); a release uploads the archives under its tag
+PLUGIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+plugin:
+	for p in $(PLUGIN_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; [[ $$os == windows ]] && ext=.exe; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/$$os-$$arch/kubectl-lockstep$$ext ./cmd/kubectl-lockstep || exit 1; \
+	  args+=" $$p=$(BIN)/$$os-$$arch/kubectl-lockstep$$ext"; \
+	done; \
+	$(GO) run ./hack/plugin -tag $(IMAGE_TAG) -out $(BIN)/plugin $$args
 
 ## tools: the Kubernetes binaries and dev tools, each skipped when built at its version
 tools:
@@ -47,6 +58,11 @@ test: build image
 ## LOCKSTEP_SOAK_DURATION changes it) — not part of `make test`
 soak: build
 	$(GO) test -tags soak -count=1 -timeout 40m -v -run TestSoak ./test/soak/
+
+## sizing: memory and CPU of the three components at 1,000 and 5,000 simulated nodes (docs/install.md)
+sizing: build
+	LOCKSTEP_SIZING_NODES=1000 $(GO) test -tags sizing -count=1 -timeout 60m -v -run TestSizing ./test/sizing/
+	LOCKSTEP_SIZING_NODES=5000 $(GO) test -tags sizing -count=1 -timeout 60m -v -run TestSizing ./test/sizing/
 
 ## unit: tests that need no cluster
 unit:

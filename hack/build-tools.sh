@@ -3,6 +3,7 @@
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 #     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
 #   kwok, controller-gen, helm, ociimage  (module hack/tools)
+#   krew, validate-krew-manifest          (module hack/krew)
 # A binary is rebuilt only when the version recorded beside it differs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +49,15 @@ for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.
     flags="-s -w"
     [[ $name == helm ]] && flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
     (cd "$root/hack/tools" && go build -trimpath -ldflags "$flags" -o "$bin/$name" "$pkg")
+    echo "$v" > "$bin/.versions/$name"
+  fi
+done
+# krew and its manifest validator (module hack/krew: krew's dependencies are older than ours).
+v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
+for name in krew validate-krew-manifest; do
+  if stale "$name" "$v"; then
+    echo "building $name $v"
+    (cd "$root/hack/krew" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "sigs.k8s.io/krew/cmd/$name")
     echo "$v" > "$bin/.versions/$name"
   fi
 done

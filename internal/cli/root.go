@@ -30,6 +30,8 @@ func Execute(ctx context.Context, args []string) int {
 // ExecutePlugin runs `kubectl lockstep`: the user commands only.
 func ExecutePlugin(ctx context.Context, args []string) int {
 	root := newRoot("kubectl-lockstep", "Lockstep for kubectl: why a gang is pending, PodGroups and their state, a cluster preflight")
+	// Help and examples say `kubectl lockstep`, as the user types it.
+	root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lockstep"}
 	root.AddCommand(explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), preflightcmd.NewCommand(), versionCommand())
 	return run(ctx, root, args)
 }

@@ -199,7 +199,7 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 	}
 	fmt.Fprintf(opts.Progress, "creating %d nodes, %d ResourceSlices (%d devices), %d DeviceClasses\n",
 		len(c.Objects.Nodes), len(c.Objects.ResourceSlices), c.Objects.DeviceCount(), len(c.Objects.DeviceClasses))
-	if err := c.waitFor(ctx, apiserver, "cluster objects created", func(ctx context.Context) error { return createObjects(ctx, client, c.Objects) }); err != nil {
+	if err := c.waitFor(ctx, apiserver, "cluster objects created", newObjectCreator(client, c.Objects).create); err != nil {
 		return err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -237,7 +237,7 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 				return err
 			}
 		}
-		if err := c.waitFor(ctx, procs[0], "Lockstep webhook serving", func(ctx context.Context) error { return webhookReady(ctx, ports.WebhookHealth) }); err != nil {
+		if err := c.waitFor(ctx, procs[0], "Lockstep webhook serving", func(ctx context.Context) error { return componentReady(ctx, ports.WebhookHealth) }); err != nil {
 			return err
 		}
 	}
@@ -306,6 +306,16 @@ func (c *Cluster) LogTail(component string, n int) string {
 		}
 	}
 	return ""
+}
+
+// PID is the process ID of a running component, or 0 when it does not run.
+func (c *Cluster) PID(component string) int {
+	for _, p := range c.state.Processes {
+		if p.Name == component {
+			return p.PID
+		}
+	}
+	return 0
 }
 
 // Components names the running components in start order.

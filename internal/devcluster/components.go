@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -223,6 +224,20 @@ func (c *Cluster) LockstepSchedulerArgs(identity string) []string {
 		"--health-probe-bind-address=0",
 		"-v=2",
 	}
+}
+
+// Ready reports whether a Lockstep component ("lockstep-scheduler",
+// "lockstep-controllers" or "lockstep-webhook") answers its /readyz.
+func (c *Cluster) Ready(ctx context.Context, component string) error {
+	port, ok := map[string]int{
+		"lockstep-scheduler":   c.state.Ports.SchedulerHealth,
+		"lockstep-controllers": c.state.Ports.ControllerHealth,
+		"lockstep-webhook":     c.state.Ports.WebhookHealth,
+	}[component]
+	if !ok {
+		return fmt.Errorf("%s has no health port", component)
+	}
+	return componentReady(ctx, port)
 }
 
 // SchedulerMetricsURL is where the cluster's Lockstep scheduler serves /metrics.

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,26 +70,70 @@ func apiReady(ctx context.Context, client kubernetes.Interface) error {
 	return nil
 }
 
-// createObjects creates DeviceClasses, Nodes (with their capacity written
-// through the status subresource) and ResourceSlices; objects that already
-// exist are left alone, so the call can be retried.
-func createObjects(ctx context.Context, client kubernetes.Interface, objs *clusterspec.Objects) error {
-	for _, dc := range objs.DeviceClasses {
-		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); ignoreExists(err) != nil {
+// objectCreator creates DeviceClasses, Nodes (with their capacity written
+// through the status subresource) and ResourceSlices, several at a time. It
+// remembers what it created, so a retry after a check timeout resumes where
+// the last attempt stopped: a cluster of thousands of nodes takes longer to
+// populate than one attempt lasts. Objects that already exist are left alone.
+type objectCreator struct {
+	client kubernetes.Interface
+	objs   *clusterspec.Objects
+	mu     sync.Mutex
+	done   map[string]bool
+}
+
+func newObjectCreator(client kubernetes.Interface, objs *clusterspec.Objects) *objectCreator {
+	return &objectCreator{client: client, objs: objs, done: map[string]bool{}}
+}
+
+// createWorkers bounds the concurrent creations: enough to populate 5,000
+// nodes in a minute, within the admin client's rate limit.
+const createWorkers = 16
+
+func (o *objectCreator) create(ctx context.Context) error {
+	for _, dc := range o.objs.DeviceClasses {
+		if _, err := o.client.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); ignoreExists(err) != nil {
 			return fmt.Errorf("DeviceClass %s: %w", dc.Name, err)
 		}
 	}
-	for _, n := range objs.Nodes {
-		if err := createNode(ctx, client, n); err != nil {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(createWorkers)
+	for _, n := range o.objs.Nodes {
+		o.each(g, gctx, "node/"+n.Name, func(ctx context.Context) error { return createNode(ctx, o.client, n) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(createWorkers)
+	for _, s := range o.objs.ResourceSlices {
+		o.each(g, gctx, "slice/"+s.Name, func(ctx context.Context) error {
+			if _, err := o.client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); ignoreExists(err) != nil {
+				return fmt.Errorf("ResourceSlice %s: %w", s.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// each runs create for key unless an earlier attempt did.
+func (o *objectCreator) each(g *errgroup.Group, ctx context.Context, key string, create func(context.Context) error) {
+	o.mu.Lock()
+	done := o.done[key]
+	o.mu.Unlock()
+	if done {
+		return
+	}
+	g.Go(func() error {
+		if err := create(ctx); err != nil {
 			return err
 		}
-	}
-	for _, s := range objs.ResourceSlices {
-		if _, err := client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); ignoreExists(err) != nil {
-			return fmt.Errorf("ResourceSlice %s: %w", s.Name, err)
-		}
-	}
-	return nil
+		o.mu.Lock()
+		o.done[key] = true
+		o.mu.Unlock()
+		return nil
+	})
 }
 
 func createNode(ctx context.Context, client kubernetes.Interface, n *corev1.Node) error {
@@ -165,9 +212,10 @@ func NodeSchedulable(n *corev1.Node) bool {
 	return true
 }
 
-// webhookReady: the webhook says it is ready — caches synced, serving, its
-// CA injected into the configurations.
-func webhookReady(ctx context.Context, port int) error {
+// componentReady: a Lockstep component's /readyz on port says it is ready
+// (the webhook: caches synced, serving, its CA injected into the
+// configurations; the scheduler: caches synced).
+func componentReady(ctx context.Context, port int) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/readyz", nil)
 	if err != nil {
 		return err
@@ -178,7 +226,7 @@ func webhookReady(ctx context.Context, port int) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("webhook /readyz: %s", resp.Status)
+		return fmt.Errorf("/readyz on port %d: %s", port, resp.Status)
 	}
 	return nil
 }

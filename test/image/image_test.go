@@ -2,7 +2,8 @@
 // `make test` first): an OCI image layout with one multi-platform index of
 // linux/amd64 and linux/arm64 images, each a static lockstep binary on an
 // empty base, run as a non-root user, with OCI labels; the amd64 entrypoint
-// is unpacked and run (`lockstep version`).
+// is unpacked and run (`lockstep version`); skopeo copies both platforms out
+// of the archive as a push to a registry would.
 package image
 
 import (
@@ -119,6 +120,29 @@ func TestImage(t *testing.T) {
 	}
 	if _, ok := blobs["manifest.json"]; !ok {
 		t.Errorf("no manifest.json: docker load would not take the archive")
+	}
+	copyWithSkopeo(t, filepath.Join(root, "bin", "lockstep-image.tar"))
+}
+
+// copyWithSkopeo copies every platform of the archive into an OCI layout
+// directory with skopeo, as `skopeo copy --all oci-archive:… docker://…`
+// would to a registry, and inspects each platform's copy.
+func copyWithSkopeo(t *testing.T, archive string) {
+	t.Helper()
+	dest := "oci:" + filepath.Join(t.TempDir(), "layout") + ":lockstep"
+	if out, err := exec.Command("skopeo", "copy", "--all", "oci-archive:"+archive, dest).CombinedOutput(); err != nil {
+		t.Fatalf("skopeo copy --all: %v\n%s", err, out)
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		out, err := exec.Command("skopeo", "inspect", "--override-os", "linux", "--override-arch", arch, dest).CombinedOutput()
+		if err != nil {
+			t.Fatalf("skopeo inspect (%s): %v\n%s", arch, err, out)
+		}
+		var got struct{ Architecture, Os string }
+		unmarshal(t, out, &got)
+		if got.Architecture != arch || got.Os != "linux" {
+			t.Errorf("skopeo resolves linux/%s to %s/%s", arch, got.Os, got.Architecture)
+		}
 	}
 }
 

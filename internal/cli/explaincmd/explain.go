@@ -14,10 +14,14 @@ import (
 
 // NewExplainCommand returns `lockstep explain` (`kubectl lockstep explain`).
 func NewExplainCommand() *cobra.Command {
-	f := newFlags("json", "yaml", "name")
+	f := newFlags("json", "yaml", "wide", "name")
 	cmd := &cobra.Command{
-		Use:   "explain (podgroup|job|pod) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|name]",
+		Use:   "explain (podgroup|job|pod) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
 		Short: "Say why a gang (PodGroup, Job) or pod is pending: the answer first, then the evidence",
+		Long: `Say why a gang (PodGroup, Job) or pod is pending: the answer first, then the evidence.
+
+Lists of evidence (claims, nodes with matching devices, tainted devices) show their first
+` + fmt.Sprint(listLimit) + ` entries; -o wide shows all of them, -o json|yaml all of them as data.`,
 		Example: `  lockstep explain podgroup train-b -n ml-team
   kubectl lockstep explain job/train -n ml-team -o yaml`,
 		Args: cobra.RangeArgs(1, 2),
@@ -44,7 +48,7 @@ func NewExplainCommand() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), r.UnitRef())
 				return nil
 			}
-			printReport(cmd.OutOrStdout(), r)
+			printReport(cmd.OutOrStdout(), r, f.output == "wide")
 			return nil
 		},
 	}
@@ -52,7 +56,26 @@ func NewExplainCommand() *cobra.Command {
 	return cmd
 }
 
-func printReport(out io.Writer, r *explain.Report) {
+// listLimit is how many entries of each evidence list the default output
+// shows: on a cluster of thousands of nodes "every node with a matching
+// device" would bury the answer.
+const listLimit = 10
+
+// shown is how many of n entries to print; more reports the ones left out.
+func shown(n int, wide bool) int {
+	if wide || n <= listLimit {
+		return n
+	}
+	return listLimit
+}
+
+func more(out io.Writer, n, shown int, what string) {
+	if n > shown {
+		fmt.Fprintf(out, "   … %d more %s (-o wide lists them)\n", n-shown, what)
+	}
+}
+
+func printReport(out io.Writer, r *explain.Report, wide bool) {
 	fmt.Fprintln(out, r.Answer)
 	fmt.Fprintln(out)
 	if r.Condition != nil {
@@ -93,10 +116,12 @@ func printReport(out io.Writer, r *explain.Report) {
 	if len(r.Claims) > 0 {
 		fmt.Fprintln(out, "5. Claims of pending pods:")
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		for _, c := range r.Claims {
+		n := shown(len(r.Claims), wide)
+		for _, c := range r.Claims[:n] {
 			fmt.Fprintf(tw, "   %s\t%s\t%s\n", c.Pod, c.Claim, c.State)
 		}
 		_ = tw.Flush()
+		more(out, len(r.Claims), n, "claims")
 	}
 	for _, d := range r.Devices {
 		if !d.Exists {
@@ -104,12 +129,16 @@ func printReport(out io.Writer, r *explain.Report) {
 			continue
 		}
 		fmt.Fprintf(out, "6. DeviceClass %s: %d devices, %d allocated, %d free\n", d.Class, d.Total, d.Allocated, d.Total-d.Allocated)
-		for _, n := range d.PerNode {
+		nodes := shown(len(d.PerNode), wide)
+		for _, n := range d.PerNode[:nodes] {
 			fmt.Fprintf(out, "   %s: %d matching, %d allocated %s\n", n.Node, n.Matching, n.Allocated, strings.Join(n.To, ", "))
 		}
-		for _, t := range d.Tainted {
+		more(out, len(d.PerNode), nodes, "nodes with matching devices")
+		tainted := shown(len(d.Tainted), wide)
+		for _, t := range d.Tainted[:tainted] {
 			fmt.Fprintf(out, "   tainted: %s\n", t)
 		}
+		more(out, len(d.Tainted), tainted, "tainted devices")
 		for _, e := range d.CELErrors {
 			fmt.Fprintf(out, "   CEL error: %s\n", e)
 		}

@@ -35,6 +35,9 @@ type Options struct {
 	Schedulers []devcluster.Scheduler
 	// Bare: no Lockstep CRDs or RBAC either (the package installs them).
 	Bare bool
+	// ReadyTimeout bounds the cluster's start; zero is 3 minutes (large
+	// simulated clusters take longer to populate).
+	ReadyTimeout time.Duration
 }
 
 // MustParseSpec parses a cluster spec for Options.Spec; it panics on a bad
@@ -144,9 +147,13 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		ready := opts.ReadyTimeout
+		if ready == 0 {
+			ready = 3 * time.Minute
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), ready+time.Minute)
 		c, err := devcluster.Up(ctx, devcluster.Options{
-			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec,
+			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec, ReadyTimeout: ready,
 			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers, Bare: opts.Bare,
 		})
 		cancel()
