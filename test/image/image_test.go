@@ -8,8 +8,8 @@ package image
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"bytes"
+	"compress/gzip"
 	"debug/elf"
 	"encoding/json"
 	"io"
