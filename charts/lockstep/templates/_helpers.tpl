@@ -19,26 +19,38 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* The pod settings every component shares. */}}
+{{/* The pod settings every component shares; called with root and component. */}}
 {{- define "lockstep.podSpec" -}}
-{{- with .Values.imagePullSecrets }}
+{{- $v := .root.Values -}}
+{{- with $v.imagePullSecrets }}
 imagePullSecrets:
 {{- toYaml . | nindent 2 }}
 {{- end }}
-priorityClassName: {{ .Values.priorityClassName }}
+priorityClassName: {{ $v.priorityClassName }}
 securityContext:
-{{- toYaml .Values.podSecurityContext | nindent 2 }}
-{{- with .Values.nodeSelector }}
+{{- toYaml $v.podSecurityContext | nindent 2 }}
+{{- with $v.nodeSelector }}
 nodeSelector:
 {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $v.tolerations }}
 tolerations:
 {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
+{{- with $v.affinity }}
 affinity:
 {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $v.spreadReplicas }}
+topologySpreadConstraints:
+{{- range list "kubernetes.io/hostname" "topology.kubernetes.io/zone" }}
+- maxSkew: 1
+  topologyKey: {{ . }}
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "lockstep.selector" $ | nindent 6 }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
