@@ -13,6 +13,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 )
 
 // sliceSource is the controller's view of ResourceSlices with
@@ -33,7 +35,7 @@ var _ source.SyncingSource = (*sliceSource)(nil)
 
 // Start starts the informers and the tracker; it does not block.
 func (s *sliceSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	f := informers.NewSharedInformerFactory(s.kube, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithTransform(cachetrim.Transform))
 	opts := tracker.Options{EnableDeviceTaintRules: s.taintRules, SliceInformer: f.Resource().V1().ResourceSlices(), KubeClient: s.kube}
 	if s.taintRules {
 		opts.TaintInformer = f.Resource().V1().DeviceTaintRules()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -49,9 +50,15 @@ func (s *Scheduler) setupInformers() error {
 		pdbs:     f.Policy().V1().PodDisruptionBudgets().Lister(),
 	}
 	pgInf := s.dynFactor.ForResource(podgroup.Resource)
+	if err := pgInf.Informer().SetTransform(cachetrim.Transform); err != nil {
+		return err
+	}
 	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), podgroup.Resource)
 	if s.upstreamServed {
 		up := s.dynFactor.ForResource(podgroup.UpstreamResource)
+		if err := up.Informer().SetTransform(cachetrim.Transform); err != nil {
+			return err
+		}
 		s.listers.upstreamPodGroups = dynamiclister.New(up.Informer().GetIndexer(), podgroup.UpstreamResource)
 		if _, err := up.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}); err != nil {
 			return err

@@ -24,6 +24,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
+	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -90,7 +91,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		opts:      opts,
 		client:    client,
 		dynamic:   dyn,
-		factory:   informers.NewSharedInformerFactory(client, 0),
+		factory:   informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cachetrim.Transform)),
 		dynFactor: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		assumed:   newAssumed(time.Minute),
 		celCache:  dra.NewCache(),

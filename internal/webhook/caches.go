@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 )
 
@@ -25,7 +26,7 @@ func cacheOptions() cache.Options {
 	if err != nil {
 		panic(err) // a constant label key
 	}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: cachetrim.Transform, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.NewSelector().Add(*member)},
 	}}
 }

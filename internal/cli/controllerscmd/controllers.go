@@ -14,10 +14,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
+	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
@@ -48,6 +50,7 @@ func NewCommand() *cobra.Command {
 				LeaderElectionID:        "lockstep-controllers",
 				LeaderElectionNamespace: leaseNamespace,
 				HealthProbeBindAddress:  healthAddr,
+				Cache:                   cache.Options{DefaultTransform: cachetrim.Transform},
 			})
 			if err != nil {
 				return err
