@@ -25,7 +25,10 @@ const (
 	PodGroupReasonSchedulerError = "SchedulerError"
 	// PodGroupReasonWaitingForPods: fewer than minCount members exist yet.
 	PodGroupReasonWaitingForPods = "WaitingForPods"
-	PodGroupReasonPreemption     = "PreemptionByScheduler"
+	// PodGroupReasonSchedulingGated: members still have scheduling gates,
+	// and without them the group is below minCount.
+	PodGroupReasonSchedulingGated = "SchedulingGated"
+	PodGroupReasonPreemption      = "PreemptionByScheduler"
 
 	// Running is the group's state now, reset with each incarnation (not in
 	// scheduling.k8s.io/v1beta1): True while the current incarnation runs.

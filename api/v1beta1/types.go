@@ -246,7 +246,7 @@ type TopologyConstraint struct {
 // PodGroupStatus is observed state.
 type PodGroupStatus struct {
 	// conditions: PodGroupInitiallyScheduled (reasons Scheduled, Unschedulable,
-	// SchedulerError, WaitingForPods; True once the group was first admitted,
+	// SchedulerError, WaitingForPods, SchedulingGated; True once the group was first admitted,
 	// and then for ever, as upstream), Running (the state now: reasons
 	// Running, Pending, Restarting, Preempted, Completed, Failed, Suspended;
 	// reset with each incarnation) and DisruptionTarget

@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/kubefilter"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -27,6 +29,9 @@ type state struct {
 	claims  []resourcev1.ResourceClaim
 	groups  map[string]*lockv1.PodGroup // ns/name
 	pdbs    []*policyv1.PodDisruptionBudget
+	// filters are the scheduler's kube-scheduler filters, reading
+	// namespaces from what was listed (nothing is watched).
+	filters *kubefilter.Filters
 }
 
 func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*state, error) {
@@ -54,6 +59,18 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 		for i := range pdbs.Items {
 			st.pdbs = append(st.pdbs, &pdbs.Items[i])
 		}
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	if nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
+		store := factory.Core().V1().Namespaces().Informer().GetIndexer()
+		for i := range nss.Items {
+			if err := store.Add(&nss.Items[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if st.filters, err = kubefilter.New(ctx, factory); err != nil {
+		return nil, err
 	}
 	// In-tree groups first, so a Lockstep group of the same name wins, as in the scheduler.
 	for _, gvr := range []schema.GroupVersionResource{podgroup.UpstreamResource, podgroup.Resource} {
@@ -89,7 +106,9 @@ func (st *state) snapshot() *snapshot.Snapshot {
 	for i := range st.claims {
 		in.Claims = append(in.Claims, &st.claims[i])
 	}
-	return snapshot.New(in)
+	snap := snapshot.New(in)
+	snap.Constraints = st.filters.NewView(in.Nodes, in.Pods)
+	return snap
 }
 
 func (st *state) claim(ns, name string) *resourcev1.ResourceClaim {

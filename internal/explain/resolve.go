@@ -85,6 +85,9 @@ func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
 			// Bound and staying, or finished: counts toward minCount.
 			u.members = append(u.members, p)
 			u.bound++
+		case podgroup.Pending(p) && podgroup.Gated(p):
+			u.members = append(u.members, p)
+			u.gated++
 		case podgroup.Pending(p):
 			u.members = append(u.members, p)
 			u.pending = append(u.pending, p)
@@ -99,9 +102,12 @@ func podUnit(st *state, p *corev1.Pod) *unit {
 	if p.Spec.Priority != nil {
 		u.priority = *p.Spec.Priority
 	}
-	if podgroup.Pending(p) {
+	switch {
+	case podgroup.Pending(p) && podgroup.Gated(p):
+		u.gated = 1
+	case podgroup.Pending(p):
 		u.pending = []*corev1.Pod{p}
-	} else {
+	default:
 		u.bound = 1
 	}
 	return u

@@ -31,12 +31,15 @@ type Target struct {
 
 // unit is what the target resolves to.
 type unit struct {
-	label    string
-	group    *lockv1.PodGroup
-	job      *batchv1.Job
-	members  []*corev1.Pod
-	pending  []*corev1.Pod
-	bound    int
+	label   string
+	group   *lockv1.PodGroup
+	job     *batchv1.Job
+	members []*corev1.Pod
+	pending []*corev1.Pod
+	bound   int
+	// gated are members that still have scheduling gates: they exist but
+	// are not candidates for a node.
+	gated    int
 	minCount int
 	gang     bool
 	priority int32
@@ -142,6 +145,10 @@ func waitingAnswer(u *unit) string {
 		return fmt.Sprintf("%s has no pods yet: 0 of minCount %d exist; create them (label %s=%s, schedulerName lockstep)", u.label, u.minCount, lockv1.PodGroupLabel, groupName(u))
 	case u.gang && len(u.members) < u.minCount:
 		return fmt.Sprintf("%s is waiting for pods: %d of minCount %d exist; no placement is attempted until minCount members exist", u.label, len(u.members), u.minCount)
+	case u.gated > 0 && u.gang && len(u.pending)+u.bound < u.minCount:
+		return fmt.Sprintf("%s is waiting for scheduling gates: %d members are gated (spec.schedulingGates); none is placed until minCount %d are ungated", u.label, u.gated, u.minCount)
+	case u.gated > 0 && len(u.pending) == 0:
+		return fmt.Sprintf("%s is waiting for scheduling gates (spec.schedulingGates): a gated pod is not scheduled until its last gate is removed", u.label)
 	case u.group == nil && groupName(u) != "":
 		return fmt.Sprintf("%s waits for PodGroup %s/%s, which does not exist", u.label, u.members[0].Namespace, groupName(u))
 	case len(u.pending) == 0:

@@ -61,12 +61,40 @@ func (a *attempt) rollback() {
 	a.undo = nil
 }
 
-// placeMember tries the group's nodes from its cursor on. A node that fails
-// is full for the rest of the group (capacity only shrinks within a cycle).
+// placeMember tries the group's nodes from its cursor on. A node that
+// fails for capacity (resources, ports, devices, a claim's reservations) is
+// full for the rest of the group: capacity only shrinks within an attempt.
+// A node that fails the pod constraints (inter-pod affinity, topology
+// spread) is tried again for the next member: members placed meanwhile can
+// change the answer.
 func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) {
 	m := a.unit.Members[mi]
-	for ; g.cursor < len(g.feasible); g.cursor++ {
-		ni := g.feasible[g.cursor]
+	var check snapshot.PodCheck
+	if a.snap.Constraints != nil {
+		var err error
+		if check, err = a.snap.Constraints.Prepare(a.ctx, m.Pod); err != nil {
+			return nil, Diagnosis{}, err
+		}
+	}
+	var constrained map[string]int
+	for i := g.cursor; i < len(g.feasible); i++ {
+		if _, full := g.fullAt[i]; full {
+			continue
+		}
+		ni := g.feasible[i]
+		if check != nil {
+			reason, err := a.checkConstraints(check, g, m, ni)
+			if err != nil {
+				return nil, Diagnosis{}, err
+			}
+			if reason != "" {
+				if constrained == nil {
+					constrained = map[string]int{}
+				}
+				constrained[reason]++
+				continue
+			}
+		}
 		asg, reason, err := a.tryNode(g, m, ni)
 		if err != nil {
 			return nil, Diagnosis{}, err
@@ -74,20 +102,30 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 		if asg != nil {
 			return asg, Diagnosis{}, nil
 		}
-		g.full[reason]++
+		g.markFull(i, reason)
 	}
 	diag := Diagnosis{Nodes: g.static.Nodes, Reasons: map[string]int{}}
-	for r, n := range g.static.Reasons {
-		diag.Reasons[r] += n
-	}
-	for r, n := range g.full {
-		diag.Reasons[r] += n
+	for _, counts := range []map[string]int{g.static.Reasons, g.full, constrained} {
+		for r, n := range counts {
+			diag.Reasons[r] += n
+		}
 	}
 	if g.full[ReasonDevices] > 0 {
 		claims, _ := resolve(a.snap, m)
 		diag.DeviceClasses = requestedClasses(claims)
 	}
 	return nil, diag, nil
+}
+
+// checkConstraints checks the pod constraints on a node with room for the
+// pod: a node without room fails for capacity first, as kube-scheduler
+// reports the first filter that fails (resources come before affinity and
+// spread in its order).
+func (a *attempt) checkConstraints(check snapshot.PodCheck, g *group, m Member, ni *snapshot.NodeInfo) (string, error) {
+	if fitsResources(ni, g.req, g.ports) != "" {
+		return "", nil
+	}
+	return check.Check(a.ctx, ni.Node.Name)
 }
 
 func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignment, string, error) {
@@ -163,7 +201,9 @@ func (a *attempt) assume(ni *snapshot.NodeInfo, m Member, g *group, claims, pend
 	for _, p := range g.ports {
 		ni.UsedPorts.Insert(p)
 	}
+	a.snap.PodAdded(m.Pod, ni.Node.Name)
 	a.undo = append(a.undo, func() {
+		a.snap.PodRemoved(m.Pod)
 		ni.Requested.Sub(g.req)
 		for _, p := range g.ports {
 			ni.UsedPorts.Delete(p)

@@ -94,14 +94,30 @@ type group struct {
 	claims   bool
 	feasible []*snapshot.NodeInfo
 	static   Diagnosis
-	// cursor: feasible[:cursor] are full for this signature this cycle.
+	// cursor: feasible[:cursor] are full for this signature this attempt;
+	// fullAt are the full ones (by index, with their reason), full counts
+	// them by reason.
 	cursor int
+	fullAt map[int]string
 	full   map[string]int
 }
 
 func (g *group) reset() {
 	g.cursor = 0
+	g.fullAt = map[int]string{}
 	g.full = map[string]int{}
+}
+
+// markFull records that feasible[i] has no room left for the signature.
+func (g *group) markFull(i int, reason string) {
+	g.fullAt[i] = reason
+	g.full[reason]++
+	for g.cursor < len(g.feasible) {
+		if _, ok := g.fullAt[g.cursor]; !ok {
+			break
+		}
+		g.cursor++
+	}
 }
 
 func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes []*snapshot.NodeInfo) ([]*group, error) {
@@ -118,7 +134,8 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 			g.members = append(g.members, i)
 			continue
 		}
-		g := &group{members: []int{i}, req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod), claims: len(claims) > 0, full: map[string]int{}}
+		g := &group{members: []int{i}, req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod), claims: len(claims) > 0}
+		g.reset()
 		g.static.Nodes = len(snap.Nodes)
 		aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
 		for _, ni := range nodes {
@@ -211,6 +228,55 @@ func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set
 		for _, ni := range g.feasible {
 			out.Insert(ni.Node.Name)
 		}
+	}
+	return out, nil
+}
+
+// NodeVerdicts evaluates one pod on every node of snap as a lone pod's
+// cycle would: "" where it fits, else the first reason the node fails
+// (static checks, then capacity, then pod constraints, then devices). It
+// leaves the snapshot as it found it.
+func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, m Member) (map[string]string, error) {
+	logger := klog.FromContext(ctx)
+	unit := Unit{Members: []Member{m}}
+	groups, err := buildGroups(ctx, snap, unit, nil)
+	if err != nil {
+		return nil, err
+	}
+	g := groups[0]
+	var check snapshot.PodCheck
+	if snap.Constraints != nil {
+		if check, err = snap.Constraints.Prepare(ctx, m.Pod); err != nil {
+			return nil, err
+		}
+	}
+	aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
+	out := make(map[string]string, len(snap.Nodes))
+	for _, ni := range snap.Nodes {
+		reason, err := staticFilter(logger, m.Pod, aff, ni.Node)
+		if err != nil {
+			return nil, err
+		}
+		if reason == "" {
+			reason = fitsResources(ni, g.req, g.ports)
+		}
+		if reason == "" && check != nil {
+			if reason, err = check.Check(ctx, ni.Node.Name); err != nil {
+				return nil, err
+			}
+		}
+		if reason == "" {
+			a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: true}
+			asg, r, err := a.tryNode(g, m, ni)
+			if err != nil {
+				return nil, err
+			}
+			a.rollback()
+			if asg == nil {
+				reason = r
+			}
+		}
+		out[ni.Node.Name] = reason
 	}
 	return out, nil
 }

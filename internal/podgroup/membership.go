@@ -29,6 +29,11 @@ func Pending(pod *corev1.Pod) bool {
 	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && !Terminal(pod)
 }
 
+// Gated reports whether a pod still has scheduling gates
+// (spec.schedulingGates): it is not a candidate for a node until the last is
+// removed.
+func Gated(pod *corev1.Pod) bool { return len(pod.Spec.SchedulingGates) > 0 }
+
 // Active reports whether a bound pod still holds its node (it may be
 // terminating: it holds the node until it is terminal).
 func Active(pod *corev1.Pod) bool { return pod.Spec.NodeName != "" && !Terminal(pod) }

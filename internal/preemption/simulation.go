@@ -64,7 +64,7 @@ func (s *simulation) held(p *corev1.Pod) *held {
 func (s *simulation) remove(c Candidate) {
 	for _, p := range c.Pods {
 		h := s.held(p)
-		s.snap.RemovePod(p.Spec.NodeName, h.req, h.ports)
+		s.snap.RemovePod(p, h.req, h.ports)
 		for _, claim := range h.claims {
 			key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 			s.users[key]--
@@ -78,7 +78,7 @@ func (s *simulation) remove(c Candidate) {
 func (s *simulation) restore(c Candidate) {
 	for _, p := range c.Pods {
 		h := s.held(p)
-		s.snap.RestorePod(p.Spec.NodeName, h.req, h.ports)
+		s.snap.RestorePod(p, h.req, h.ports)
 		for _, claim := range h.claims {
 			key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 			if s.users[key] == 0 {

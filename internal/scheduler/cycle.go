@@ -31,8 +31,9 @@ type unit struct {
 	bound int
 	// pods are all Lockstep pods of the group.
 	pods []*corev1.Pod
-	// waiting explains why the unit cannot be attempted yet ("" if it can).
-	waiting string
+	// waiting explains why the unit cannot be attempted yet ("" if it can);
+	// waitReason is the condition reason (default WaitingForPods).
+	waiting, waitReason string
 }
 
 func (u *unit) minCount() int { return podgroup.MinCount(u.group) }
@@ -186,7 +187,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		if err != nil {
 			return nil, ignoreNotFound(err)
 		}
-		if podgroup.Ours(p) && podgroup.Pending(p) && !s.isAssumed(p) {
+		if podgroup.Ours(p) && podgroup.Pending(p) && !podgroup.Gated(p) && !s.isAssumed(p) {
 			u.pending = []*corev1.Pod{p}
 		}
 		return u, nil
@@ -203,6 +204,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	if pg != nil {
 		inc = pg.Status.Incarnation
 	}
+	gated := 0
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
 		if !podgroup.Ours(p) || !podgroup.Admits(pg, p) {
@@ -212,6 +214,9 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		switch {
 		case podgroup.Holds(p, inc) || s.isAssumed(p) && podgroup.Pending(p):
 			u.bound++
+		case podgroup.Pending(p) && podgroup.Gated(p):
+			// Not a candidate until its last gate goes.
+			gated++
 		case podgroup.Pending(p):
 			u.pending = append(u.pending, p)
 		}
@@ -228,7 +233,15 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		u.waiting = "spec.resourceClaims (claims reserved for the whole PodGroup) is not supported by Lockstep: recreate the group without it and give each pod its own claim from a ResourceClaimTemplate, or share one ResourceClaim through the pods' spec.resourceClaims (at most 256 pods per claim)"
 		return u, nil
 	}
-	if have := u.bound + len(u.pending); u.gang() && have < u.minCount() {
+	have := u.bound + len(u.pending)
+	if u.gang() && have < u.minCount() && gated > 0 {
+		// The whole gang waits: placing the ungated members alone would
+		// hold their nodes and devices below minCount.
+		u.waitReason = lockv1.PodGroupReasonSchedulingGated
+		u.waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (spec.schedulingGates); none is placed until minCount %d are ungated", gated, u.minCount())
+		return u, nil
+	}
+	if u.gang() && have < u.minCount() {
 		// No count in the message: it would change (and be written) with
 		// every member created; explain and `get podgroups` show the count.
 		u.waiting = fmt.Sprintf("waiting for pods: fewer than minCount %d members exist; none is placed until %d do", u.minCount(), u.minCount())
@@ -287,6 +300,7 @@ func (s *Scheduler) snapshot(self queue.Key, prio int32) (*snapshot.Snapshot, er
 	}
 	pods, claims = s.assumed.overlay(pods, claims)
 	snap := snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, Slices: slices, Classes: classes, Claims: claims})
+	snap.Constraints = s.filters.NewView(nodes, pods)
 	s.noms.reserve(snap, self, prio)
 	return snap, nil
 }

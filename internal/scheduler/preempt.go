@@ -192,6 +192,20 @@ func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, 
 	return fmt.Sprintf("preempting %s; nominated for the freed capacity", plan.Describe()), true, ""
 }
 
+// nominatedNodes maps each pod of a unit's nomination to the node held for
+// it (status.nominatedNodeName); empty without a nomination.
+func (s *Scheduler) nominatedNodes(k queue.Key) map[types.UID]string {
+	nom := s.noms.get(k)
+	if nom == nil {
+		return nil
+	}
+	out := make(map[types.UID]string, len(nom.assignments))
+	for _, a := range nom.assignments {
+		out[a.Pod.UID] = a.Node
+	}
+	return out
+}
+
 // victimsLeft are the victims still holding something: the pod exists, or
 // a claim it held still lists it.
 func (s *Scheduler) victimsLeft(nom *nomination) []types.UID {

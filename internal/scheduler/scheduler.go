@@ -26,6 +26,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/kubefilter"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -65,6 +66,9 @@ type Scheduler struct {
 	noms      nominations
 	binder    *binder
 	celCache  *cel.Cache
+	// filters are kube-scheduler's own InterPodAffinity and
+	// PodTopologySpread, run on every cycle's snapshot.
+	filters   *kubefilter.Filters
 	recorder  events.EventRecorder
 	broadcast events.EventBroadcaster
 	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1 podgroups.
@@ -110,6 +114,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		return nil, err
 	}
 	if err := s.setupInformers(); err != nil {
+		return nil, err
+	}
+	if s.filters, err = kubefilter.New(context.Background(), s.factory); err != nil {
 		return nil, err
 	}
 	s.metrics.Registry.MustRegister(pendingCollector{s})

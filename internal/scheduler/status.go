@@ -33,7 +33,11 @@ func (s *Scheduler) reportWaiting(ctx context.Context, u *unit) {
 		}
 		return
 	}
-	s.setCondition(ctx, u.group, metav1.ConditionFalse, lockv1.PodGroupReasonWaitingForPods, u.waiting)
+	reason := u.waitReason
+	if reason == "" {
+		reason = lockv1.PodGroupReasonWaitingForPods
+	}
+	s.setCondition(ctx, u.group, metav1.ConditionFalse, reason, u.waiting)
 }
 
 func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
@@ -62,10 +66,14 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, pu placement.Unit
 		if note != "" {
 			msg += "; " + note
 		}
-		for _, f := range res.Unplaced {
+		nominated := s.nominatedNodes(u.key)
+		for _, f := range unplacedMembers(u, res) {
 			pm := podMessage(u, f, msg, note)
-			s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", pm)
-			s.setPodUnschedulable(ctx, f.Pod, pm)
+			// Condition and event only when the pod's message changes: a
+			// unit retried for an hour writes nothing new.
+			if s.setPodUnschedulable(ctx, f.Pod, pm, nominated[f.Pod.UID]) {
+				s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", pm)
+			}
 		}
 	}
 	if u.group == nil {
@@ -91,6 +99,27 @@ func (u *unit) related() runtime.Object {
 		return nil
 	}
 	return u.group
+}
+
+// unplacedMembers are the members a failed cycle leaves pending, each with
+// its diagnosis. A gang that does not fit leaves every pending member
+// unbound — those placed and rolled back as much as those that found no
+// node — and each says so: autoscalers read PodScheduled=False per pod.
+func unplacedMembers(u *unit, res placement.Result) []placement.Failure {
+	if !u.gang() || len(res.Assignments) > 0 || len(res.Unplaced) == 0 {
+		return res.Unplaced
+	}
+	failed := make(map[*corev1.Pod]bool, len(res.Unplaced))
+	out := append([]placement.Failure(nil), res.Unplaced...)
+	for _, f := range res.Unplaced {
+		failed[f.Pod] = true
+	}
+	for _, p := range u.pending {
+		if !failed[p] {
+			out = append(out, placement.Failure{Pod: p})
+		}
+	}
+	return out
 }
 
 func podMessage(u *unit, f placement.Failure, groupMsg, note string) string {
@@ -183,17 +212,23 @@ func (s *Scheduler) updateGroupStatus(ctx context.Context, pg *lockv1.PodGroup, 
 	}
 }
 
-// setPodUnschedulable sets PodScheduled=False/Unschedulable on a pod, as
-// kube-scheduler does, when the message changed.
-func (s *Scheduler) setPodUnschedulable(ctx context.Context, p *corev1.Pod, msg string) {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message == msg {
-			return
+// setPodUnschedulable sets PodScheduled=False/Unschedulable on a pod, and
+// status.nominatedNodeName to the node a preemption holds for it ("" when
+// none), in one status write as kube-scheduler does. It reports whether
+// anything changed.
+func (s *Scheduler) setPodUnschedulable(ctx context.Context, p *corev1.Pod, msg, nominated string) bool {
+	if p.Status.NominatedNodeName == nominated {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && c.Message == msg {
+				return false
+			}
 		}
 	}
 	cp := p.DeepCopy()
+	cp.Status.NominatedNodeName = nominated
 	podgroup.SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
 	if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
 		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KObj(p), "err", err)
 	}
+	return true
 }

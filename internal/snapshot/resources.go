@@ -2,7 +2,9 @@ package snapshot
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 // Resources are amounts in the units the scheduler compares: milli-CPU,
@@ -39,10 +41,17 @@ func FromList(l corev1.ResourceList) Resources {
 }
 
 // PodRequests is what a pod asks of a node: the effective requests over
-// regular, init and sidecar containers plus pod overhead (the same helper
-// kube-scheduler uses), and one pod slot.
+// regular, init and sidecar containers plus pod overhead, pod-level
+// resources where set, and for a running pod resized in place the larger of
+// its spec and its allocated resources — computed by the helper and with
+// the options kube-scheduler 1.37 uses (feature gates at their 1.37
+// defaults, from k8s.io/kubernetes/pkg/features) — and one pod slot.
 func PodRequests(pod *corev1.Pod) Resources {
-	r := FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	r := FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		UseStatusResources:                             utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodVerticalScaling),
+		SkipPodLevelResources:                          !utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources),
+		InPlacePodLevelResourcesVerticalScalingEnabled: utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodLevelResourcesVerticalScaling),
+	}))
 	r.Pods = 1
 	return r
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 )
 
 // NodeInfo is a node and what is already placed on it.
@@ -41,6 +43,41 @@ type Snapshot struct {
 	Allocated sets.Set[structured.DeviceID]
 	// poolNode maps a node-local pool ("driver/pool") to its node.
 	poolNode map[poolKey]*NodeInfo
+	// Constraints, when set, are told of every pod the snapshot gains or
+	// loses and filter pods by the pods placed (internal/kubefilter).
+	Constraints PodConstraints
+}
+
+// PodConstraints are the filters whose answer depends on the other pods of
+// the cluster: kube-scheduler's InterPodAffinity and PodTopologySpread.
+type PodConstraints interface {
+	// AddPod records that p holds node (bound, assumed or reserved).
+	AddPod(p *corev1.Pod, node string)
+	// RemovePod records that p no longer holds its node.
+	RemovePod(p *corev1.Pod)
+	// Prepare computes what checking p needs from the pods held now; nil
+	// when nothing constrains p.
+	Prepare(ctx context.Context, p *corev1.Pod) (PodCheck, error)
+}
+
+// PodCheck filters nodes for one pod, as of its Prepare.
+type PodCheck interface {
+	// Check returns "" when the pod may go to node, else the reason.
+	Check(ctx context.Context, node string) (string, error)
+}
+
+// PodAdded tells the constraints that p now holds node.
+func (s *Snapshot) PodAdded(p *corev1.Pod, node string) {
+	if s.Constraints != nil {
+		s.Constraints.AddPod(p, node)
+	}
+}
+
+// PodRemoved tells the constraints that p no longer holds its node.
+func (s *Snapshot) PodRemoved(p *corev1.Pod) {
+	if s.Constraints != nil {
+		s.Constraints.RemovePod(p)
+	}
 }
 
 type poolKey struct{ driver, pool string }
@@ -143,24 +180,21 @@ func (ni *NodeInfo) AddPod(p *corev1.Pod) {
 	}
 }
 
-// HostPorts are the host ports a pod uses, as "protocol/ip/port".
+// HostPorts are the host ports a pod uses, as "protocol/ip/port": those of
+// its containers and of its sidecars (restartable init containers), as
+// kube-scheduler's NodePorts counts them.
 func HostPorts(p *corev1.Pod) []string {
 	var out []string
-	for _, c := range p.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.HostPort <= 0 {
-				continue
-			}
-			ip := cp.HostIP
-			if ip == "" {
-				ip = "0.0.0.0"
-			}
-			proto := cp.Protocol
-			if proto == "" {
-				proto = corev1.ProtocolTCP
-			}
-			out = append(out, string(proto)+"/"+ip+"/"+itoa(cp.HostPort))
+	for _, cp := range schedutil.GetHostPorts(p) {
+		ip := cp.HostIP
+		if ip == "" {
+			ip = "0.0.0.0"
 		}
+		proto := cp.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		out = append(out, string(proto)+"/"+ip+"/"+itoa(cp.HostPort))
 	}
 	return out
 }
@@ -198,11 +232,12 @@ func (s *Snapshot) UnassumeClaim(old, assumed *resourcev1.ResourceClaim) {
 // RemovePod takes what a placed pod uses off its node (req and ports as
 // PodRequests and HostPorts give them, passed in so a what-if that moves
 // many pods computes them once); RestorePod puts it back.
-func (s *Snapshot) RemovePod(node string, req Resources, ports []string) {
-	ni := s.nodeByName[node]
+func (s *Snapshot) RemovePod(p *corev1.Pod, req Resources, ports []string) {
+	ni := s.nodeByName[p.Spec.NodeName]
 	if ni == nil {
 		return
 	}
+	s.PodRemoved(p)
 	ni.Requested.Sub(req)
 	for _, port := range ports {
 		ni.UsedPorts.Delete(port)
@@ -210,11 +245,12 @@ func (s *Snapshot) RemovePod(node string, req Resources, ports []string) {
 }
 
 // RestorePod undoes RemovePod.
-func (s *Snapshot) RestorePod(node string, req Resources, ports []string) {
-	ni := s.nodeByName[node]
+func (s *Snapshot) RestorePod(p *corev1.Pod, req Resources, ports []string) {
+	ni := s.nodeByName[p.Spec.NodeName]
 	if ni == nil {
 		return
 	}
+	s.PodAdded(p, p.Spec.NodeName)
 	ni.Requested.Add(req)
 	for _, port := range ports {
 		ni.UsedPorts.Insert(port)
@@ -226,6 +262,7 @@ func (s *Snapshot) RestorePod(node string, req Resources, ports []string) {
 func (s *Snapshot) Reserve(node string, p *corev1.Pod, devices []structured.DeviceID) {
 	if ni := s.nodeByName[node]; ni != nil {
 		ni.AddPod(p)
+		s.PodAdded(p, node)
 	}
 	s.Allocate(devices...)
 }
