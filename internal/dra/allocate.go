@@ -9,21 +9,34 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// Features are the allocator features Lockstep enables: those on by default
-// in Kubernetes 1.37, so that what Lockstep allocates is what the cluster's
-// own validation accepts.
-var Features = structured.Features{
-	AdminAccess:          true,
-	DeviceTaints:         true,
-	PartitionableDevices: true,
-	PrioritizedList:      true,
-}
+// Features are the allocator features Lockstep enables, read from one
+// place: kube-scheduler's own mapping (dynamicresources.AllocatorFeatures)
+// of the feature gates at their Kubernetes 1.37 defaults (k8s.io/kubernetes
+// pkg/features), so what Lockstep allocates is what kube-scheduler would.
+// Two that are on in 1.37 stay off until Lockstep does what they need
+// around the allocator (docs/scheduling.md):
+//   - device binding conditions: kube-scheduler's PreBind waits for the
+//     conditions before binding the pod; Lockstep does not wait yet, so it
+//     allocates no device that has binding conditions;
+//   - consumable capacity (and fractional ranges): the allocator needs the
+//     capacity other claims consume of shared devices, which the snapshot
+//     does not track yet, so a device is allocated to one claim at a time.
+var Features = func() structured.Features {
+	f := dynamicresources.AllocatorFeatures(plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	f.DeviceBindingAndStatus = false
+	f.ConsumableCapacity = false
+	f.FractionalCapacityRange = false
+	return f
+}()
 
 // ErrInvalidClaim marks a claim the allocator cannot evaluate at all (a CEL
 // error, an unknown DeviceClass): a SchedulerError, not "does not fit".

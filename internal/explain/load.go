@@ -7,12 +7,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/kubefilter"
@@ -60,16 +62,7 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 			st.pdbs = append(st.pdbs, &pdbs.Items[i])
 		}
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	if nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
-		store := factory.Core().V1().Namespaces().Informer().GetIndexer()
-		for i := range nss.Items {
-			if err := store.Add(&nss.Items[i]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if st.filters, err = kubefilter.New(ctx, factory); err != nil {
+	if st.filters, err = loadFilters(ctx, client); err != nil {
 		return nil, err
 	}
 	// In-tree groups first, so a Lockstep group of the same name wins, as in the scheduler.
@@ -140,4 +133,57 @@ func (st *state) groupPriority(pg *lockv1.PodGroup) int32 {
 	}
 	prio, _ := podgroup.Priority(members)
 	return prio
+}
+
+// loadFilters builds the scheduler's kube-scheduler filters over what is
+// listed once: namespaces (affinity namespaceSelectors) and the storage
+// objects the volume filters read. Nothing is watched, and nothing is ever
+// written: explain never binds.
+func loadFilters(ctx context.Context, client kubernetes.Interface) (*kubefilter.Filters, error) {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	add := func(store cache.Indexer, objs []runtime.Object) error {
+		for _, o := range objs {
+			if err := store.Add(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	lists := []struct {
+		store cache.Indexer
+		list  func() (runtime.Object, error)
+	}{
+		{factory.Core().V1().Namespaces().Informer().GetIndexer(), func() (runtime.Object, error) {
+			return client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		}},
+		{factory.Core().V1().PersistentVolumeClaims().Informer().GetIndexer(), func() (runtime.Object, error) {
+			return client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		}},
+		{factory.Core().V1().PersistentVolumes().Informer().GetIndexer(), func() (runtime.Object, error) {
+			return client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		}},
+		{factory.Storage().V1().StorageClasses().Informer().GetIndexer(), func() (runtime.Object, error) {
+			return client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+		}},
+		{factory.Storage().V1().CSINodes().Informer().GetIndexer(), func() (runtime.Object, error) {
+			return client.StorageV1().CSINodes().List(ctx, metav1.ListOptions{})
+		}},
+		{factory.Storage().V1().CSIDrivers().Informer().GetIndexer(), func() (runtime.Object, error) {
+			return client.StorageV1().CSIDrivers().List(ctx, metav1.ListOptions{})
+		}},
+	}
+	for _, l := range lists {
+		list, err := l.list()
+		if err != nil {
+			continue // not readable by this user: the filters see none
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(l.store, objs); err != nil {
+			return nil, err
+		}
+	}
+	return kubefilter.New(ctx, factory, client)
 }

@@ -27,10 +27,11 @@ import (
 )
 
 // kubeFilters is kube-scheduler 1.37's default filter chain, in its order,
-// without the volume and DRA plugins (no volumes or claims are generated).
+// without DynamicResources (no claims are generated) and NodeDeclaredFeatures.
 var kubeFilters = []string{
 	names.NodeUnschedulable, names.NodeName, names.TaintToleration, names.NodeAffinity,
-	names.NodePorts, names.NodeResourcesFit, names.PodTopologySpread, names.InterPodAffinity,
+	names.NodePorts, names.NodeResourcesFit, names.VolumeRestrictions, names.NodeVolumeLimits,
+	names.VolumeBinding, names.VolumeZone, names.PodTopologySpread, names.InterPodAffinity,
 }
 
 // diffCases is how many generated cases TestDifferentialLonePod decides;
@@ -43,17 +44,18 @@ const diffCases = 2500
 // in every case.
 func TestDifferentialLonePod(t *testing.T) {
 	ctx := context.Background() // kube-scheduler's plugins log every rejection at V(4)
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
 	for _, ns := range genNamespaces {
 		if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kube, err := newFilters(ctx, factory, kubeFilters)
+	kube, err := newFilters(ctx, factory, client, kubeFilters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockstep, err := New(ctx, factory)
+	lockstep, err := New(ctx, factory, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,17 +469,18 @@ func (c *genCase) describe() string {
 // filters must find none either.
 func TestDifferentialGang(t *testing.T) {
 	ctx := context.Background()
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
 	for _, ns := range genNamespaces {
 		if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kube, err := newFilters(ctx, factory, kubeFilters)
+	kube, err := newFilters(ctx, factory, client, kubeFilters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockstep, err := New(ctx, factory)
+	lockstep, err := New(ctx, factory, client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
@@ -39,7 +41,10 @@ import (
 
 // Plugins are the kube-scheduler plugins a Filters runs, in kube-scheduler's
 // default filter order.
-var Plugins = []string{names.PodTopologySpread, names.InterPodAffinity}
+var Plugins = []string{
+	names.VolumeRestrictions, names.NodeVolumeLimits, names.VolumeBinding, names.VolumeZone,
+	names.PodTopologySpread, names.InterPodAffinity,
+}
 
 var registerMetrics sync.Once
 
@@ -54,17 +59,20 @@ type Filters struct {
 // lister hands the framework the snapshot of the view in use.
 type lister struct{ fwk.SharedLister }
 
-// New builds the framework. factory serves the Namespace lister
-// InterPodAffinity reads for namespaceSelector terms; the caller starts it.
-func New(ctx context.Context, factory informers.SharedInformerFactory) (*Filters, error) {
-	return newFilters(ctx, factory, Plugins)
+// New builds the framework. factory serves the listers the plugins read
+// (namespaces for InterPodAffinity's namespaceSelector terms; claims,
+// volumes, storage classes, CSI nodes, drivers, capacities and volume
+// attachments for the volume plugins); the caller starts it. client writes
+// volume bindings (VolumeBinding's PreBind).
+func New(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface) (*Filters, error) {
+	return newFilters(ctx, factory, client, Plugins)
 }
 
 // newFilters builds kube-scheduler's framework with the given filter
 // plugins enabled (PreFilter and Filter), each with kube-scheduler's
 // default arguments, except that PodTopologySpread has no system default
 // constraints: they are ScheduleAnyway (scoring), which Lockstep does not do.
-func newFilters(ctx context.Context, factory informers.SharedInformerFactory, filters []string) (*Filters, error) {
+func newFilters(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, filters []string) (*Filters, error) {
 	// The framework records its extension points' durations in
 	// kube-scheduler's metrics; they must exist (they are not exported).
 	registerMetrics.Do(metrics.Register)
@@ -92,12 +100,16 @@ func newFilters(ctx context.Context, factory informers.SharedInformerFactory, fi
 			Bind:      config.PluginSet{Enabled: []config.Plugin{{Name: names.DefaultBinder}}},
 			PreFilter: config.PluginSet{Enabled: enabled},
 			Filter:    config.PluginSet{Enabled: enabled},
+			Reserve:   volumeBinding(filters),
+			PreBind:   volumeBinding(filters),
 		},
 		PluginConfig: args,
 	}
 	l := &lister{SharedLister: cache.NewEmptySnapshot()}
 	fw, err := frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
 		frameworkruntime.WithInformerFactory(factory),
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
 		frameworkruntime.WithSnapshotSharedLister(l),
 		frameworkruntime.WithParallelism(4),
 	)
@@ -105,6 +117,16 @@ func newFilters(ctx context.Context, factory informers.SharedInformerFactory, fi
 		return nil, fmt.Errorf("kube-scheduler framework: %w", err)
 	}
 	return &Filters{fw: fw, lister: l, plugins: filters}, nil
+}
+
+// volumeBinding enables VolumeBinding's Reserve or PreBind when it filters.
+func volumeBinding(filters []string) config.PluginSet {
+	for _, f := range filters {
+		if f == names.VolumeBinding {
+			return config.PluginSet{Enabled: []config.Plugin{{Name: names.VolumeBinding}}}
+		}
+	}
+	return config.PluginSet{}
 }
 
 // View is one cycle's pods as the plugins see them. It implements
@@ -311,6 +333,51 @@ func (c *check) Check(ctx context.Context, node string) (string, error) {
 	return "", fmt.Errorf("pod %s on node %s: %w", klog.KObj(c.pod), node, st.AsError())
 }
 
+// Reserve assumes the pod's volumes on node (VolumeBinding's Reserve) once
+// the pod is placed there; nil when the pod has no volume to bind.
+func (c *check) Reserve(ctx context.Context, node string) (snapshot.Reservation, error) {
+	if !hasClaims(c.pod) {
+		return nil, nil
+	}
+	if st := c.v.f.fw.RunReservePluginsReserve(ctx, c.state, c.pod, node); !st.IsSuccess() {
+		return nil, fmt.Errorf("pod %s on node %s: reserving volumes: %w", klog.KObj(c.pod), node, st.AsError())
+	}
+	return &reservation{f: c.v.f, state: c.state, pod: c.pod, node: node}, nil
+}
+
+// reservation is a pod's volumes assumed on its node.
+type reservation struct {
+	f     *Filters
+	state *framework.CycleState
+	pod   *corev1.Pod
+	node  string
+}
+
+// PreBind writes the volume bindings (PersistentVolume claimRefs, or the
+// selected-node annotation for provisioning) and waits until the
+// PersistentVolume controller has bound them, as kube-scheduler's
+// VolumeBinding does before binding the pod.
+func (r *reservation) PreBind(ctx context.Context) error {
+	if st := r.f.fw.RunPreBindPlugins(ctx, r.state, r.pod, r.node); !st.IsSuccess() {
+		return fmt.Errorf("binding the volumes of pod %s on node %s: %w", klog.KObj(r.pod), r.node, st.AsError())
+	}
+	return nil
+}
+
+// Unreserve forgets the assumed volumes.
+func (r *reservation) Unreserve(ctx context.Context) {
+	r.f.fw.RunReservePluginsUnreserve(ctx, r.state, r.pod, r.node)
+}
+
+func hasClaims(p *corev1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func reason(st *fwk.Status) string {
 	if st.IsSuccess() {
 		return ""
@@ -319,8 +386,17 @@ func reason(st *fwk.Status) string {
 }
 
 // hasConstraints reports whether a pod has constraints of its own the
-// plugins check: required pod (anti-)affinity or DoNotSchedule spread.
+// plugins check: required pod (anti-)affinity, DoNotSchedule spread, or
+// volumes beyond the node-local kinds (claims, ephemeral claims, CSI and
+// the in-tree block devices).
 func hasConstraints(p *corev1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		vs := v.VolumeSource
+		if vs.PersistentVolumeClaim != nil || vs.Ephemeral != nil || vs.CSI != nil || vs.GCEPersistentDisk != nil ||
+			vs.AWSElasticBlockStore != nil || vs.ISCSI != nil || vs.RBD != nil {
+			return true
+		}
+	}
 	if a := p.Spec.Affinity; a != nil {
 		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 			return true

@@ -81,7 +81,7 @@ func NewScheduler() *Scheduler {
 		}, []string{"device_class"}),
 		WriteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockstep_write_errors_total",
-			Help: "Failed API writes of decisions, by kind (claim: allocation/reservation; binding).",
+			Help: "Failed API writes of decisions, by kind (volume: volume bindings; claim: allocation/reservation; binding).",
 		}, []string{"kind"}),
 		Preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockstep_preemptions_total",

@@ -100,6 +100,14 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 			return nil, Diagnosis{}, err
 		}
 		if asg != nil {
+			if check != nil {
+				if asg.Volumes, err = check.Reserve(a.ctx, ni.Node.Name); err != nil {
+					return nil, Diagnosis{}, err
+				}
+				if r := asg.Volumes; r != nil {
+					a.undo = append(a.undo, func() { r.Unreserve(a.ctx) })
+				}
+			}
 			return asg, Diagnosis{}, nil
 		}
 		g.markFull(i, reason)

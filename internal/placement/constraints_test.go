@@ -31,8 +31,9 @@ nodePools:
 
 func filters(t *testing.T, ctx context.Context) *kubefilter.Filters {
 	t.Helper()
-	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	fl, err := kubefilter.New(ctx, f)
+	client := fake.NewClientset()
+	f := informers.NewSharedInformerFactory(client, 0)
+	fl, err := kubefilter.New(ctx, f, client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // Member is one unbound pod of a unit with the names of its claims, in
@@ -40,6 +42,9 @@ type Assignment struct {
 	Claims []*resourcev1.ResourceClaim
 	// NewlyAllocated[i] reports whether Claims[i] was allocated by this cycle.
 	NewlyAllocated []bool
+	// Volumes, when set, are the pod's volumes assumed on Node: bound
+	// (PreBind) before the pod, released (Unreserve) if it is not bound.
+	Volumes snapshot.Reservation
 }
 
 // Result of placing a unit.

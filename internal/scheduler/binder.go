@@ -32,6 +32,9 @@ const EnvCrashAfterBinds = "LOCKSTEP_TEST_CRASH_AFTER_BINDS"
 // errClaimWrite marks a failure of the claim phase.
 var errClaimWrite = errors.New("writing claim allocations")
 
+// errVolumeBind marks a failure of the volume phase.
+var errVolumeBind = errors.New("binding volumes")
+
 // binder turns assignments into API writes: claims first, then bindings.
 type binder struct {
 	client  kubernetes.Interface
@@ -55,23 +58,38 @@ type claimWrite struct {
 	pods     []*corev1.Pod
 }
 
-// bind writes the assignments and returns the pods it bound. On a
-// claim-phase failure it undoes the claim writes and binds nothing. On a
-// bind-phase failure it releases the claims of the pods it could not bind
-// and returns the error; pods already bound stay bound (a binding cannot be
-// undone) and count toward minCount next time.
+// bind writes the assignments and returns the pods it bound, in three
+// phases: every member's volumes (kube-scheduler's VolumeBinding PreBind:
+// PersistentVolume bindings or the selected node for provisioning, waited
+// for until the PersistentVolume controller has bound them), then every
+// claim, then every binding. On a volume- or claim-phase failure it binds
+// nothing (volumes already bound stay bound, and pin their pods to the
+// nodes chosen, as in kube-scheduler). On a bind-phase failure it releases
+// the claims of the pods it could not bind and returns the error; pods
+// already bound stay bound (a binding cannot be undone) and count toward
+// minCount next time.
 func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*corev1.Pod, error) {
 	logger := klog.FromContext(ctx)
 	writes := groupClaimWrites(asgs)
 	for _, asg := range asgs {
 		b.assumed.assumePod(asg.Pod.UID, asg.Node)
 	}
+	forgetAll := func() {
+		for _, asg := range asgs {
+			b.assumed.forgetPod(asg.Pod.UID)
+			if asg.Volumes != nil {
+				asg.Volumes.Unreserve(ctx)
+			}
+		}
+	}
+	if err := bindVolumes(ctx, asgs); err != nil {
+		forgetAll()
+		return nil, fmt.Errorf("%w: %w", errVolumeBind, err)
+	}
 	written, err := b.writeClaims(ctx, writes)
 	if err != nil {
 		b.releaseClaims(ctx, written, nil)
-		for _, asg := range asgs {
-			b.assumed.forgetPod(asg.Pod.UID)
-		}
+		forgetAll()
 		return nil, fmt.Errorf("%w: %w", errClaimWrite, err)
 	}
 	b.maybeCrash(logger, 0)
@@ -87,6 +105,11 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 	}
 	unbound := map[types.UID]bool{}
 	var errs []error
+	for _, asg := range asgs {
+		if _, ok := failed[asg.Pod.UID]; ok && asg.Volumes != nil {
+			asg.Volumes.Unreserve(ctx)
+		}
+	}
 	for uid, err := range failed {
 		unbound[uid] = true
 		b.assumed.forgetPod(uid)
@@ -94,6 +117,20 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 	}
 	b.releaseClaims(ctx, written, unbound)
 	return bound, fmt.Errorf("binding %d of %d pods failed: %w", len(failed), len(asgs), errors.Join(errs...))
+}
+
+// bindVolumes runs the volume phase for every assignment with volumes to
+// bind, in parallel (each waits for the PersistentVolume controller).
+func bindVolumes(ctx context.Context, asgs []placement.Assignment) error {
+	var with []placement.Assignment
+	for _, asg := range asgs {
+		if asg.Volumes != nil {
+			with = append(with, asg)
+		}
+	}
+	return parallel(ctx, len(with), func(ctx context.Context, i int) error {
+		return with[i].Volumes.PreBind(ctx)
+	})
 }
 
 func groupClaimWrites(asgs []placement.Assignment) []*claimWrite {

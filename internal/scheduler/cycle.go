@@ -169,7 +169,10 @@ func (s *Scheduler) countDeviceFailures(res placement.Result) {
 
 // writeKind says which phase a binder error came from.
 func writeKind(err error) string {
-	if errors.Is(err, errClaimWrite) {
+	switch {
+	case errors.Is(err, errVolumeBind):
+		return "volume"
+	case errors.Is(err, errClaimWrite):
 		return "claim"
 	}
 	return "binding"

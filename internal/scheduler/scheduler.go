@@ -116,7 +116,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
-	if s.filters, err = kubefilter.New(context.Background(), s.factory); err != nil {
+	if s.filters, err = kubefilter.New(context.Background(), s.factory, client); err != nil {
 		return nil, err
 	}
 	s.metrics.Registry.MustRegister(pendingCollector{s})

@@ -64,6 +64,17 @@ type PodConstraints interface {
 type PodCheck interface {
 	// Check returns "" when the pod may go to node, else the reason.
 	Check(ctx context.Context, node string) (string, error)
+	// Reserve holds what the pod needs on node once it is placed there
+	// (its volumes); nil when it needs nothing.
+	Reserve(ctx context.Context, node string) (Reservation, error)
+}
+
+// Reservation is what a placed pod holds until it is bound.
+type Reservation interface {
+	// PreBind writes it (volume bindings) before the pod is bound.
+	PreBind(ctx context.Context) error
+	// Unreserve releases it when the placement is given up.
+	Unreserve(ctx context.Context)
 }
 
 // PodAdded tells the constraints that p now holds node.

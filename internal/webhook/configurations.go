@@ -38,7 +38,7 @@ const (
 	ownedByJob         = `(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == "Job" && o.apiVersion == "batch/v1"))`
 	podTargetsLockstep = `object.spec.schedulerName == "lockstep" || ` + isMember
 	podWasMember       = `oldObject != null && has(oldObject.metadata.labels) && "` + lockv1.PodGroupLabel + `" in oldObject.metadata.labels`
-	podNeedsDefaults   = `(` + isMember + ` && object.spec.schedulerName != "lockstep") || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && ` + ownedByJob + `)`
+	podNeedsDefaults   = `(` + isMember + ` && object.spec.schedulerName != "lockstep") || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && (` + ownedByJob + ` || has(object.spec.schedulingGroup)))`
 	jobTargetsLockstep = `object.spec.template.spec.schedulerName == "lockstep"`
 )
 

@@ -54,6 +54,10 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 	for _, pc := range pod.Spec.ResourceClaims {
 		warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
 	}
+	if pod.Spec.NodeName != "" && len(pod.Spec.ResourceClaims) > 0 {
+		warnings = append(warnings, fmt.Sprintf("spec.nodeName is set (%s): no scheduler sees this pod, so its ResourceClaims are never allocated and the kubelet cannot start it; "+
+			"remove spec.nodeName and pin the pod with nodeSelector %s: %s instead", pod.Spec.NodeName, corev1.LabelHostname, pod.Spec.NodeName))
+	}
 	if len(errs) > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Pod refused", "pod", ns+"/"+pod.Name+pod.GenerateName, "errors", errs.ToAggregate().Error())
 		return warnings, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, pod.Name, errs)

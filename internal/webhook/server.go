@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -98,7 +99,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	scheme := mgr.GetScheme()
 	srv := mgr.GetWebhookServer()
 	claims := &claimChecks{reads: r, Devices: devices}
-	srv.Register(pathPodMutate, admission.WithDefaulter[*corev1.Pod](scheme, &PodDefaulter{reads: r}))
+	servesSchedulingGroup, err := apidiscovery.Serves(client.Discovery(), podgroup.UpstreamResource.GroupVersion().String(), podgroup.UpstreamResource.Resource)
+	if err != nil {
+		return err
+	}
+	podMutate := admission.WithDefaulter[*corev1.Pod](scheme, &PodDefaulter{reads: r})
+	podMutate.Handler = podMutator{inner: podMutate.Handler, dropsSchedulingGroup: !servesSchedulingGroup}
+	srv.Register(pathPodMutate, podMutate)
 	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
 	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r}))
 	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{reads: r, Claims: claims}))
