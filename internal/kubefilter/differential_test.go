@@ -44,21 +44,7 @@ const diffCases = 2500
 // in every case.
 func TestDifferentialLonePod(t *testing.T) {
 	ctx := context.Background() // kube-scheduler's plugins log every rejection at V(4)
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	for _, ns := range genNamespaces {
-		if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kube, err := newFilters(ctx, factory, client, kubeFilters)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lockstep, err := New(ctx, factory, client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, lockstep := diffFilters(t, ctx)
 	seeds := make([]uint64, 0, diffCases)
 	if s := os.Getenv("LOCKSTEP_DIFF_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -102,6 +88,27 @@ func TestDifferentialLonePod(t *testing.T) {
 	if len(seeds) > 1 && (feasibleSomewhere < len(seeds)/5 || feasibleSomewhere > len(seeds)*4/5) {
 		t.Errorf("generator is lopsided: %d of %d cases feasible somewhere", feasibleSomewhere, len(seeds))
 	}
+}
+
+// diffFilters builds kube-scheduler's default filter chain and Lockstep's
+// filters over one (empty, fake) cluster's listers with genNamespaces.
+func diffFilters(t *testing.T, ctx context.Context) (kube, lockstep *Filters) {
+	t.Helper()
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	for _, ns := range genNamespaces {
+		if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kube, err := newFilters(ctx, factory, client, kubeFilters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lockstep, err = New(ctx, factory, client); err != nil {
+		t.Fatal(err)
+	}
+	return kube, lockstep
 }
 
 func orFits(r string) string {
@@ -469,21 +476,7 @@ func (c *genCase) describe() string {
 // filters must find none either.
 func TestDifferentialGang(t *testing.T) {
 	ctx := context.Background()
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	for _, ns := range genNamespaces {
-		if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kube, err := newFilters(ctx, factory, client, kubeFilters)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lockstep, err := New(ctx, factory, client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, lockstep := diffFilters(t, ctx)
 	const cases = 1000
 	placed, failures := 0, 0
 	for seed := uint64(50000); seed < 50000+cases; seed++ {

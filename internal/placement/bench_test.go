@@ -9,10 +9,13 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/kubefilter"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -95,6 +98,53 @@ func BenchmarkGangCycle(b *testing.B) {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					snap := snapshot.New(in)
+					res, err := Place(ctx, snap, dra.New(snap, cache), Unit{Members: members, MinCount: size, Gang: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(res.Assignments) != size {
+						b.Fatalf("placed %d of %d", len(res.Assignments), size)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGangCycleWithPodConstraints is the same cycle with kube-scheduler's
+// pod-dependent filters (internal/kubefilter) attached: "none" costs only
+// the view over the cluster's pods; "anti-affinity" gives every member
+// required anti-affinity on the hostname, so each member runs
+// kube-scheduler's PreFilter and Filter against the members before it.
+func BenchmarkGangCycleWithPodConstraints(b *testing.B) {
+	ctx := klog.NewContext(context.Background(), klog.Background().V(0))
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	filters, err := kubefilter.New(ctx, factory, client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := benchCluster(b, true)
+	for _, mode := range []string{"none", "anti-affinity"} {
+		for _, size := range []int{8, 256} {
+			b.Run(fmt.Sprintf("nodes=%d/fragmented=true/gang=%d/constraints=%s", benchNodes, size, mode), func(b *testing.B) {
+				in := base
+				in.Claims = append([]*resourcev1.ResourceClaim(nil), base.Claims...)
+				members := benchGang(&in, size)
+				if mode == "anti-affinity" {
+					for _, m := range members {
+						m.Pod.Labels = map[string]string{"job": "train"}
+						m.Pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+							LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "train"}}, TopologyKey: corev1.LabelHostname,
+						}}}}
+					}
+				}
+				cache := dra.NewCache()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					snap := snapshot.New(in)
+					snap.Constraints = filters.NewView(in.Nodes, in.Pods)
 					res, err := Place(ctx, snap, dra.New(snap, cache), Unit{Members: members, MinCount: size, Gang: true})
 					if err != nil {
 						b.Fatal(err)
