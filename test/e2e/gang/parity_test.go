@@ -112,6 +112,48 @@ func TestEveryMemberOfAnUnplaceableGangSaysWhy(t *testing.T) {
 		}
 		return len(pods) == size && len(missing) == 0, fmt.Sprintf("%d pods; missing %v", len(pods), missing), nil
 	})
+	// Retried (backoff 1 s doubling to 10 s), the gang writes nothing new:
+	// the same message is neither a new status write nor a new event.
+	versions := map[string]string{}
+	pods, _, err := h.GroupPods(ctx, ns, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		versions[p.Name] = p.ResourceVersion
+	}
+	countEvents := func() int {
+		evs, err := h.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "FailedScheduling").String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range evs.Items {
+			n += int(e.Count) + int(ptrCount(e.Series))
+		}
+		return n
+	}
+	before := countEvents()
+	time.Sleep(8 * time.Second)
+	pods, _, err = h.GroupPods(ctx, ns, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if versions[p.Name] != p.ResourceVersion {
+			t.Errorf("pod %s was written again although its message did not change", p.Name)
+		}
+	}
+	if after := countEvents(); after != before {
+		t.Errorf("FailedScheduling events went from %d to %d although no message changed", before, after)
+	}
+}
+
+func ptrCount(s *corev1.EventSeries) int32 {
+	if s == nil {
+		return 0
+	}
+	return s.Count
 }
 
 // Required inter-pod anti-affinity and topology spread are kube-scheduler's

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,24 @@ func newTenant(t *testing.T, ctx context.Context, h *harness.Harness, ns, user s
 	if _, err := h.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The API server's authorizer sees new RBAC objects through its own
+	// cache: wait until it grants every rule, or the first request races it.
+	harness.Eventually(t, ctx, "the tenant's Role in effect", func(ctx context.Context) (bool, string, error) {
+		for _, rule := range role.Rules {
+			for _, res := range rule.Resources {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: rule.APIGroups[0], Resource: res}}}
+				got, err := h.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+				if err != nil {
+					return false, "", err
+				}
+				if !got.Status.Allowed {
+					return false, "create " + res + " not yet allowed", nil
+				}
+			}
+		}
+		return true, "", nil
+	})
 	cfg := rest.CopyConfig(h.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	client, err := kubernetes.NewForConfig(cfg)
