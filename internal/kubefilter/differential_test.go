@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
@@ -119,39 +120,21 @@ func orFits(r string) string {
 }
 
 func kubeVerdicts(ctx context.Context, f *Filters, c *genCase) (map[string]string, error) {
-	// kube-scheduler's cache drops pods once they are terminal.
-	var held []*corev1.Pod
-	for _, p := range c.existing {
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			held = append(held, p)
-		}
+	ks, err := newKubeSearch(ctx, f, c)
+	if err != nil {
+		return nil, err
 	}
-	snap := cache.NewSnapshot(held, c.nodes)
-	f.lister.SharedLister = snap
-	state := framework.NewCycleState()
-	res, st, _ := f.fw.RunPreFilterPlugins(ctx, state, c.pod)
+	kc := ks.prefilter(c.pod)
 	out := map[string]string{}
-	if !st.IsSuccess() && !st.IsRejected() {
-		return nil, st.AsError()
-	}
 	for _, n := range c.nodes {
-		switch {
-		case st.IsRejected():
-			out[n.Name] = reason(st)
-			continue
-		case !res.AllNodes() && !res.NodeNames.Has(n.Name):
-			out[n.Name] = "excluded by PreFilter"
-			continue
-		}
-		ni, err := snap.Get(n.Name)
+		ok, why, err := ks.filter(kc, c.pod, n.Name)
 		if err != nil {
 			return nil, err
 		}
-		fs := f.fw.RunFilterPlugins(ctx, state, c.pod, ni)
-		if !fs.IsSuccess() && !fs.IsRejected() {
-			return nil, fs.AsError()
+		out[n.Name] = ""
+		if !ok {
+			out[n.Name] = why
 		}
-		out[n.Name] = reason(fs)
 	}
 	return out, nil
 }
@@ -559,27 +542,44 @@ func newKubeSearch(ctx context.Context, f *Filters, c *genCase) (*kubeSearch, er
 	return &kubeSearch{ctx: ctx, f: f, snap: snap, c: c}, nil
 }
 
-func (k *kubeSearch) fits(pod *corev1.Pod, node string) (bool, string, error) {
+// kubeCheck is kube-scheduler's PreFilter outcome for one pod.
+type kubeCheck struct {
+	state *framework.CycleState
+	res   *fwk.PreFilterResult
+	st    *fwk.Status
+}
+
+func (k *kubeSearch) prefilter(pod *corev1.Pod) kubeCheck {
 	k.f.lister.SharedLister = k.snap
 	state := framework.NewCycleState()
 	res, st, _ := k.f.fw.RunPreFilterPlugins(k.ctx, state, pod)
+	return kubeCheck{state: state, res: res, st: st}
+}
+
+// filter is kube-scheduler's verdict for pod on node after kc's PreFilter.
+func (k *kubeSearch) filter(kc kubeCheck, pod *corev1.Pod, node string) (bool, string, error) {
 	switch {
-	case st.IsRejected():
-		return false, reason(st), nil
-	case !st.IsSuccess():
-		return false, "", st.AsError()
-	case !res.AllNodes() && !res.NodeNames.Has(node):
+	case kc.st.IsRejected():
+		return false, reason(kc.st), nil
+	case !kc.st.IsSuccess():
+		return false, "", kc.st.AsError()
+	case !kc.res.AllNodes() && !kc.res.NodeNames.Has(node):
 		return false, "excluded by PreFilter", nil
 	}
 	ni, err := k.snap.Get(node)
 	if err != nil {
 		return false, "", err
 	}
-	fs := k.f.fw.RunFilterPlugins(k.ctx, state, pod, ni)
+	fs := k.f.fw.RunFilterPlugins(k.ctx, kc.state, pod, ni)
 	if !fs.IsSuccess() && !fs.IsRejected() {
 		return false, "", fs.AsError()
 	}
 	return fs.IsSuccess(), reason(fs), nil
+}
+
+// fits runs PreFilter and Filter for pod on node against the pods held now.
+func (k *kubeSearch) fits(pod *corev1.Pod, node string) (bool, string, error) {
+	return k.filter(k.prefilter(pod), pod, node)
 }
 
 func (k *kubeSearch) add(pod *corev1.Pod, node string) error {

@@ -136,8 +136,9 @@ func volumeBinding(filters []string) config.PluginSet {
 type View struct {
 	f     *Filters
 	nodes []*corev1.Node
-	// base are the bound pods the view started from; added and removed are
-	// the changes since, by UID, until snap is built.
+	// base are the pods the view started from (those that hold a node
+	// count); added and removed are the changes since, by UID, until snap
+	// is built.
 	base    []*corev1.Pod
 	added   map[types.UID]placed
 	removed map[types.UID]bool
@@ -161,17 +162,18 @@ var _ snapshot.PodConstraints = (*View)(nil)
 // NewView starts a cycle's view from the nodes and the pods bound to them
 // (terminal and unbound pods are ignored).
 func (f *Filters) NewView(nodes []*corev1.Node, pods []*corev1.Pod) *View {
-	v := &View{f: f, nodes: nodes, added: map[types.UID]placed{}, removed: map[types.UID]bool{}}
+	v := &View{f: f, nodes: nodes, base: pods, added: map[types.UID]placed{}, removed: map[types.UID]bool{}}
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		v.base = append(v.base, p)
-		if hasRequiredAntiAffinity(p) {
+		if holdsNode(p) && hasRequiredAntiAffinity(p) {
 			v.antiAffinity++
 		}
 	}
 	return v
+}
+
+// holdsNode reports whether a pod counts on its node: bound and not terminal.
+func holdsNode(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // AddPod records that p holds node (assumed or reserved this cycle).
@@ -268,7 +270,7 @@ func (v *View) build() error {
 	}
 	v.nodeOf = make(map[types.UID]placed, len(v.base)+len(v.added))
 	for _, p := range v.base {
-		if !v.removed[p.UID] {
+		if holdsNode(p) && !v.removed[p.UID] {
 			v.nodeOf[p.UID] = placed{pod: p, node: p.Spec.NodeName}
 		}
 	}

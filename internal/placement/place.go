@@ -239,13 +239,11 @@ func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set
 func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, m Member) (map[string]string, error) {
 	logger := klog.FromContext(ctx)
 	unit := Unit{Members: []Member{m}}
-	groups, err := buildGroups(ctx, snap, unit, nil)
-	if err != nil {
-		return nil, err
-	}
-	g := groups[0]
+	g := &group{req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod), claims: len(m.Claims) > 0}
+	g.reset()
 	var check snapshot.PodCheck
 	if snap.Constraints != nil {
+		var err error
 		if check, err = snap.Constraints.Prepare(ctx, m.Pod); err != nil {
 			return nil, err
 		}
