@@ -21,20 +21,18 @@ import (
 // Features are the allocator features Lockstep enables, read from one
 // place: kube-scheduler's own mapping (dynamicresources.AllocatorFeatures)
 // of the feature gates at their Kubernetes 1.37 defaults (k8s.io/kubernetes
-// pkg/features), so what Lockstep allocates is what kube-scheduler would.
-// Two that are on in 1.37 stay off until Lockstep does what they need
-// around the allocator (docs/scheduling.md):
-//   - device binding conditions: kube-scheduler's PreBind waits for the
-//     conditions before binding the pod; Lockstep does not wait yet, so it
-//     allocates no device that has binding conditions;
-//   - consumable capacity (and fractional ranges): the allocator needs the
-//     capacity other claims consume of shared devices, which the snapshot
-//     does not track yet, so a device is allocated to one claim at a time.
+// pkg/features), so what Lockstep allocates is what kube-scheduler would —
+// prioritized lists, partitionable devices, admin access, device taints,
+// consumable capacity (the snapshot tracks every share and what it
+// consumes). One that is on in 1.37 stays off: device binding conditions.
+// kube-scheduler's PreBind waits up to 10 minutes for a device's binding
+// conditions before it binds the pod; Lockstep binds in its scheduling
+// loop, where such a wait would hold every other unit back, so it allocates
+// no device that has binding conditions and says so in the pod's status
+// (placement.ReasonBindingConditions) instead of waiting.
 var Features = func() structured.Features {
 	f := dynamicresources.AllocatorFeatures(plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
 	f.DeviceBindingAndStatus = false
-	f.ConsumableCapacity = false
-	f.FractionalCapacityRange = false
 	return f
 }()
 
@@ -67,7 +65,7 @@ func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claim
 	if len(a.snap.GlobalSlices) > 0 {
 		slices = append(append([]*resourcev1.ResourceSlice(nil), node.Slices...), a.snap.GlobalSlices...)
 	}
-	alloc, err := structured.NewAllocator(ctx, Features, structured.AllocatedState{AllocatedDevices: a.snap.Allocated}, classLister(a.snap.Classes), slices, a.cache)
+	alloc, err := structured.NewAllocator(ctx, Features, structured.AllocatedState{AllocatedDevices: a.snap.Allocated, AllocatedSharedDeviceIDs: a.snap.Shared, AggregatedCapacity: a.snap.Consumed}, classLister(a.snap.Classes), slices, a.cache)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
 	}

@@ -27,6 +27,9 @@ func extendedResources(snap *snapshot.Snapshot, pending []*corev1.Pod) []Extende
 	var out []ExtendedResource
 	for name, per := range req.Scalar {
 		er := ExtendedResource{Name: string(name), PerPod: per}
+		if c := snap.ExtendedClass(name); c != nil {
+			er.DeviceClass = c.Name
+		}
 		for _, ni := range snap.Nodes {
 			if a := ni.Allocatable.Scalar[name]; a > 0 {
 				er.Nodes++
@@ -42,8 +45,13 @@ func extendedResources(snap *snapshot.Snapshot, pending []*corev1.Pod) []Extende
 
 // classReports describes every DeviceClass the pending members' unallocated
 // claims ask for: devices per node, who holds them, taints, CEL errors.
-func classReports(ctx context.Context, st *state, snap *snapshot.Snapshot, cache *cel.Cache, members []placement.Member) []ClassReport {
+func classReports(ctx context.Context, st *state, snap *snapshot.Snapshot, cache *cel.Cache, members []placement.Member, ext []ExtendedResource) []ClassReport {
 	classes := map[string]bool{}
+	for _, er := range ext {
+		if er.DeviceClass != "" {
+			classes[er.DeviceClass] = true
+		}
+	}
 	for _, m := range members {
 		for _, key := range m.Claims {
 			c := snap.Claims[key]

@@ -61,6 +61,9 @@ type ExtendedResource struct {
 	Nodes int   `json:"nodes"`
 	Total int64 `json:"total"`
 	Free  int64 `json:"free"`
+	// DeviceClass serving it through DRA on nodes that do not advertise
+	// it ("" if none): its devices are reported under devices.
+	DeviceClass string `json:"deviceClass,omitempty"`
 }
 
 // ClassReport is the state of one DeviceClass.

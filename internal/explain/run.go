@@ -86,7 +86,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	}
 	evidence := st.snapshot()
 	r.ExtendedResources = extendedResources(evidence, u.pending)
-	r.Devices = classReports(ctx, st, evidence, cache, members)
+	r.Devices = classReports(ctx, st, evidence, cache, members, r.ExtendedResources)
 	r.Holders = holders(st, u, r.Devices)
 	switch {
 	case len(res.Unplaced) == 0 || u.gang && len(res.Assignments) > 0:

@@ -31,11 +31,7 @@ func (v View) nodeOrDeviceLost(p *corev1.Pod) (reason, detail string, wait time.
 		}
 		wait = v.NodeGrace - since
 	}
-	for _, pc := range p.Spec.ResourceClaims {
-		name, ok := snapshot.ClaimName(p, pc)
-		if !ok {
-			continue
-		}
+	for _, name := range snapshot.PodClaimNames(p) {
 		claim := v.Claim(p.Namespace, name)
 		if claim == nil || claim.Status.Allocation == nil {
 			continue

@@ -118,9 +118,9 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 			diag.Reasons[r] += n
 		}
 	}
-	if g.full[ReasonDevices] > 0 {
+	if g.full[ReasonDevices]+g.full[ReasonBindingConditions] > 0 {
 		claims, _ := resolve(a.snap, m)
-		diag.DeviceClasses = requestedClasses(claims)
+		diag.DeviceClasses = append(requestedClasses(claims), g.extendedClasses(a.snap)...)
 	}
 	return nil, diag, nil
 }
@@ -130,14 +130,14 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 // reports the first filter that fails (resources come before affinity and
 // spread in its order).
 func (a *attempt) checkConstraints(check snapshot.PodCheck, g *group, m Member, ni *snapshot.NodeInfo) (string, error) {
-	if fitsResources(ni, g.req, g.ports) != "" {
+	if g.fits(a.snap, ni) != "" {
 		return "", nil
 	}
 	return check.Check(a.ctx, ni.Node.Name)
 }
 
 func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignment, string, error) {
-	if reason := fitsResources(ni, g.req, g.ports); reason != "" {
+	if reason := g.fits(a.snap, ni); reason != "" {
 		return nil, reason, nil
 	}
 	claims, err := resolve(a.snap, m)
@@ -163,6 +163,10 @@ func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignmen
 			return nil, ReasonClaimNode, nil
 		}
 	}
+	ext := g.extendedClaim(a.snap, m, ni)
+	if ext != nil {
+		pending = append(pending, ext.Claim)
+	}
 	var results []resourcev1.AllocationResult
 	if len(pending) > 0 {
 		if !mayFitDevices(a.snap, ni, pending) {
@@ -173,10 +177,29 @@ func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignmen
 			return nil, "", err
 		}
 		if results == nil {
+			if ni.BindingConditionDevices() > 0 {
+				return nil, ReasonBindingConditions, nil
+			}
 			return nil, ReasonDevices, nil
 		}
 	}
-	return a.assume(ni, m, g, claims, pending, results), "", nil
+	if ext != nil {
+		pending, ext = pending[:len(pending)-1], a.assumeExtended(ext, &results[len(results)-1])
+		results = results[:len(results)-1]
+	}
+	asg := a.assume(ni, m, g, claims, pending, results)
+	asg.Extended = ext
+	return asg, "", nil
+}
+
+// assumeExtended records the allocation of a pod's extended-resource claim
+// and returns the claim as the binder must create it.
+func (a *attempt) assumeExtended(ext *dra.ExtendedClaim, result *resourcev1.AllocationResult) *dra.ExtendedClaim {
+	cp := ext.Claim.DeepCopy()
+	cp.Status.Allocation = result.DeepCopy()
+	a.snap.AssumeClaim(cp)
+	a.undo = append(a.undo, func() { a.snap.ForgetClaim(cp) })
+	return &dra.ExtendedClaim{Claim: cp, Mappings: ext.Mappings}
 }
 
 // assume records the placement in the snapshot (requests, ports, claim

@@ -2,12 +2,14 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -42,16 +44,59 @@ func toleratesUnschedulable(logger klog.Logger, pod *corev1.Pod) bool {
 	return corev1helpers.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, &t, true)
 }
 
-// fitsResources checks requests and host ports against what is left on the
-// node; it returns "" or the first reason.
-func fitsResources(ni *snapshot.NodeInfo, req snapshot.Resources, ports []string) string {
-	if missing := snapshot.Insufficient(ni.Allocatable, ni.Requested, req); len(missing) > 0 {
-		return fmt.Sprintf(reasonInsufficientFmt, missing[0])
+// fits checks the group's requests and host ports against what is left on
+// the node; it returns "" or the first reason. Extended resources the node
+// gets from DRA are left to the allocator (g.extendedClaim), as
+// kube-scheduler's NodeResourcesFit leaves them to DynamicResources.
+func (g *group) fits(snap *snapshot.Snapshot, ni *snapshot.NodeInfo) string {
+	for _, name := range snapshot.Insufficient(ni.Allocatable, ni.Requested, g.req) {
+		if slices.Contains(g.dra, name) && snap.DelegatedToDRA(ni, name) {
+			continue
+		}
+		return fmt.Sprintf(reasonInsufficientFmt, name)
 	}
-	for _, p := range ports {
+	for _, p := range g.ports {
 		if ni.PortConflict(p) {
 			return ReasonPorts
 		}
 	}
 	return ""
+}
+
+// extendedClaim is the claim for the member's extended resources that node
+// ni gets from DRA (no device plugin there advertises them), or nil.
+func (g *group) extendedClaim(snap *snapshot.Snapshot, m Member, ni *snapshot.NodeInfo) *dra.ExtendedClaim {
+	var names []corev1.ResourceName
+	for _, name := range g.dra {
+		if snap.DelegatedToDRA(ni, name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return dra.NewExtendedClaim(m.Pod, names, snap.ExtendedClass)
+}
+
+// extendedClasses are the DeviceClasses serving the group's extended resources.
+func (g *group) extendedClasses(snap *snapshot.Snapshot) []string {
+	var out []string
+	for _, name := range g.dra {
+		if c := snap.ExtendedClass(name); c != nil {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// draResources are the extended resources in req that a DeviceClass serves.
+func draResources(snap *snapshot.Snapshot, req snapshot.Resources) []corev1.ResourceName {
+	var out []corev1.ResourceName
+	for name, v := range req.Scalar {
+		if v > 0 && snap.ExtendedClass(name) != nil {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

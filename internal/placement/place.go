@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -88,10 +89,12 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 
 // group is the members of one signature and the nodes that can take them.
 type group struct {
-	members  []int
-	req      snapshot.Resources
-	ports    []string
-	claims   bool
+	members []int
+	req     snapshot.Resources
+	ports   []string
+	claims  bool
+	// dra are the extended resources of req that DeviceClasses serve.
+	dra      []corev1.ResourceName
 	feasible []*snapshot.NodeInfo
 	static   Diagnosis
 	// cursor: feasible[:cursor] are full for this signature this attempt;
@@ -100,6 +103,14 @@ type group struct {
 	cursor int
 	fullAt map[int]string
 	full   map[string]int
+}
+
+func newGroup(snap *snapshot.Snapshot, m Member, claims bool) *group {
+	g := &group{req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod)}
+	g.dra = draResources(snap, g.req)
+	g.claims = claims || len(g.dra) > 0
+	g.reset()
+	return g
 }
 
 func (g *group) reset() {
@@ -134,8 +145,8 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 			g.members = append(g.members, i)
 			continue
 		}
-		g := &group{members: []int{i}, req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod), claims: len(claims) > 0}
-		g.reset()
+		g := newGroup(snap, m, len(claims) > 0)
+		g.members = []int{i}
 		g.static.Nodes = len(snap.Nodes)
 		aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
 		for _, ni := range nodes {
@@ -239,8 +250,7 @@ func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set
 func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, m Member) (map[string]string, error) {
 	logger := klog.FromContext(ctx)
 	unit := Unit{Members: []Member{m}}
-	g := &group{req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod), claims: len(m.Claims) > 0}
-	g.reset()
+	g := newGroup(snap, m, len(m.Claims) > 0)
 	var check snapshot.PodCheck
 	if snap.Constraints != nil {
 		var err error
@@ -256,7 +266,7 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 			return nil, err
 		}
 		if reason == "" {
-			reason = fitsResources(ni, g.req, g.ports)
+			reason = g.fits(snap, ni)
 		}
 		if reason == "" && check != nil {
 			if reason, err = check.Check(ctx, ni.Node.Name); err != nil {

@@ -9,6 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -45,6 +46,9 @@ type Assignment struct {
 	// Volumes, when set, are the pod's volumes assumed on Node: bound
 	// (PreBind) before the pod, released (Unreserve) if it is not bound.
 	Volumes snapshot.Reservation
+	// Extended, when set, is the claim to create for the pod's extended
+	// resources that Node gets from DRA (allocated, with its mappings).
+	Extended *dra.ExtendedClaim
 }
 
 // Result of placing a unit.
@@ -117,15 +121,16 @@ type ReasonCount struct {
 
 // Reasons, worded as kube-scheduler words them where it has them.
 const (
-	ReasonUnschedulable    = "node(s) were unschedulable"
-	ReasonNodeName         = "node(s) didn't match the requested node name"
-	ReasonAffinity         = "node(s) didn't match Pod's node affinity/selector"
-	ReasonPorts            = "node(s) didn't have free ports for the requested pod ports"
-	ReasonClaimNode        = "node(s) cannot reach the devices already allocated to the pod's claims"
-	ReasonDevices          = "node(s) had no free devices for the pod's claims"
-	ReasonClaimReserved    = "node(s) cannot take the pod: a claim it shares is already reserved for 256 pods, the most one ResourceClaim allows"
-	reasonTaintPrefix      = "node(s) had untolerated taint "
-	reasonNoDomainFmt      = "node(s) lack the topology labels %v"
-	reasonOutsideDomainFmt = "node(s) outside the topology domain %v being tried"
-	reasonInsufficientFmt  = "Insufficient %s"
+	ReasonUnschedulable     = "node(s) were unschedulable"
+	ReasonNodeName          = "node(s) didn't match the requested node name"
+	ReasonAffinity          = "node(s) didn't match Pod's node affinity/selector"
+	ReasonPorts             = "node(s) didn't have free ports for the requested pod ports"
+	ReasonClaimNode         = "node(s) cannot reach the devices already allocated to the pod's claims"
+	ReasonDevices           = "node(s) had no free devices for the pod's claims"
+	ReasonBindingConditions = "node(s) had no free devices for the pod's claims other than devices with binding conditions, which Lockstep does not allocate"
+	ReasonClaimReserved     = "node(s) cannot take the pod: a claim it shares is already reserved for 256 pods, the most one ResourceClaim allows"
+	reasonTaintPrefix       = "node(s) had untolerated taint "
+	reasonNoDomainFmt       = "node(s) lack the topology labels %v"
+	reasonOutsideDomainFmt  = "node(s) outside the topology domain %v being tried"
+	reasonInsufficientFmt   = "Insufficient %s"
 )

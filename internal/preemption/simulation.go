@@ -69,7 +69,7 @@ func (s *simulation) remove(c Candidate) {
 			key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 			s.users[key]--
 			if s.users[key] == 0 {
-				s.snap.Release(snapshot.ClaimDevices(claim)...)
+				s.snap.ReleaseClaim(claim)
 			}
 		}
 	}
@@ -82,7 +82,7 @@ func (s *simulation) restore(c Candidate) {
 		for _, claim := range h.claims {
 			key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 			if s.users[key] == 0 {
-				s.snap.Allocate(snapshot.ClaimDevices(claim)...)
+				s.snap.HoldClaim(claim)
 			}
 			s.users[key]++
 		}
@@ -189,11 +189,7 @@ func reservedClaims(snap *snapshot.Snapshot, p *corev1.Pod) []*resourcev1.Resour
 // podClaims are the pod's claims that the snapshot has allocated.
 func podClaims(snap *snapshot.Snapshot, p *corev1.Pod) []*resourcev1.ResourceClaim {
 	var out []*resourcev1.ResourceClaim
-	for _, pc := range p.Spec.ResourceClaims {
-		name, ok := snapshot.ClaimName(p, pc)
-		if !ok {
-			continue
-		}
+	for _, name := range snapshot.PodClaimNames(p) {
 		if c := snap.Claims[types.NamespacedName{Namespace: p.Namespace, Name: name}]; c != nil && c.Status.Allocation != nil {
 			out = append(out, c)
 		}

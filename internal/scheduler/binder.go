@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -39,8 +40,10 @@ var errVolumeBind = errors.New("binding volumes")
 type binder struct {
 	client  kubernetes.Interface
 	assumed *assumed
-	crashAt int64 // -1: off
-	binds   atomic.Int64
+	// claimIndex is the claim informer's indexer (extendedOwnerIndex).
+	claimIndex cache.Indexer
+	crashAt    int64 // -1: off
+	binds      atomic.Int64
 }
 
 func newBinder(client kubernetes.Interface, a *assumed) *binder {
@@ -56,6 +59,10 @@ type claimWrite struct {
 	claim    *resourcev1.ResourceClaim // as placement left it (allocation set)
 	newAlloc bool
 	pods     []*corev1.Pod
+	// extended is set for a claim created for its one pod's extended
+	// resources: the mappings to record in the pod's status. Such a claim
+	// is deleted, not released, when its pod is not bound.
+	extended []corev1.ContainerExtendedResourceRequest
 }
 
 // bind writes the assignments and returns the pods it bound, in three
@@ -86,9 +93,19 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 		forgetAll()
 		return nil, fmt.Errorf("%w: %w", errVolumeBind, err)
 	}
-	written, err := b.writeClaims(ctx, writes)
+	exts, err := b.createExtendedClaims(ctx, asgs)
+	if err == nil {
+		var written []*claimWrite
+		written, err = b.writeClaims(ctx, append(writes, exts...))
+		if err == nil {
+			err = b.patchExtendedStatus(ctx, exts)
+		}
+		if err != nil {
+			b.releaseClaims(ctx, written, nil)
+		}
+	}
 	if err != nil {
-		b.releaseClaims(ctx, written, nil)
+		b.deleteExtended(ctx, exts, nil)
 		forgetAll()
 		return nil, fmt.Errorf("%w: %w", errClaimWrite, err)
 	}
@@ -115,7 +132,8 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 		b.assumed.forgetPod(uid)
 		errs = append(errs, err)
 	}
-	b.releaseClaims(ctx, written, unbound)
+	b.releaseClaims(ctx, writes, unbound)
+	b.deleteExtended(ctx, exts, unbound)
 	return bound, fmt.Errorf("binding %d of %d pods failed: %w", len(failed), len(asgs), errors.Join(errs...))
 }
 
@@ -221,6 +239,9 @@ func reservedFor(c *resourcev1.ResourceClaim, uid types.UID) bool {
 func (b *binder) releaseClaims(ctx context.Context, writes []*claimWrite, only map[types.UID]bool) {
 	logger := klog.FromContext(ctx)
 	for _, w := range writes {
+		if w.extended != nil {
+			continue // deleteExtended
+		}
 		drop := map[types.UID]bool{}
 		for _, p := range w.pods {
 			if only == nil || only[p.UID] {

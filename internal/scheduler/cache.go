@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
 )
 
 // assumed holds decisions written (or being written) but not yet seen by
@@ -89,9 +91,11 @@ func (a *assumed) overlay(pods []*corev1.Pod, claims []*resourcev1.ResourceClaim
 	}
 	if len(a.claims) > 0 {
 		out := make([]*resourcev1.ResourceClaim, 0, len(claims))
+		seen := make(map[types.NamespacedName]bool, len(a.claims))
 		for _, c := range claims {
 			key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 			ac, ok := a.claims[key]
+			seen[key] = ok
 			switch {
 			case !ok:
 			case c.Status.Allocation != nil && len(c.Status.ReservedFor) >= len(ac.claim.Status.ReservedFor) || now.Sub(ac.at) > a.ttl:
@@ -100,6 +104,17 @@ func (a *assumed) overlay(pods []*corev1.Pod, claims []*resourcev1.ResourceClaim
 				c = ac.claim
 			}
 			out = append(out, c)
+		}
+		// Claims the scheduler created (for extended resources) that the
+		// informer has not shown yet hold their devices already.
+		for key, ac := range a.claims {
+			switch {
+			case seen[key] || !dra.IsExtendedClaim(ac.claim):
+			case now.Sub(ac.at) > a.ttl:
+				delete(a.claims, key)
+			default:
+				out = append(out, ac.claim)
+			}
 		}
 		claims = out
 	}

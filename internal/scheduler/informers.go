@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -41,6 +42,11 @@ func (s *Scheduler) setupInformers() error {
 	if err := podInf.AddIndexers(cache.Indexers{groupIndex: podGroupIndexFunc}); err != nil {
 		return err
 	}
+	claimInf := f.Resource().V1().ResourceClaims().Informer()
+	if err := claimInf.AddIndexers(cache.Indexers{extendedOwnerIndex: extendedOwnerIndexFunc}); err != nil {
+		return err
+	}
+	s.binder.claimIndex = claimInf.GetIndexer()
 	s.listers = listers{
 		pods:     f.Core().V1().Pods().Lister(),
 		podIndex: podInf.GetIndexer(),
@@ -77,7 +83,7 @@ func (s *Scheduler) setupInformers() error {
 		{f.Resource().V1().ResourceClaims().Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.queue.MoveAllToActive() },
 			UpdateFunc: s.onClaimUpdate,
-			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
+			DeleteFunc: s.onClaimDelete,
 		}},
 	}
 	for _, h := range handlers {
@@ -87,6 +93,18 @@ func (s *Scheduler) setupInformers() error {
 	}
 	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
 	return nil
+}
+
+// onClaimDelete frees what the claim held: a claim the scheduler created
+// and still assumes (for extended resources) must not outlive its deletion.
+func (s *Scheduler) onClaimDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
+		s.assumed.forgetClaim(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+	}
+	s.queue.MoveAllToActive()
 }
 
 func (s *Scheduler) moveAllHandler() cache.ResourceEventHandler {

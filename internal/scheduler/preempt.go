@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -94,13 +94,16 @@ func (n *nominations) reserve(snap *snapshot.Snapshot, self queue.Key, prio int3
 			continue
 		}
 		for _, a := range nom.assignments {
-			var devices []structured.DeviceID
+			var claims []*resourcev1.ResourceClaim
 			for i, c := range a.Claims {
 				if a.NewlyAllocated[i] {
-					devices = append(devices, snapshot.ClaimDevices(c)...)
+					claims = append(claims, c)
 				}
 			}
-			snap.Reserve(a.Node, a.Pod, devices)
+			if a.Extended != nil {
+				claims = append(claims, a.Extended.Claim)
+			}
+			snap.Reserve(a.Node, a.Pod, claims)
 		}
 	}
 }
@@ -173,7 +176,7 @@ func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, 
 	grace := int64(0)
 	for _, c := range append(append([]preemption.Candidate(nil), plan.Victims...), plan.Terminating...) {
 		for _, p := range c.Pods {
-			nom.victims[p.UID] = victimPod{namespace: p.Namespace, name: p.Name, claims: podClaimNames(p)}
+			nom.victims[p.UID] = victimPod{namespace: p.Namespace, name: p.Name, claims: snapshot.PodClaimNames(p)}
 			if g := gracePeriod(p); g > grace {
 				grace = g
 			}
@@ -358,16 +361,6 @@ func candidateNames(cs []preemption.Candidate) []string {
 	out := make([]string, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, c.Name)
-	}
-	return out
-}
-
-func podClaimNames(p *corev1.Pod) []string {
-	var out []string
-	for _, pc := range p.Spec.ResourceClaims {
-		if name, ok := snapshot.ClaimName(p, pc); ok {
-			out = append(out, name)
-		}
 	}
 	return out
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -22,6 +24,19 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	}
 	released := 0
 	for _, c := range claims {
+		if owner := dra.ExtendedClaimOwner(c); owner != "" {
+			// Created for an attempt that did not bind its pod: the next
+			// attempt creates its own, so this one only holds devices.
+			if c.Status.Allocation != nil && !s.ownerBound(c, owner) {
+				key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+				logger.Info("Deleting an extended-resource claim allocated for a pod that was never bound", "claim", key)
+				if err := deleteClaim(ctx, s.binder, key); err != nil {
+					return err
+				}
+				released++
+			}
+			continue
+		}
 		if c.Status.Allocation == nil || len(c.Status.ReservedFor) == 0 {
 			continue
 		}
@@ -47,6 +62,23 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	}
 	logger.V(1).Info("Start-up recovery done", "releasedClaims", released)
 	return nil
+}
+
+// ownerBound reports whether the pod an extended-resource claim was created
+// for exists, is bound, or is not Lockstep's (kube-scheduler's claims are
+// kube-scheduler's business).
+func (s *Scheduler) ownerBound(c *resourcev1.ResourceClaim, owner types.UID) bool {
+	for _, o := range c.OwnerReferences {
+		if o.UID != owner {
+			continue
+		}
+		p, err := s.listers.pods.Pods(c.Namespace).Get(o.Name)
+		if err != nil || p.UID != owner {
+			return false // gone: garbage collection deletes the claim too
+		}
+		return !podgroup.Ours(p) || !podgroup.Pending(p)
+	}
+	return true
 }
 
 // groupPartlyBound reports whether another member of the pod's group holds a node.

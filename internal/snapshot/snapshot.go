@@ -8,8 +8,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/structured"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+	"k8s.io/utils/ptr"
 )
 
 // NodeInfo is a node and what is already placed on it.
@@ -23,7 +25,13 @@ type NodeInfo struct {
 	Slices []*resourcev1.ResourceSlice
 	// devices counts the devices of Slices; used counts those allocated.
 	devices, used int
+	// binding counts the devices of Slices that have binding conditions.
+	binding int
 }
+
+// BindingConditionDevices is how many devices of the node's own slices
+// have binding conditions (which Lockstep does not allocate).
+func (ni *NodeInfo) BindingConditionDevices() int { return ni.binding }
 
 // FreeDevices is how many devices of the node's own slices are not
 // allocated (kept current by every change to the snapshot's allocations).
@@ -38,14 +46,23 @@ type Snapshot struct {
 	Classes      map[string]*resourcev1.DeviceClass
 	// Claims by namespace/name, with allocations this cycle made applied.
 	Claims map[types.NamespacedName]*resourcev1.ResourceClaim
-	// Allocated are all devices allocated to any claim. Read it; change it
-	// only through the snapshot's methods, which keep per-node counts.
+	// Allocated are all devices allocated to any claim for its exclusive
+	// use. Read it; change it only through the snapshot's methods, which
+	// keep per-node counts.
 	Allocated sets.Set[structured.DeviceID]
+	// Shared are the allocations of devices that allow several
+	// (allowMultipleAllocations: each has a share ID), and Consumed what
+	// they consume of each device's capacity (consumable capacity).
+	Shared   sets.Set[structured.SharedDeviceID]
+	Consumed structured.ConsumedCapacityCollection
 	// poolNode maps a node-local pool ("driver/pool") to its node.
 	poolNode map[poolKey]*NodeInfo
 	// Constraints, when set, are told of every pod the snapshot gains or
 	// loses and filter pods by the pods placed (internal/kubefilter).
 	Constraints PodConstraints
+	// extended resolves extended resource names to DeviceClasses (built
+	// on first use from Classes).
+	extended *extendedresourcecache.ExtendedResourceCache
 }
 
 // PodConstraints are the filters whose answer depends on the other pods of
@@ -112,6 +129,8 @@ func New(in Input) *Snapshot {
 		Classes:    make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
 		Claims:     make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(in.Claims)),
 		Allocated:  sets.New[structured.DeviceID](),
+		Shared:     sets.New[structured.SharedDeviceID](),
+		Consumed:   structured.NewConsumedCapacityCollection(),
 		poolNode:   map[poolKey]*NodeInfo{},
 	}
 	nodes := append([]*corev1.Node(nil), in.Nodes...)
@@ -134,6 +153,11 @@ func New(in Input) *Snapshot {
 			if ni := s.nodeByName[*sl.Spec.NodeName]; ni != nil {
 				ni.Slices = append(ni.Slices, sl)
 				ni.devices += len(sl.Spec.Devices)
+				for _, d := range sl.Spec.Devices {
+					if len(d.BindingConditions) > 0 {
+						ni.binding++
+					}
+				}
 				s.poolNode[poolKey{sl.Spec.Driver, sl.Spec.Pool.Name}] = ni
 			}
 			continue
@@ -145,7 +169,7 @@ func New(in Input) *Snapshot {
 	}
 	for _, c := range in.Claims {
 		s.Claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
-		s.markAllocated(c)
+		s.HoldClaim(c)
 	}
 	return s
 }
@@ -153,8 +177,44 @@ func New(in Input) *Snapshot {
 // Node returns the NodeInfo of a node, or nil.
 func (s *Snapshot) Node(name string) *NodeInfo { return s.nodeByName[name] }
 
-func (s *Snapshot) markAllocated(c *resourcev1.ResourceClaim) {
+// HoldClaim marks what an allocated claim holds as in use: its devices
+// allocated for exclusive use, and its shares of devices that allow several
+// allocations with the capacity they consume. Results with admin access
+// hold nothing (kube-scheduler does not count them either).
+func (s *Snapshot) HoldClaim(c *resourcev1.ResourceClaim) {
 	s.Allocate(ClaimDevices(c)...)
+	for _, r := range sharedResults(c) {
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		s.Shared.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+		if r.ConsumedCapacity != nil {
+			s.Consumed.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+		}
+	}
+}
+
+// ReleaseClaim undoes HoldClaim.
+func (s *Snapshot) ReleaseClaim(c *resourcev1.ResourceClaim) {
+	s.Release(ClaimDevices(c)...)
+	for _, r := range sharedResults(c) {
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		s.Shared.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
+		if r.ConsumedCapacity != nil {
+			s.Consumed.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+		}
+	}
+}
+
+func sharedResults(c *resourcev1.ResourceClaim) []resourcev1.DeviceRequestAllocationResult {
+	if c == nil || c.Status.Allocation == nil {
+		return nil
+	}
+	var out []resourcev1.DeviceRequestAllocationResult
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.ShareID != nil && !ptr.Deref(r.AdminAccess, false) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Allocate marks devices allocated.
@@ -230,14 +290,21 @@ func (ni *NodeInfo) PortConflict(port string) bool {
 // by a copy with the allocation and its devices count as allocated.
 func (s *Snapshot) AssumeClaim(c *resourcev1.ResourceClaim) {
 	s.Claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
-	s.markAllocated(c)
+	s.HoldClaim(c)
+}
+
+// ForgetClaim undoes AssumeClaim of a claim the snapshot did not have
+// before (the claim created for a pod's extended resources).
+func (s *Snapshot) ForgetClaim(assumed *resourcev1.ResourceClaim) {
+	delete(s.Claims, types.NamespacedName{Namespace: assumed.Namespace, Name: assumed.Name})
+	s.ReleaseClaim(assumed)
 }
 
 // UnassumeClaim undoes AssumeClaim: old is restored and the devices that
 // assumed allocated are free again.
 func (s *Snapshot) UnassumeClaim(old, assumed *resourcev1.ResourceClaim) {
 	s.Claims[types.NamespacedName{Namespace: old.Namespace, Name: old.Name}] = old
-	s.Release(ClaimDevices(assumed)...)
+	s.ReleaseClaim(assumed)
 }
 
 // RemovePod takes what a placed pod uses off its node (req and ports as
@@ -269,23 +336,48 @@ func (s *Snapshot) RestorePod(p *corev1.Pod, req Resources, ports []string) {
 }
 
 // Reserve holds capacity for a pod that is not bound yet (a nomination):
-// its requests and host ports on node, and devices as allocated.
-func (s *Snapshot) Reserve(node string, p *corev1.Pod, devices []structured.DeviceID) {
+// its requests and host ports on node, and what the claims allocated for it
+// hold.
+func (s *Snapshot) Reserve(node string, p *corev1.Pod, claims []*resourcev1.ResourceClaim) {
 	if ni := s.nodeByName[node]; ni != nil {
 		ni.AddPod(p)
 		s.PodAdded(p, node)
 	}
-	s.Allocate(devices...)
+	for _, c := range claims {
+		s.HoldClaim(c)
+	}
 }
 
-// ClaimDevices are the devices an allocated claim holds.
+// ClaimDevices are the devices an allocated claim holds for its exclusive
+// use (not shares of devices that allow several allocations, not admin
+// access).
 func ClaimDevices(c *resourcev1.ResourceClaim) []structured.DeviceID {
 	if c == nil || c.Status.Allocation == nil {
 		return nil
 	}
 	out := make([]structured.DeviceID, 0, len(c.Status.Allocation.Devices.Results))
 	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.ShareID != nil || ptr.Deref(r.AdminAccess, false) {
+			continue
+		}
 		out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+	}
+	return out
+}
+
+// PodClaimNames are the names of every claim a pod uses: its
+// spec.resourceClaims as resolved so far, and the claim kube-scheduler (or
+// Lockstep) created for its extended resources backed by DRA
+// (status.extendedResourceClaimStatus).
+func PodClaimNames(p *corev1.Pod) []string {
+	var out []string
+	for _, pc := range p.Spec.ResourceClaims {
+		if name, ok := ClaimName(p, pc); ok {
+			out = append(out, name)
+		}
+	}
+	if st := p.Status.ExtendedResourceClaimStatus; st != nil && st.ResourceClaimName != "" {
+		out = append(out, st.ResourceClaimName)
 	}
 	return out
 }

@@ -105,7 +105,11 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 	}
 	fmt.Fprintf(out, "2. Members: %d exist (%d bound, %d pending); policy %s\n", r.Members, r.Bound, r.Pending, policy)
 	for _, er := range r.ExtendedResources {
-		fmt.Fprintf(out, "3. Extended resource %s: %d per pod; %d nodes advertise it, %d allocatable, %d free\n", er.Name, er.PerPod, er.Nodes, er.Total, er.Free)
+		fmt.Fprintf(out, "3. Extended resource %s: %d per pod; %d nodes advertise it, %d allocatable, %d free", er.Name, er.PerPod, er.Nodes, er.Total, er.Free)
+		if er.DeviceClass != "" {
+			fmt.Fprintf(out, "; elsewhere served by DRA through DeviceClass %s", er.DeviceClass)
+		}
+		fmt.Fprintln(out)
 	}
 	if len(r.Reasons) > 0 {
 		fmt.Fprintf(out, "4. Nodes (%d) rejecting the first pod that does not fit:\n", r.Nodes)
