@@ -72,7 +72,7 @@ func New(ctx context.Context, factory informers.SharedInformerFactory, client ku
 // plugins enabled (PreFilter and Filter), each with kube-scheduler's
 // default arguments, except that PodTopologySpread has no system default
 // constraints: they are ScheduleAnyway (scoring), which Lockstep does not do.
-func newFilters(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, filters []string) (*Filters, error) {
+func newFilters(ctx context.Context, factory informers.SharedInformerFactory, client kubernetes.Interface, filters []string, opts ...frameworkruntime.Option) (*Filters, error) {
 	// The framework records its extension points' durations in
 	// kube-scheduler's metrics; they must exist (they are not exported).
 	registerMetrics.Do(metrics.Register)
@@ -106,13 +106,13 @@ func newFilters(ctx context.Context, factory informers.SharedInformerFactory, cl
 		PluginConfig: args,
 	}
 	l := &lister{SharedLister: cache.NewEmptySnapshot()}
-	fw, err := frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
+	fw, err := frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile, append([]frameworkruntime.Option{
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
 		frameworkruntime.WithSnapshotSharedLister(l),
 		frameworkruntime.WithParallelism(4),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kube-scheduler framework: %w", err)
 	}

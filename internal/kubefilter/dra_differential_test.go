@@ -1,0 +1,350 @@
+package kubefilter
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
+	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// draCases is how many generated DRA cases TestDifferentialDRA decides;
+// LOCKSTEP_DIFF_SEED=<seed> decides just that one.
+const draCases = 1500
+
+const gpuDriver = "gpu.example.com"
+
+// TestDifferentialDRA decides generated clusters with ResourceSlices
+// (exclusive and shared devices with capacity, device taints),
+// DeviceClasses (one serving an extended resource), claims already
+// allocated to running pods (exclusive, shared with consumed capacity) and
+// a pending pod with claims (counts, selectors, capacity requests,
+// prioritized alternatives, All, tolerations, a claim shared with a running
+// pod) and extended resources — with Lockstep's placement and with
+// kube-scheduler 1.37.2's DynamicResources and NodeResourcesFit plugins over
+// its own DRA manager, in process, and requires the same feasible nodes.
+func TestDifferentialDRA(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	mgr := &swappableDRA{}
+	filters := append(append([]string(nil), kubeFilters...), names.DynamicResources)
+	kube, err := newFilters(ctx, factory, client, filters, frameworkruntime.WithSharedDRAManager(mgr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := make([]uint64, 0, draCases)
+	if s := os.Getenv("LOCKSTEP_DIFF_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, seed)
+	} else {
+		for i := uint64(0); i < draCases; i++ {
+			seeds = append(seeds, 5000+i)
+		}
+	}
+	feasible, disagreements := 0, 0
+	for _, seed := range seeds {
+		c := generateDRA(seed)
+		if err := mgr.load(ctx, factory, client, c); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		want, err := kubeVerdicts(ctx, kube, &genCase{nodes: c.nodes, existing: c.pods, pod: c.pod})
+		if err != nil {
+			t.Fatalf("seed %d: kube-scheduler: %v", seed, err)
+		}
+		snap := snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, Slices: c.slices, Classes: c.classes, Claims: c.claims})
+		got, err := placement.NodeVerdicts(ctx, snap, dra.New(snap, dra.NewCache()), placement.Member{Pod: c.pod, Claims: c.podClaims})
+		if err != nil {
+			t.Fatalf("seed %d: lockstep: %v", seed, err)
+		}
+		somewhere := false
+		for _, n := range c.nodes {
+			if (want[n.Name] == "") != (got[n.Name] == "") {
+				disagreements++
+				if disagreements <= 20 {
+					t.Errorf("seed %d (reproduce: LOCKSTEP_DIFF_SEED=%d go test ./internal/kubefilter -run TestDifferentialDRA -v): node %s: kube-scheduler %q, lockstep %q\n%s", seed, seed, n.Name, orFits(want[n.Name]), orFits(got[n.Name]), c.describe())
+				}
+			}
+			somewhere = somewhere || want[n.Name] == ""
+		}
+		if somewhere {
+			feasible++
+		}
+	}
+	t.Logf("%d cases, %d feasible somewhere, %d node disagreements", len(seeds), feasible, disagreements)
+	if len(seeds) > 1 && (feasible < len(seeds)/5 || feasible > len(seeds)*4/5) {
+		t.Errorf("generator is lopsided: %d of %d cases feasible somewhere", feasible, len(seeds))
+	}
+}
+
+// swappableDRA is the framework's DRA manager; each case loads a fresh
+// kube-scheduler DRA manager (its claim assume cache fed synchronously).
+type swappableDRA struct {
+	cur *dynamicresources.DefaultDRAManager
+}
+
+func (s *swappableDRA) ResourceClaims() fwk.ResourceClaimTracker { return s.cur.ResourceClaims() }
+func (s *swappableDRA) ResourceSlices() fwk.ResourceSliceLister  { return s.cur.ResourceSlices() }
+func (s *swappableDRA) DeviceClasses() fwk.DeviceClassLister     { return s.cur.DeviceClasses() }
+func (s *swappableDRA) DeviceClassResolver() fwk.DeviceClassResolver {
+	return s.cur.DeviceClassResolver()
+}
+
+// handlerCapture is an informer that only hands its handler back.
+type handlerCapture struct{ h cache.ResourceEventHandler }
+
+func (c *handlerCapture) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	c.h = h
+	return nil, nil
+}
+
+func (s *swappableDRA) load(ctx context.Context, factory informers.SharedInformerFactory, client *fake.Clientset, c *draCase) error {
+	sliceIdx := factory.Resource().V1().ResourceSlices().Informer().GetIndexer()
+	classIdx := factory.Resource().V1().DeviceClasses().Informer().GetIndexer()
+	var slices, classes []any
+	for _, sl := range c.slices {
+		slices = append(slices, sl)
+	}
+	for _, cl := range c.classes {
+		classes = append(classes, cl)
+	}
+	if err := sliceIdx.Replace(slices, ""); err != nil {
+		return err
+	}
+	if err := classIdx.Replace(classes, ""); err != nil {
+		return err
+	}
+	tr, err := tracker.StartTracker(ctx, tracker.Options{SliceInformer: factory.Resource().V1().ResourceSlices(), KubeClient: client})
+	if err != nil {
+		return err
+	}
+	capture := &handlerCapture{}
+	claims := assumecache.NewAssumeCache(klog.Background(), capture, "ResourceClaim", "", nil)
+	s.cur = dynamicresources.NewDRAManager(ctx, claims, tr, factory)
+	for _, cl := range c.claims {
+		capture.h.OnAdd(cl, true)
+	}
+	erc := s.cur.DeviceClassResolver().(*extendedresourcecache.ExtendedResourceCache)
+	for _, cl := range c.classes {
+		erc.OnAdd(cl, true)
+	}
+	return nil
+}
+
+type draCase struct {
+	nodes     []*corev1.Node
+	pods      []*corev1.Pod
+	slices    []*resourcev1.ResourceSlice
+	classes   []*resourcev1.DeviceClass
+	claims    []*resourcev1.ResourceClaim
+	pod       *corev1.Pod
+	podClaims []types.NamespacedName
+}
+
+type draGen struct {
+	gen
+	// free are the devices not allocated yet, per node; shared those that
+	// allow several allocations.
+	free   map[string][]string
+	shared map[string]bool
+}
+
+func generateDRA(seed uint64) *draCase {
+	g := &draGen{gen: gen{r: rand.New(rand.NewPCG(seed, seed^0x51afd6c3))}, free: map[string][]string{}, shared: map[string]bool{}}
+	c := &draCase{}
+	c.classes = append(c.classes,
+		&resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourcev1.DeviceClassSpec{Selectors: celSelector(`device.driver == "` + gpuDriver + `"`)}},
+		&resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "h100"}, Spec: resourcev1.DeviceClassSpec{Selectors: celSelector(`device.driver == "` + gpuDriver + `" && device.attributes["` + gpuDriver + `"].model == "h100"`)}})
+	if g.chance(0.5) {
+		c.classes[0].Spec.ExtendedResourceName = ptr.To("example.com/gpu")
+	}
+	for i := 0; i < 1+g.r.IntN(3); i++ {
+		name := fmt.Sprintf("node-%d", i)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: g.nextUID(), Labels: map[string]string{corev1.LabelHostname: name}}}
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
+		if g.chance(0.3) {
+			n.Status.Allocatable["example.com/gpu"] = resource.MustParse("2") // a device plugin
+		}
+		n.Status.Capacity = n.Status.Allocatable.DeepCopy()
+		c.nodes = append(c.nodes, n)
+		if g.chance(0.8) {
+			c.slices = append(c.slices, g.slice(name))
+		}
+	}
+	for _, n := range c.nodes {
+		if g.chance(0.6) {
+			g.runningPod(c, n.Name)
+		}
+	}
+	g.pendingPod(c)
+	return c
+}
+
+func celSelector(expr string) []resourcev1.DeviceSelector {
+	return []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: expr}}}
+}
+
+func (g *draGen) slice(node string) *resourcev1.ResourceSlice {
+	s := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: gpuDriver, NodeName: ptr.To(node),
+			Pool: resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1}},
+	}
+	for j := 0; j < 1+g.r.IntN(4); j++ {
+		name := fmt.Sprintf("gpu-%d", j)
+		d := resourcev1.Device{
+			Name:       name,
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"model": {StringValue: ptr.To(g.pick("a100", "h100"))}},
+			Capacity:   map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse(g.pick("40Gi", "80Gi"))}},
+		}
+		if g.chance(0.25) {
+			d.AllowMultipleAllocations = ptr.To(true)
+			g.shared[node+"/"+name] = true
+		}
+		if g.chance(0.15) {
+			d.Taints = []resourcev1.DeviceTaint{{Key: "example.com/ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+		}
+		s.Spec.Devices = append(s.Spec.Devices, d)
+		g.free[node] = append(g.free[node], name)
+	}
+	return s
+}
+
+// runningPod binds a pod to node holding one device there through an
+// allocated claim (a share of 40Gi when the device allows several).
+func (g *draGen) runningPod(c *draCase, node string) {
+	if len(g.free[node]) == 0 {
+		return
+	}
+	i := g.r.IntN(len(g.free[node]))
+	dev := g.free[node][i]
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "run-" + node, UID: g.nextUID()},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c"}}}}
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "held-" + node, UID: g.nextUID()},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}}}}}
+	result := resourcev1.DeviceRequestAllocationResult{Request: "r", Driver: gpuDriver, Pool: node, Device: dev}
+	if g.shared[node+"/"+dev] {
+		result.ShareID = ptr.To(g.nextUID())
+		result.ConsumedCapacity = map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse(g.pick("20Gi", "40Gi"))}
+	} else {
+		g.free[node] = append(g.free[node][:i], g.free[node][i+1:]...)
+	}
+	claim.Status.Allocation = &resourcev1.AllocationResult{
+		Devices:      resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{result}},
+		NodeSelector: nodeSelectorFor(node),
+	}
+	claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim.Name)}}
+	c.pods = append(c.pods, p)
+	c.claims = append(c.claims, claim)
+}
+
+func nodeSelectorFor(node string) *corev1.NodeSelector {
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}
+}
+
+func (g *draGen) pendingPod(c *draCase) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pending", UID: g.nextUID()},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	if g.chance(0.4) {
+		q := resource.MustParse(g.pick("1", "2", "3"))
+		p.Spec.Containers[0].Resources.Requests["example.com/gpu"] = q
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"example.com/gpu": q}
+	}
+	for i := 0; i < g.r.IntN(3); i++ {
+		if i == 0 && len(c.pods) > 0 && g.chance(0.15) {
+			// A claim a running pod holds: pins the pod to its node.
+			held := c.claims[g.r.IntN(len(c.claims))]
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "shared", ResourceClaimName: ptr.To(held.Name)})
+			c.podClaims = append(c.podClaims, types.NamespacedName{Namespace: held.Namespace, Name: held.Name})
+			continue
+		}
+		name := fmt.Sprintf("c%d", i)
+		claim := &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pending-" + name, UID: g.nextUID(),
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{g.request()}}},
+		}
+		c.claims = append(c.claims, claim)
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: name, ResourceClaimTemplateName: ptr.To("tmpl")})
+		p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: name, ResourceClaimName: ptr.To(claim.Name)})
+		c.podClaims = append(c.podClaims, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name})
+	}
+	c.pod = p
+}
+
+func (g *draGen) request() resourcev1.DeviceRequest {
+	exact := func(class string, count int64) *resourcev1.ExactDeviceRequest {
+		e := &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count}
+		if g.chance(0.3) {
+			e.Tolerations = []resourcev1.DeviceToleration{{Key: "example.com/ecc", Operator: resourcev1.DeviceTolerationOpExists}}
+		}
+		return e
+	}
+	switch g.r.IntN(5) {
+	case 0:
+		return resourcev1.DeviceRequest{Name: "r", Exactly: exact("gpu", int64(1+g.r.IntN(3)))}
+	case 1:
+		return resourcev1.DeviceRequest{Name: "r", Exactly: exact("h100", 1)}
+	case 2:
+		e := exact("gpu", 1)
+		e.Capacity = &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse(g.pick("30Gi", "40Gi", "60Gi"))}}
+		return resourcev1.DeviceRequest{Name: "r", Exactly: e}
+	case 3:
+		return resourcev1.DeviceRequest{Name: "r", FirstAvailable: []resourcev1.DeviceSubRequest{
+			{Name: "h100s", DeviceClassName: "h100", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2},
+			{Name: "any", DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1},
+		}}
+	default:
+		e := exact("h100", 0)
+		e.AllocationMode, e.Count = resourcev1.DeviceAllocationModeAll, 0
+		return resourcev1.DeviceRequest{Name: "r", Exactly: e}
+	}
+}
+
+func (c *draCase) describe() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		fmt.Fprintf(&b, "  node %s allocatable %v\n", n.Name, n.Status.Allocatable)
+	}
+	for _, s := range c.slices {
+		for _, d := range s.Spec.Devices {
+			mem := d.Capacity["memory"].Value
+			fmt.Fprintf(&b, "  device %s/%s model %s memory %s shared %v taints %d\n", s.Spec.Pool.Name, d.Name, *d.Attributes["model"].StringValue, mem.String(), ptr.Deref(d.AllowMultipleAllocations, false), len(d.Taints))
+		}
+	}
+	for _, cl := range c.claims {
+		fmt.Fprintf(&b, "  claim %s requests %+v allocated %v\n", cl.Name, cl.Spec.Devices.Requests, cl.Status.Allocation != nil)
+	}
+	fmt.Fprintf(&b, "  pending requests %v claims %v\n", c.pod.Spec.Containers[0].Resources.Requests, c.podClaims)
+	return b.String()
+}
