@@ -28,9 +28,9 @@ import (
 )
 
 // kubeFilters is kube-scheduler 1.37's default filter chain, in its order,
-// without DynamicResources (no claims are generated) and NodeDeclaredFeatures.
+// without DynamicResources (TestDifferentialDRA adds it).
 var kubeFilters = []string{
-	names.NodeUnschedulable, names.NodeName, names.TaintToleration, names.NodeAffinity,
+	names.NodeUnschedulable, names.NodeName, names.NodeDeclaredFeatures, names.TaintToleration, names.NodeAffinity,
 	names.NodePorts, names.NodeResourcesFit, names.VolumeRestrictions, names.NodeVolumeLimits,
 	names.VolumeBinding, names.VolumeZone, names.PodTopologySpread, names.InterPodAffinity,
 }
@@ -219,6 +219,9 @@ func (g *gen) node(i int) *corev1.Node {
 	if g.chance(0.15) {
 		n.Spec.Unschedulable = true
 	}
+	if g.chance(0.4) {
+		n.Status.DeclaredFeatures = []string{"RestartAllContainersOnContainerExits"}
+	}
 	for j := 0; j < g.r.IntN(3); j++ {
 		if g.chance(0.5) {
 			n.Spec.Taints = append(n.Spec.Taints, g.taint())
@@ -304,6 +307,14 @@ func (g *gen) pod(name string, running bool) *corev1.Pod {
 	}
 	if g.chance(0.05) {
 		p.Spec.NodeName = g.pick("node-0", "node-1")
+	}
+	if g.chance(0.15) {
+		// Needs nodes that declare RestartAllContainersOnContainerExits.
+		p.Spec.Containers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+		p.Spec.Containers[0].RestartPolicyRules = []corev1.ContainerRestartRule{{
+			Action:    corev1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
+		}}
 	}
 	return p
 }

@@ -5,18 +5,23 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // staticFilter checks what does not change within a cycle: schedulability,
-// node name, node selector and required affinity, taints. It returns "" when
-// the node passes, else the reason.
-func staticFilter(logger klog.Logger, pod *corev1.Pod, aff nodeaffinity.RequiredNodeAffinity, node *corev1.Node) (string, error) {
+// node name, node selector and required affinity, taints, the node features
+// the pod requires (features, from requiredFeatures). It returns "" when the
+// node passes, else the reason.
+func staticFilter(logger klog.Logger, pod *corev1.Pod, aff nodeaffinity.RequiredNodeAffinity, features ndf.FeatureSet, node *corev1.Node) (string, error) {
 	if node.Spec.Unschedulable && !toleratesUnschedulable(logger, pod) {
 		return ReasonUnschedulable, nil
 	}
@@ -36,8 +41,35 @@ func staticFilter(logger klog.Logger, pod *corev1.Pod, aff nodeaffinity.Required
 	if untolerated {
 		return fmt.Sprintf("%s{%s: %s}", reasonTaintPrefix, taint.Key, taint.Value), nil
 	}
+	if !features.IsEmpty() {
+		ok, err := features.IsSubset(ndf.DefaultFramework.TryMap(node.Status.DeclaredFeatures))
+		if err != nil {
+			return "", fmt.Errorf("pod %s: node features: %w", klog.KObj(pod), err)
+		}
+		if !ok {
+			return ReasonDeclaredFeatures, nil
+		}
+	}
 	return "", nil
 }
+
+// featureVersion is the Kubernetes version whose node features pods are
+// judged by: kube-scheduler 1.37's (features that every 1.37 node has need
+// no declaration).
+var featureVersion = version.MustParse("1.37.2")
+
+// requiredFeatures are the node features a pod needs (kube-scheduler's
+// NodeDeclaredFeatures, GA in 1.37, through the same inference from
+// k8s.io/component-helpers): e.g. a container restart rule that restarts
+// every container needs nodes that declare RestartAllContainersOnContainerExits.
+func requiredFeatures(pod *corev1.Pod) (ndf.FeatureSet, error) {
+	if !declaredFeaturesEnabled {
+		return ndf.FeatureSet{}, nil
+	}
+	return ndf.DefaultFramework.InferForPodScheduling(&ndf.PodInfo{Spec: &pod.Spec}, featureVersion)
+}
+
+var declaredFeaturesEnabled = utilfeature.DefaultFeatureGate.Enabled(features.NodeDeclaredFeatures)
 
 func toleratesUnschedulable(logger klog.Logger, pod *corev1.Pod) bool {
 	t := corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}

@@ -149,8 +149,12 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 		g.members = []int{i}
 		g.static.Nodes = len(snap.Nodes)
 		aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
+		features, err := requiredFeatures(m.Pod)
+		if err != nil {
+			return nil, err
+		}
 		for _, ni := range nodes {
-			reason, err := staticFilter(logger, m.Pod, aff, ni.Node)
+			reason, err := staticFilter(logger, m.Pod, aff, features, ni.Node)
 			if err != nil {
 				return nil, err
 			}
@@ -259,9 +263,13 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 		}
 	}
 	aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
+	features, err := requiredFeatures(m.Pod)
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]string, len(snap.Nodes))
 	for _, ni := range snap.Nodes {
-		reason, err := staticFilter(logger, m.Pod, aff, ni.Node)
+		reason, err := staticFilter(logger, m.Pod, aff, features, ni.Node)
 		if err != nil {
 			return nil, err
 		}

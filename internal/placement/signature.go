@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -26,6 +27,9 @@ func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) string {
 		Requests    snapshot.Resources
 		Ports       []string
 		Claims      []claimKey
+		// Features: the node features the pod requires (restart rules,
+		// user namespaces with host network, …).
+		Features []string
 	}{
 		NodeName:    pod.Spec.NodeName,
 		Selector:    pod.Spec.NodeSelector,
@@ -35,6 +39,9 @@ func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) string {
 	}
 	if pod.Spec.Affinity != nil {
 		sig.Affinity = pod.Spec.Affinity.NodeAffinity
+	}
+	if fs, err := requiredFeatures(pod); err == nil && !fs.IsEmpty() {
+		sig.Features, _ = ndf.DefaultFramework.Unmap(fs)
 	}
 	for _, c := range claims {
 		if c.Status.Allocation != nil || len(c.OwnerReferences) == 0 || c.OwnerReferences[0].Kind != "Pod" {

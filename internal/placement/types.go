@@ -123,6 +123,7 @@ type ReasonCount struct {
 const (
 	ReasonUnschedulable     = "node(s) were unschedulable"
 	ReasonNodeName          = "node(s) didn't match the requested node name"
+	ReasonDeclaredFeatures  = "node(s) didn't match Pod's required features"
 	ReasonAffinity          = "node(s) didn't match Pod's node affinity/selector"
 	ReasonPorts             = "node(s) didn't have free ports for the requested pod ports"
 	ReasonClaimNode         = "node(s) cannot reach the devices already allocated to the pod's claims"
