@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -170,7 +171,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 			}
 			g.static.Reasons[fmt.Sprintf(reasonOutsideDomainFmt, unit.TopologyKeys)] = out
 		}
-		sortTightest(snap, g.feasible, g.claims)
+		sortTightest(snap, g.feasible, g.claims, preferences(logger, m.Pod))
 		bySig[sig] = g
 		groups = append(groups, g)
 	}
@@ -190,16 +191,22 @@ func resolve(snap *snapshot.Snapshot, m Member) ([]*resourcev1.ResourceClaim, er
 }
 
 // sortTightest orders nodes fewest free devices first (when the pods use
-// devices), then least free CPU, then least free memory, then by name.
-func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices bool) {
+// devices), then least free CPU, then least free memory; among nodes
+// equally tight, the pod's preferences (pref, may be nil) break the tie;
+// then the name.
+func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices bool, pref func(*corev1.Node) preference) {
 	type key struct {
 		dev, cpu, mem int64
+		pref          preference
 	}
 	keys := make(map[string]key, len(nodes))
 	for _, ni := range nodes {
 		k := key{cpu: ni.Allocatable.MilliCPU - ni.Requested.MilliCPU, mem: ni.Allocatable.Memory - ni.Requested.Memory}
 		if devices {
 			k.dev = int64(ni.FreeDevices())
+		}
+		if pref != nil {
+			k.pref = pref(ni.Node)
 		}
 		keys[ni.Node.Name] = k
 	}
@@ -212,9 +219,52 @@ func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices b
 			return a.cpu < b.cpu
 		case a.mem != b.mem:
 			return a.mem < b.mem
+		case a.pref != b.pref:
+			return a.pref.better(b.pref)
 		}
 		return nodes[i].Node.Name < nodes[j].Node.Name
 	})
+}
+
+// preference is how much a pod prefers a node, from what kube-scheduler
+// scores without looking at other pods: the weights of the preferred node
+// affinity terms the node matches (NodeAffinity), and the PreferNoSchedule
+// taints the pod does not tolerate (TaintToleration).
+type preference struct {
+	affinity    int64
+	intolerable int
+}
+
+func (p preference) better(o preference) bool {
+	if p.affinity != o.affinity {
+		return p.affinity > o.affinity
+	}
+	return p.intolerable < o.intolerable
+}
+
+// preferences returns the pod's preference function, nil when it has no
+// preferred node affinity and no toleration changes anything.
+func preferences(logger klog.Logger, pod *corev1.Pod) func(*corev1.Node) preference {
+	var terms *nodeaffinity.PreferredSchedulingTerms
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
+		t, err := nodeaffinity.NewPreferredSchedulingTerms(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+		if err == nil {
+			terms = t
+		}
+	}
+	return func(n *corev1.Node) preference {
+		var p preference
+		if terms != nil {
+			p.affinity = terms.Score(n)
+		}
+		for i := range n.Spec.Taints {
+			t := &n.Spec.Taints[i]
+			if t.Effect == corev1.TaintEffectPreferNoSchedule && !corev1helpers.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, t, true) {
+				p.intolerable++
+			}
+		}
+		return p
+	}
 }
 
 // orders yields the signature orders to try: most constrained first, then
