@@ -49,14 +49,7 @@ const gpuDriver = "gpu.example.com"
 // its own DRA manager, in process, and requires the same feasible nodes.
 func TestDifferentialDRA(t *testing.T) {
 	ctx := context.Background()
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	mgr := &swappableDRA{}
-	filters := append(append([]string(nil), kubeFilters...), names.DynamicResources)
-	kube, err := newFilters(ctx, factory, client, filters, frameworkruntime.WithSharedDRAManager(mgr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, mgr := draFilters(t, ctx)
 	seeds := make([]uint64, 0, draCases)
 	if s := os.Getenv("LOCKSTEP_DIFF_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -72,7 +65,7 @@ func TestDifferentialDRA(t *testing.T) {
 	feasible, disagreements := 0, 0
 	for _, seed := range seeds {
 		c := generateDRA(seed)
-		if err := mgr.load(ctx, factory, client, c); err != nil {
+		if err := mgr.load(ctx, c); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		want, err := kubeVerdicts(ctx, kube, &genCase{nodes: c.nodes, existing: c.pods, pod: c.pod})
@@ -104,10 +97,28 @@ func TestDifferentialDRA(t *testing.T) {
 	}
 }
 
+// draFilters builds kube-scheduler's default filters with DynamicResources
+// over a DRA manager each case replaces.
+func draFilters(t *testing.T, ctx context.Context) (*Filters, *swappableDRA) {
+	t.Helper()
+	client := fake.NewClientset()
+	mgr := &swappableDRA{client: client, factory: informers.NewSharedInformerFactory(client, 0)}
+	filters := append(append([]string(nil), kubeFilters...), names.DynamicResources)
+	kube, err := newFilters(ctx, mgr.factory, client, filters, frameworkruntime.WithSharedDRAManager(mgr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube, mgr
+}
+
 // swappableDRA is the framework's DRA manager; each case loads a fresh
 // kube-scheduler DRA manager (its claim assume cache fed synchronously).
 type swappableDRA struct {
-	cur *dynamicresources.DefaultDRAManager
+	client  *fake.Clientset
+	factory informers.SharedInformerFactory
+	cur     *dynamicresources.DefaultDRAManager
+	// claims feeds the current manager's claim cache.
+	claims cache.ResourceEventHandler
 }
 
 func (s *swappableDRA) ResourceClaims() fwk.ResourceClaimTracker { return s.cur.ResourceClaims() }
@@ -125,7 +136,8 @@ func (c *handlerCapture) AddEventHandler(h cache.ResourceEventHandler) (cache.Re
 	return nil, nil
 }
 
-func (s *swappableDRA) load(ctx context.Context, factory informers.SharedInformerFactory, client *fake.Clientset, c *draCase) error {
+func (s *swappableDRA) load(ctx context.Context, c *draCase) error {
+	factory, client := s.factory, s.client
 	sliceIdx := factory.Resource().V1().ResourceSlices().Informer().GetIndexer()
 	classIdx := factory.Resource().V1().DeviceClasses().Informer().GetIndexer()
 	var slices, classes []any
@@ -148,8 +160,9 @@ func (s *swappableDRA) load(ctx context.Context, factory informers.SharedInforme
 	capture := &handlerCapture{}
 	claims := assumecache.NewAssumeCache(klog.Background(), capture, "ResourceClaim", "", nil)
 	s.cur = dynamicresources.NewDRAManager(ctx, claims, tr, factory)
+	s.claims = capture.h
 	for _, cl := range c.claims {
-		capture.h.OnAdd(cl, true)
+		s.claims.OnAdd(cl, true)
 	}
 	erc := s.cur.DeviceClassResolver().(*extendedresourcecache.ExtendedResourceCache)
 	for _, cl := range c.classes {
@@ -247,7 +260,7 @@ func (g *draGen) runningPod(c *draCase, node string) {
 	dev := g.free[node][i]
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "run-" + node, UID: g.nextUID()},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c"}}}}
-	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "held-" + node, UID: g.nextUID()},
+	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "held-" + node, UID: g.nextUID(), ResourceVersion: "1"},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}}}}}
 	result := resourcev1.DeviceRequestAllocationResult{Request: "r", Driver: gpuDriver, Pool: node, Device: dev}
 	if g.shared[node+"/"+dev] {
@@ -290,7 +303,7 @@ func (g *draGen) pendingPod(c *draCase) {
 		}
 		name := fmt.Sprintf("c%d", i)
 		claim := &resourcev1.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pending-" + name, UID: g.nextUID(),
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pending-" + name, UID: g.nextUID(), ResourceVersion: "1",
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}},
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{g.request()}}},
 		}
@@ -347,4 +360,150 @@ func (c *draCase) describe() string {
 	}
 	fmt.Fprintf(&b, "  pending requests %v claims %v\n", c.pod.Spec.Containers[0].Resources.Requests, c.podClaims)
 	return b.String()
+}
+
+// TestDifferentialDRAGang places generated gangs of 2–3 members with claims
+// and extended resources: every member Lockstep places must pass
+// kube-scheduler's filters (DynamicResources included) given the members
+// placed before it and the devices Lockstep allocated them; a gang Lockstep
+// refuses must have no placement in an exhaustive search with
+// kube-scheduler's filters and its own allocations (Reserve/Unreserve).
+func TestDifferentialDRAGang(t *testing.T) {
+	ctx := context.Background()
+	kube, mgr := draFilters(t, ctx)
+	const cases = 800
+	placed, failures := 0, 0
+	for seed := uint64(90000); seed < 90000+cases; seed++ {
+		c := generateDRA(seed)
+		size := 2 + int(seed%2)
+		members := c.gang(size)
+		if err := mgr.load(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		snap := snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, Slices: c.slices, Classes: c.classes, Claims: c.claims})
+		res, err := placement.Place(ctx, snap, dra.New(snap, dra.NewCache()), placement.Unit{Members: members, MinCount: size, Gang: true})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		ks, err := newKubeSearch(ctx, kube, &genCase{nodes: c.nodes, existing: c.pods})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Assignments) > 0 {
+			placed++
+			for i, a := range res.Assignments {
+				ok, why, err := ks.fits(a.Pod, a.Node)
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				if !ok {
+					failures++
+					t.Errorf("seed %d (LOCKSTEP_DIFF_SEED does not apply; rerun the gang test): Lockstep put member %d of %d on %s, kube-scheduler refuses it there: %s\n%s", seed, i, size, a.Node, why, c.describe())
+					break
+				}
+				if err := ks.add(a.Pod, a.Node); err != nil {
+					t.Fatal(err)
+				}
+				mgr.record(a)
+			}
+		} else if nodes, err := ks.searchReserving(members, 0, nil); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		} else if nodes != nil {
+			failures++
+			t.Errorf("seed %d: Lockstep finds no placement for a gang of %d, kube-scheduler's filters admit %v\n%s", seed, size, nodes, c.describe())
+		}
+		if failures > 20 {
+			t.Fatal("too many disagreements")
+		}
+	}
+	t.Logf("%d gangs, %d placed by Lockstep, %d disagreements", cases, placed, failures)
+	if placed < cases/5 || placed > cases*4/5 {
+		t.Errorf("generator is lopsided: %d of %d gangs placed", placed, cases)
+	}
+}
+
+// gang replaces the pending pod by n members, each with its own copies of
+// the pod's claims (a claim shared with a running pod stays shared).
+func (c *draCase) gang(n int) []placement.Member {
+	byName := map[string]*resourcev1.ResourceClaim{}
+	for _, cl := range c.claims {
+		byName[cl.Name] = cl
+	}
+	var out []placement.Member
+	for i := 0; i < n; i++ {
+		p := c.pod.DeepCopy()
+		p.Name, p.UID = fmt.Sprintf("member-%d", i), types.UID(fmt.Sprintf("member-%d", i))
+		m := placement.Member{Pod: p}
+		p.Status.ResourceClaimStatuses = nil
+		for _, pc := range p.Spec.ResourceClaims {
+			if pc.ResourceClaimName != nil {
+				m.Claims = append(m.Claims, types.NamespacedName{Namespace: p.Namespace, Name: *pc.ResourceClaimName})
+				continue
+			}
+			tmpl := byName["pending-"+pc.Name]
+			cl := tmpl.DeepCopy()
+			cl.Name, cl.UID = p.Name+"-"+pc.Name, types.UID(p.Name+"-"+pc.Name)
+			cl.OwnerReferences[0].Name, cl.OwnerReferences[0].UID = p.Name, p.UID
+			c.claims = append(c.claims, cl)
+			p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: pc.Name, ResourceClaimName: ptr.To(cl.Name)})
+			m.Claims = append(m.Claims, types.NamespacedName{Namespace: cl.Namespace, Name: cl.Name})
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// record puts what Lockstep allocated for a placed member into kube's DRA
+// state, as the informer would show it once written.
+func (s *swappableDRA) record(a placement.Assignment) {
+	ref := resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: a.Pod.Name, UID: a.Pod.UID}
+	for i, cl := range a.Claims {
+		if !a.NewlyAllocated[i] {
+			continue
+		}
+		cp := cl.DeepCopy()
+		cp.ResourceVersion = "2"
+		cp.Status.ReservedFor = append(cp.Status.ReservedFor, ref)
+		s.claims.OnUpdate(cl, cp)
+	}
+	if a.Extended != nil {
+		cp := a.Extended.Claim.DeepCopy()
+		cp.Name, cp.UID, cp.ResourceVersion = a.Pod.Name+"-extended-resources", types.UID(a.Pod.Name+"-ext"), "1"
+		cp.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{ref}
+		s.claims.OnAdd(cp, false)
+	}
+}
+
+// searchReserving is search with each member's Reserve run (kube-scheduler
+// records the devices its Filter chose) and undone on backtracking.
+func (k *kubeSearch) searchReserving(members []placement.Member, i int, placed []string) ([]string, error) {
+	if i == len(members) {
+		return placed, nil
+	}
+	pod := members[i].Pod
+	for _, n := range k.c.nodes {
+		kc := k.prefilter(pod)
+		ok, _, err := k.filter(kc, pod, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if st := k.f.fw.RunReservePluginsReserve(k.ctx, kc.state, pod, n.Name); !st.IsSuccess() {
+			return nil, st.AsError()
+		}
+		if err := k.add(pod, n.Name); err != nil {
+			return nil, err
+		}
+		got, err := k.searchReserving(members, i+1, append(placed, n.Name))
+		k.f.fw.RunReservePluginsUnreserve(k.ctx, kc.state, pod, n.Name)
+		if rerr := k.remove(pod, n.Name); rerr != nil {
+			return nil, rerr
+		}
+		if err != nil || got != nil {
+			return got, err
+		}
+	}
+	return nil, nil
 }

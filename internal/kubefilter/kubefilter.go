@@ -100,8 +100,8 @@ func newFilters(ctx context.Context, factory informers.SharedInformerFactory, cl
 			Bind:      config.PluginSet{Enabled: []config.Plugin{{Name: names.DefaultBinder}}},
 			PreFilter: config.PluginSet{Enabled: enabled},
 			Filter:    config.PluginSet{Enabled: enabled},
-			Reserve:   volumeBinding(filters),
-			PreBind:   volumeBinding(filters),
+			Reserve:   reserving(filters),
+			PreBind:   reserving(filters),
 		},
 		PluginConfig: args,
 	}
@@ -119,14 +119,17 @@ func newFilters(ctx context.Context, factory informers.SharedInformerFactory, cl
 	return &Filters{fw: fw, lister: l, plugins: filters}, nil
 }
 
-// volumeBinding enables VolumeBinding's Reserve or PreBind when it filters.
-func volumeBinding(filters []string) config.PluginSet {
+// reserving enables the Reserve or PreBind of the plugins that have
+// them (VolumeBinding; DynamicResources, which only the differential tests
+// run) when they filter.
+func reserving(filters []string) config.PluginSet {
+	var set config.PluginSet
 	for _, f := range filters {
-		if f == names.VolumeBinding {
-			return config.PluginSet{Enabled: []config.Plugin{{Name: names.VolumeBinding}}}
+		if f == names.VolumeBinding || f == names.DynamicResources {
+			set.Enabled = append(set.Enabled, config.Plugin{Name: f})
 		}
 	}
-	return config.PluginSet{}
+	return set
 }
 
 // View is one cycle's pods as the plugins see them. It implements
