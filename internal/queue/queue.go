@@ -13,9 +13,14 @@
 //
 // An Add or event for a unit in flight marks it dirty: it goes back to
 // active when the cycle ends, so no update is lost.
+//
+// Active units are a heap on their (priority, creation) keys, computed when
+// the unit is added (every change to a unit is an Add) and kept while it is
+// parked or in flight: a pop costs O(log n), and never calls Order.
 package queue
 
 import (
+	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -35,7 +40,8 @@ type Queue struct {
 	cond     *sync.Cond
 	clock    clock.WithDelayedExecution
 	order    Order
-	active   map[Key]bool
+	active   *activeHeap
+	sortKeys map[Key]sortKey   // of every unit the queue holds
 	parked   map[Key]time.Time // key → earliest retry
 	attempts map[Key]int
 	inFlight map[Key]bool
@@ -50,7 +56,8 @@ type Queue struct {
 func New(clk clock.WithDelayedExecution, order Order) *Queue {
 	q := &Queue{
 		clock: clk, order: order,
-		active: map[Key]bool{}, parked: map[Key]time.Time{}, attempts: map[Key]int{},
+		active: &activeHeap{index: map[Key]int{}}, sortKeys: map[Key]sortKey{},
+		parked: map[Key]time.Time{}, attempts: map[Key]int{},
 		inFlight: map[Key]bool{}, dirty: map[Key]bool{},
 		InitialBackoff: time.Second, MaxBackoff: 10 * time.Second,
 	}
@@ -58,24 +65,47 @@ func New(clk clock.WithDelayedExecution, order Order) *Queue {
 	return q
 }
 
-// Add makes a unit active (a new or changed unit is retried at once).
+// Add makes a unit active (a new or changed unit is retried at once) and
+// records its order key as Order gives it now.
 func (q *Queue) Add(k Key) {
+	p, t := q.order(k)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.sortKeys[k] = sortKey{key: k, priority: p, created: t}
 	if q.inFlight[k] {
 		q.dirty[k] = true
 		return
 	}
 	delete(q.parked, k)
-	q.active[k] = true
+	q.activate(k)
 	q.cond.Broadcast()
+}
+
+// activate puts k on the heap, or moves it to its current order key if it
+// is there. Caller holds mu.
+func (q *Queue) activate(k Key) {
+	sk, ok := q.sortKeys[k]
+	if !ok {
+		p, t := q.order(k)
+		sk = sortKey{key: k, priority: p, created: t}
+		q.sortKeys[k] = sk
+	}
+	if i, ok := q.active.index[k]; ok {
+		q.active.items[i] = sk
+		heap.Fix(q.active, i)
+		return
+	}
+	heap.Push(q.active, sk)
 }
 
 // Forget drops a unit that no longer exists.
 func (q *Queue) Forget(k Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	delete(q.active, k)
+	if i, ok := q.active.index[k]; ok {
+		heap.Remove(q.active, i)
+	}
+	delete(q.sortKeys, k)
 	delete(q.parked, k)
 	delete(q.attempts, k)
 	delete(q.dirty, k)
@@ -90,7 +120,7 @@ func (q *Queue) MoveAllToActive() {
 	for k, at := range q.parked {
 		if !at.After(now) {
 			delete(q.parked, k)
-			q.active[k] = true
+			q.activate(k)
 			continue
 		}
 		q.wakeAt(k, at)
@@ -109,7 +139,7 @@ func (q *Queue) wakeAt(k Key, at time.Time) {
 		defer q.mu.Unlock()
 		if t, ok := q.parked[k]; ok && t.Equal(at) {
 			delete(q.parked, k)
-			q.active[k] = true
+			q.activate(k)
 			q.cond.Broadcast()
 		}
 	})
@@ -127,30 +157,56 @@ func (q *Queue) Pop(ctx context.Context) (Key, bool) {
 	defer stop()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.active) == 0 && !q.closed {
+	for q.active.Len() == 0 && !q.closed {
 		q.cond.Wait()
 	}
 	if q.closed {
 		return "", false
 	}
-	best := q.best()
-	delete(q.active, best)
+	best := heap.Pop(q.active).(sortKey).key
 	q.inFlight[best] = true
 	return best, true
 }
 
-func (q *Queue) best() Key {
-	var best Key
-	var bp int32
-	var bt time.Time
-	first := true
-	for k := range q.active {
-		p, t := q.order(k)
-		if first || p > bp || p == bp && (t.Before(bt) || t.Equal(bt) && k < best) {
-			best, bp, bt, first = k, p, t, false
-		}
+// sortKey orders units: higher priority first, then older, then by key.
+type sortKey struct {
+	key      Key
+	priority int32
+	created  time.Time
+}
+
+func (a sortKey) before(b sortKey) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
 	}
-	return best
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	return a.key < b.key
+}
+
+// activeHeap is a heap.Interface over the active units with their positions.
+type activeHeap struct {
+	items []sortKey
+	index map[Key]int
+}
+
+func (h *activeHeap) Len() int           { return len(h.items) }
+func (h *activeHeap) Less(i, j int) bool { return h.items[i].before(h.items[j]) }
+func (h *activeHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.index[h.items[i].key], h.index[h.items[j].key] = i, j
+}
+func (h *activeHeap) Push(x any) {
+	sk := x.(sortKey)
+	h.index[sk.key] = len(h.items)
+	h.items = append(h.items, sk)
+}
+func (h *activeHeap) Pop() any {
+	last := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	delete(h.index, last.key)
+	return last
 }
 
 // Done ends a cycle that placed the unit (or found nothing to do).
@@ -159,6 +215,9 @@ func (q *Queue) Done(k Key) {
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
 	delete(q.attempts, k)
+	if !q.dirty[k] {
+		delete(q.sortKeys, k) // it leaves the queue
+	}
 	q.requeueIfDirty(k)
 }
 
@@ -188,7 +247,7 @@ func (q *Queue) Wait(k Key) {
 	if q.dirty[k] {
 		delete(q.dirty, k)
 		delete(q.parked, k)
-		q.active[k] = true
+		q.activate(k)
 		q.cond.Broadcast()
 	}
 }
@@ -203,7 +262,7 @@ func (q *Queue) WaitFor(k Key, d time.Duration) {
 	delete(q.inFlight, k)
 	if q.dirty[k] {
 		delete(q.dirty, k)
-		q.active[k] = true
+		q.activate(k)
 		q.cond.Broadcast()
 		return
 	}
@@ -214,7 +273,7 @@ func (q *Queue) WaitFor(k Key, d time.Duration) {
 		defer q.mu.Unlock()
 		if t, ok := q.parked[k]; ok && t.Equal(since) {
 			delete(q.parked, k)
-			q.active[k] = true
+			q.activate(k)
 			q.cond.Broadcast()
 		}
 	})
@@ -246,7 +305,7 @@ func (q *Queue) backoff(k Key) time.Time {
 func (q *Queue) requeueIfDirty(k Key) {
 	if q.dirty[k] {
 		delete(q.dirty, k)
-		q.active[k] = true
+		q.activate(k)
 		q.cond.Broadcast()
 	}
 }
@@ -255,5 +314,5 @@ func (q *Queue) requeueIfDirty(k Key) {
 func (q *Queue) Len() (active, parked int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.active), len(q.parked)
+	return q.active.Len(), len(q.parked)
 }

@@ -136,3 +136,33 @@ func TestWaitForWakesOnEventOrAfterLimit(t *testing.T) {
 		t.Fatalf("at the limit: want active, got %d", a)
 	}
 }
+
+// Order keys are taken when a unit is added: a unit whose priority changes
+// (its Add) moves in the heap; a unit that leaves the queue leaves no key.
+func TestOrderKeyFollowsAdd(t *testing.T) {
+	prio := map[Key]int32{"a": 1, "b": 2, "c": 3}
+	q := New(clocktesting.NewFakeClock(time.Unix(1000, 0)), func(k Key) (int32, time.Time) { return prio[k], time.Time{} })
+	for _, k := range []Key{"a", "b", "c"} {
+		q.Add(k)
+	}
+	prio["a"] = 10 // a's group gained a higher-priority member
+	q.Add("a")
+	ctx := context.Background()
+	var got []Key
+	for i := 0; i < 3; i++ {
+		k, _ := q.Pop(ctx)
+		got = append(got, k)
+		q.Done(k)
+	}
+	if got[0] != "a" || got[1] != "c" || got[2] != "b" {
+		t.Errorf("order %v, want [a c b]", got)
+	}
+	if len(q.sortKeys) != 0 {
+		t.Errorf("%d order keys left after every unit was done", len(q.sortKeys))
+	}
+	q.Add("b")
+	q.Forget("b")
+	if a, p := q.Len(); a != 0 || p != 0 || len(q.sortKeys) != 0 {
+		t.Errorf("after Forget: %d active, %d parked, %d keys", a, p, len(q.sortKeys))
+	}
+}
