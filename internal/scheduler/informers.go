@@ -3,9 +3,11 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -78,10 +80,14 @@ func (s *Scheduler) setupInformers() error {
 		{podInf, cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: func(_, n any) { s.onPod(n) }, DeleteFunc: s.onPodDelete}},
 		{pgInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}},
 		// Anything that can free or add capacity moves parked units back.
-		{f.Core().V1().Nodes().Informer(), s.moveAllHandler()},
+		{f.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.queue.MoveAllToActive() },
+			UpdateFunc: s.onNodeUpdate,
+			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
+		}},
 		{f.Resource().V1().DeviceClasses().Informer(), s.moveAllHandler()},
 		{f.Resource().V1().ResourceClaims().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.queue.MoveAllToActive() },
+			AddFunc:    s.onClaimAdd,
 			UpdateFunc: s.onClaimUpdate,
 			DeleteFunc: s.onClaimDelete,
 		}},
@@ -93,6 +99,60 @@ func (s *Scheduler) setupInformers() error {
 	}
 	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
 	return nil
+}
+
+// onNodeUpdate wakes parked units only when the node changed in a way that
+// can change a placement; status heartbeats (conditions' timestamps,
+// images, addresses) wake nobody.
+func (s *Scheduler) onNodeUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*corev1.Node)
+	n, ok2 := newObj.(*corev1.Node)
+	if !ok1 || !ok2 || nodeSchedulingChanged(o, n) {
+		s.queue.MoveAllToActive()
+	}
+}
+
+// nodeSchedulingChanged reports whether what placement reads of a node
+// differs: labels, taints, schedulability, allocatable, readiness,
+// declared features.
+func nodeSchedulingChanged(o, n *corev1.Node) bool {
+	return o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
+		!slices.Equal(o.Status.DeclaredFeatures, n.Status.DeclaredFeatures) ||
+		nodeReady(o) != nodeReady(n)
+}
+
+func nodeReady(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
+}
+
+// onClaimAdd wakes the unit of the pod a new claim was generated for (the
+// unit waits for it); a claim of no pod (one that pods share by name) may
+// be what any unit waits for.
+func (s *Scheduler) onClaimAdd(obj any) {
+	c, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok {
+		return
+	}
+	for _, o := range c.OwnerReferences {
+		if o.Kind != "Pod" || o.Controller == nil || !*o.Controller {
+			continue
+		}
+		if p, err := s.listers.pods.Pods(c.Namespace).Get(o.Name); err == nil && p.UID == o.UID {
+			if podgroup.Ours(p) && podgroup.Pending(p) {
+				s.queue.Add(unitKey(p))
+			}
+			return
+		}
+	}
+	s.queue.MoveAllToActive()
 }
 
 // onClaimDelete frees what the claim held: a claim the scheduler created
