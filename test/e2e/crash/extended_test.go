@@ -36,7 +36,9 @@ func TestCrashAfterExtendedResourceClaims(t *testing.T) {
 	if _, err := h.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = h.Client.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = h.Client.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
 	const n = 16
 	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "ext", n))
 	for i := 0; i < n; i++ {
