@@ -79,7 +79,7 @@ dev: build
 ## bench: benchmarks of the decision core, then those on the local control plane (webhook rate)
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
-	$(GO) test -tags bench -count=1 -timeout 30m -run . ./test/bench/
+	$(GO) test -tags bench -count=1 -timeout 40m -v -run . ./test/bench/...   # LOCKSTEP_BENCH_BASELINE=<lockstep binary>: side by side
 
 ## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
 verify: generate

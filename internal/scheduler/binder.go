@@ -75,12 +75,14 @@ type claimWrite struct {
 // the claims of the pods it could not bind and returns the error; pods
 // already bound stay bound (a binding cannot be undone) and count toward
 // minCount next time.
+//
+// The placement must have been assumed (assume) first; bind ends the
+// assumption's pin, so what it wrote stays assumed only until the informers
+// show it.
 func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*corev1.Pod, error) {
 	logger := klog.FromContext(ctx)
 	writes := groupClaimWrites(asgs)
-	for _, asg := range asgs {
-		b.assumed.assumePod(asg.Pod.UID, asg.Node)
-	}
+	defer b.settle(asgs, writes)
 	forgetAll := func() {
 		for _, asg := range asgs {
 			b.assumed.forgetPod(asg.Pod.UID)
@@ -135,6 +137,47 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 	b.releaseClaims(ctx, writes, unbound)
 	b.deleteExtended(ctx, exts, unbound)
 	return bound, fmt.Errorf("binding %d of %d pods failed: %w", len(failed), len(asgs), errors.Join(errs...))
+}
+
+// assume records a placement in the cache before any of it is written, so
+// the cycles that run while it is being bound see its nodes, devices and
+// claims taken: pods on their nodes, claims allocated and reserved for
+// them, the claims for extended resources under their in-memory names. The
+// entries are pinned — they do not expire while the binding runs, however
+// long it waits for volumes — until bind settles them.
+func (b *binder) assume(asgs []placement.Assignment) {
+	for _, asg := range asgs {
+		b.assumed.assumePod(asg.Pod.UID, asg.Node, true)
+		if asg.Extended != nil {
+			c := asg.Extended.Claim.DeepCopy()
+			c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: asg.Pod.Name, UID: asg.Pod.UID}}
+			b.assumed.assumeClaimPinned(c)
+		}
+	}
+	for _, w := range groupClaimWrites(asgs) {
+		c := w.claim.DeepCopy()
+		for _, p := range w.pods {
+			if !reservedFor(c, p.UID) {
+				c.Status.ReservedFor = append(c.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
+			}
+		}
+		b.assumed.assumeClaimPinned(c)
+	}
+}
+
+// settle ends the pins assume set: entries of what was written now wait
+// for the informers (or expire); the in-memory extended-resource claims are
+// dropped (their created claims, if any, are assumed under their names).
+func (b *binder) settle(asgs []placement.Assignment, writes []*claimWrite) {
+	for _, asg := range asgs {
+		b.assumed.unpinPod(asg.Pod.UID)
+		if asg.Extended != nil {
+			b.assumed.forgetClaim(types.NamespacedName{Namespace: asg.Extended.Claim.Namespace, Name: asg.Extended.Claim.Name})
+		}
+	}
+	for _, w := range writes {
+		b.assumed.unpinClaim(types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name})
+	}
 }
 
 // bindVolumes runs the volume phase for every assignment with volumes to

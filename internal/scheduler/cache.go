@@ -27,30 +27,60 @@ type assumed struct {
 	claims map[types.NamespacedName]assumedClaim
 }
 
+// pinned entries (a binding in flight) never expire; unpinning starts the
+// ttl.
 type assumedPod struct {
-	node string
-	at   time.Time
+	node   string
+	at     time.Time
+	pinned bool
 }
 
 type assumedClaim struct {
-	claim *resourcev1.ResourceClaim
-	at    time.Time
+	claim  *resourcev1.ResourceClaim
+	at     time.Time
+	pinned bool
 }
 
 func newAssumed(ttl time.Duration) *assumed {
 	return &assumed{ttl: ttl, pods: map[types.UID]assumedPod{}, claims: map[types.NamespacedName]assumedClaim{}}
 }
 
-func (a *assumed) assumePod(uid types.UID, node string) {
+func (a *assumed) assumePod(uid types.UID, node string, pinned bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.pods[uid] = assumedPod{node: node, at: time.Now()}
+	a.pods[uid] = assumedPod{node: node, at: time.Now(), pinned: pinned}
 }
 
+// assumeClaim records a claim as written; it keeps a pin the claim has.
 func (a *assumed) assumeClaim(c *resourcev1.ResourceClaim) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = assumedClaim{claim: c, at: time.Now()}
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	a.claims[key] = assumedClaim{claim: c, at: time.Now(), pinned: a.claims[key].pinned}
+}
+
+func (a *assumed) assumeClaimPinned(c *resourcev1.ResourceClaim) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = assumedClaim{claim: c, at: time.Now(), pinned: true}
+}
+
+func (a *assumed) unpinPod(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.pods[uid]; ok {
+		p.pinned, p.at = false, time.Now()
+		a.pods[uid] = p
+	}
+}
+
+func (a *assumed) unpinClaim(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.claims[key]; ok {
+		c.pinned, c.at = false, time.Now()
+		a.claims[key] = c
+	}
 }
 
 func (a *assumed) forgetPod(uid types.UID) {
@@ -78,7 +108,7 @@ func (a *assumed) overlay(pods []*corev1.Pod, claims []*resourcev1.ResourceClaim
 			ap, ok := a.pods[p.UID]
 			switch {
 			case !ok:
-			case p.Spec.NodeName != "" || now.Sub(ap.at) > a.ttl:
+			case p.Spec.NodeName != "" || !ap.pinned && now.Sub(ap.at) > a.ttl:
 				delete(a.pods, p.UID)
 			default:
 				cp := p.DeepCopy()
@@ -98,7 +128,7 @@ func (a *assumed) overlay(pods []*corev1.Pod, claims []*resourcev1.ResourceClaim
 			seen[key] = ok
 			switch {
 			case !ok:
-			case c.Status.Allocation != nil && len(c.Status.ReservedFor) >= len(ac.claim.Status.ReservedFor) || now.Sub(ac.at) > a.ttl:
+			case !ac.pinned && (c.Status.Allocation != nil && len(c.Status.ReservedFor) >= len(ac.claim.Status.ReservedFor) || now.Sub(ac.at) > a.ttl):
 				delete(a.claims, key)
 			default:
 				c = ac.claim
@@ -110,7 +140,7 @@ func (a *assumed) overlay(pods []*corev1.Pod, claims []*resourcev1.ResourceClaim
 		for key, ac := range a.claims {
 			switch {
 			case seen[key] || !dra.IsExtendedClaim(ac.claim):
-			case now.Sub(ac.at) > a.ttl:
+			case !ac.pinned && now.Sub(ac.at) > a.ttl:
 				delete(a.claims, key)
 			default:
 				out = append(out, ac.claim)

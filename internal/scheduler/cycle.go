@@ -80,7 +80,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		s.queue.Wait(k)
 		return
 	}
-	prio, _ := s.order(k)
+	prio := s.priority(k)
 	snap, err := s.snapshot(k, prio)
 	if err != nil {
 		logger.Error(err, "Building snapshot")
@@ -100,6 +100,26 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		}
 		return
 	}
+	unschedulable := len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0)
+	if len(res.Assignments) > 0 {
+		s.binder.assume(res.Assignments)
+		if !unschedulable {
+			// The binding cycle: the writes run while the next units are
+			// decided; the unit stays in flight until they are done.
+			s.noms.drop(k)
+			s.goBind(ctx, func(ctx context.Context) { s.complete(ctx, u, pu, snap, res, start, prio, false) })
+			return
+		}
+	}
+	s.complete(ctx, u, pu, snap, res, start, prio, unschedulable)
+}
+
+// complete writes a cycle's outcome: the bindings, the incarnation, the
+// statuses and events, a preemption for a unit that does not fit, and the
+// queue transition.
+func (s *Scheduler) complete(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result, start time.Time, prio int32, unschedulable bool) {
+	logger := klog.FromContext(ctx)
+	k := u.key
 	if len(res.Assignments) > 0 {
 		bound, err := s.binder.bind(ctx, res.Assignments)
 		if len(bound) > 0 && u.records() {
@@ -117,7 +137,6 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 			return
 		}
 	}
-	unschedulable := len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0)
 	note, victimsGoing := "", false
 	if unschedulable {
 		// Place rolled a failed unit back: snap is as the cycle found it.
@@ -141,6 +160,29 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 	default:
 		s.queue.Done(k)
 	}
+}
+
+// maxBindingUnits bounds the units whose writes are in flight at once; a
+// cycle that places another waits for a slot (back-pressure on the API
+// server rather than an unbounded backlog of writes).
+const maxBindingUnits = 8
+
+// goBind runs a unit's binding cycle in the background.
+func (s *Scheduler) goBind(ctx context.Context, f func(context.Context)) {
+	s.bindSlots <- struct{}{}
+	s.bindings.Add(1)
+	go func() {
+		defer func() {
+			<-s.bindSlots
+			s.bindings.Done()
+		}()
+		f(ctx)
+	}()
+}
+
+func (s *Scheduler) priority(k queue.Key) int32 {
+	p, _ := s.order(k)
+	return p
 }
 
 // victimPoll bounds how long a preemptor waits for an event before it

@@ -59,6 +59,11 @@ func (b *binder) createExtendedClaims(ctx context.Context, asgs []placement.Assi
 			return fmt.Errorf("creating the claim for the extended resources of pod %s: %w", klog.KObj(asg.Pod), err)
 		}
 		created.Status.Allocation = asg.Extended.Claim.Status.Allocation.DeepCopy()
+		// Held under its real name from now on (settle drops the
+		// in-memory one).
+		held := created.DeepCopy()
+		held.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: asg.Pod.Name, UID: asg.Pod.UID}}
+		b.assumed.assumeClaimPinned(held)
 		mu.Lock()
 		out = append(out, &claimWrite{claim: created, newAlloc: true, pods: []*corev1.Pod{asg.Pod}, extended: asg.Extended.Mappings})
 		mu.Unlock()

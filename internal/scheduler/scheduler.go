@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,9 @@ type Scheduler struct {
 	assumed   *assumed
 	noms      nominations
 	binder    *binder
+	// bindSlots and bindings: the binding cycles in flight (goBind).
+	bindSlots chan struct{}
+	bindings  sync.WaitGroup
 	celCache  *cel.Cache
 	// filters are kube-scheduler's own InterPodAffinity and
 	// PodTopologySpread, run on every cycle's snapshot.
@@ -98,6 +102,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		factory:   informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cachetrim.Transform)),
 		dynFactor: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		assumed:   newAssumed(time.Minute),
+		bindSlots: make(chan struct{}, maxBindingUnits),
 		celCache:  dra.NewCache(),
 		metrics:   metrics.NewScheduler(),
 	}
@@ -220,6 +225,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	for _, g := range groups {
 		s.queue.Add(groupKey(g.GetNamespace(), g.GetName()))
 	}
+	defer s.bindings.Wait()
 	for {
 		k, ok := s.queue.Pop(ctx)
 		if !ok {

@@ -76,6 +76,13 @@ func (h *Harness) GroupPods(ctx context.Context, ns, group string) (pods []corev
 // when the test ends; its log is in the cluster's log directory.
 func (h *Harness) StartScheduler(t testing.TB, identity string, env []string, extraArgs ...string) *SchedulerProcess {
 	t.Helper()
+	return h.StartSchedulerBinary(t, filepath.Join(h.BinDir, "lockstep"), identity, env, extraArgs...)
+}
+
+// StartSchedulerBinary is StartScheduler with another lockstep binary (a
+// benchmark's baseline build).
+func (h *Harness) StartSchedulerBinary(t testing.TB, binary, identity string, env []string, extraArgs ...string) *SchedulerProcess {
+	t.Helper()
 	if h.Cluster == nil {
 		t.Fatal("StartScheduler needs a cluster the harness started")
 	}
@@ -85,7 +92,7 @@ func (h *Harness) StartScheduler(t testing.TB, identity string, env []string, ex
 		t.Fatal(err)
 	}
 	args := append(h.Cluster.LockstepSchedulerArgs(identity), extraArgs...)
-	cmd := exec.Command(filepath.Join(h.BinDir, "lockstep"), args...)
+	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
