@@ -24,17 +24,9 @@ import (
 // pkg/features), so what Lockstep allocates is what kube-scheduler would —
 // prioritized lists, partitionable devices, admin access, device taints,
 // consumable capacity (the snapshot tracks every share and what it
-// consumes). One that is on in 1.37 stays off: device binding conditions.
-// kube-scheduler's PreBind waits up to 10 minutes for a device's binding
-// conditions before it binds the pod; Lockstep binds in its scheduling
-// loop, where such a wait would hold every other unit back, so it allocates
-// no device that has binding conditions and says so in the pod's status
-// (placement.ReasonBindingConditions) instead of waiting.
-var Features = func() structured.Features {
-	f := dynamicresources.AllocatorFeatures(plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
-	f.DeviceBindingAndStatus = false
-	return f
-}()
+// consumes), device binding conditions (the binder waits for them before it
+// binds the pod, as kube-scheduler's PreBind does).
+var Features = dynamicresources.AllocatorFeatures(plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
 
 // ErrInvalidClaim marks a claim the allocator cannot evaluate at all (a CEL
 // error, an unknown DeviceClass): a SchedulerError, not "does not fit".

@@ -118,7 +118,7 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 			diag.Reasons[r] += n
 		}
 	}
-	if g.full[ReasonDevices]+g.full[ReasonBindingConditions] > 0 {
+	if g.full[ReasonDevices] > 0 {
 		claims, _ := resolve(a.snap, m)
 		diag.DeviceClasses = append(requestedClasses(claims), g.extendedClasses(a.snap)...)
 	}
@@ -177,9 +177,6 @@ func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignmen
 			return nil, "", err
 		}
 		if results == nil {
-			if ni.BindingConditionDevices() > 0 {
-				return nil, ReasonBindingConditions, nil
-			}
 			return nil, ReasonDevices, nil
 		}
 	}

@@ -135,9 +135,9 @@ func TestAdminAccessHoldsNoDevice(t *testing.T) {
 	}
 }
 
-// Devices with binding conditions are not allocated, and the pod's status
-// says why instead of "no free devices".
-func TestBindingConditionsRefusedClearly(t *testing.T) {
+// Devices with binding conditions are allocated (the binder waits for the
+// conditions), and the allocation carries them.
+func TestBindingConditionsAllocated(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	in := cluster(t, seed004)
 	for _, s := range in.Slices {
@@ -149,13 +149,11 @@ func TestBindingConditionsRefusedClearly(t *testing.T) {
 	ms := gpuGang(&in, "p", 1, "1")
 	snap := snapshot.New(in)
 	res, err := Place(ctx, snap, dra.New(snap, dra.NewCache()), Unit{Members: ms})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(res.Assignments) != 1 {
+		t.Fatalf("placed %d, err %v", len(res.Assignments), err)
 	}
-	if len(res.Assignments) != 0 {
-		t.Fatalf("a device with binding conditions was allocated: %v", res.Assignments[0].Claims[0].Status.Allocation)
-	}
-	if d := res.Unplaced[0].Diagnosis; d.Reasons[ReasonBindingConditions] != 3 {
-		t.Errorf("diagnosis %q, want all 3 nodes to name binding conditions", d)
+	r := res.Assignments[0].Claims[0].Status.Allocation.Devices.Results[0]
+	if len(r.BindingConditions) != 1 || len(r.BindingFailureConditions) != 1 {
+		t.Errorf("allocation result %+v does not carry the device's binding conditions", r)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -101,6 +102,9 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 		written, err = b.writeClaims(ctx, append(writes, exts...))
 		if err == nil {
 			err = b.patchExtendedStatus(ctx, exts)
+		}
+		if err == nil {
+			err = b.waitBindingConditions(ctx, append(writes, exts...))
 		}
 		if err != nil {
 			b.releaseClaims(ctx, written, nil)
@@ -253,6 +257,11 @@ func (b *binder) writeClaim(ctx context.Context, w *claimWrite) error {
 			cur = latest
 		}
 		first = false
+		if w.newAlloc && cur.Status.Allocation.AllocationTimestamp == nil {
+			// When the allocation was made: binding conditions time out
+			// from here (as kube-scheduler records it).
+			cur.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+		}
 		for _, p := range w.pods {
 			if !reservedFor(cur, p.UID) {
 				cur.Status.ReservedFor = append(cur.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
@@ -322,7 +331,9 @@ func releaseClaim(ctx context.Context, client kubernetes.Interface, key types.Na
 		}
 		c.Status.ReservedFor = kept
 		if dealloc && len(kept) == 0 {
-			c.Status.Allocation = nil
+			// The devices' status (binding conditions) goes with the
+			// allocation, as when kube-scheduler deallocates.
+			c.Status.Allocation, c.Status.Devices = nil, nil
 		}
 		_, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
 		return err

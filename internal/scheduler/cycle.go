@@ -212,6 +212,8 @@ func (s *Scheduler) countDeviceFailures(res placement.Result) {
 // writeKind says which phase a binder error came from.
 func writeKind(err error) string {
 	switch {
+	case errors.Is(err, errBindingConditions):
+		return "binding_conditions"
 	case errors.Is(err, errVolumeBind):
 		return "volume"
 	case errors.Is(err, errClaimWrite):

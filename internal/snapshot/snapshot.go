@@ -25,13 +25,7 @@ type NodeInfo struct {
 	Slices []*resourcev1.ResourceSlice
 	// devices counts the devices of Slices; used counts those allocated.
 	devices, used int
-	// binding counts the devices of Slices that have binding conditions.
-	binding int
 }
-
-// BindingConditionDevices is how many devices of the node's own slices
-// have binding conditions (which Lockstep does not allocate).
-func (ni *NodeInfo) BindingConditionDevices() int { return ni.binding }
 
 // FreeDevices is how many devices of the node's own slices are not
 // allocated (kept current by every change to the snapshot's allocations).
@@ -153,11 +147,6 @@ func New(in Input) *Snapshot {
 			if ni := s.nodeByName[*sl.Spec.NodeName]; ni != nil {
 				ni.Slices = append(ni.Slices, sl)
 				ni.devices += len(sl.Spec.Devices)
-				for _, d := range sl.Spec.Devices {
-					if len(d.BindingConditions) > 0 {
-						ni.binding++
-					}
-				}
 				s.poolNode[poolKey{sl.Spec.Driver, sl.Spec.Pool.Name}] = ni
 			}
 			continue
