@@ -25,7 +25,7 @@ type Options struct {
 
 // NewCommand returns `lockstep scheduler`.
 func NewCommand() *cobra.Command {
-	o := &Options{QPS: 200, Burst: 400, Scheduler: scheduler.Options{
+	o := &Options{QPS: -1, Burst: 400, Scheduler: scheduler.Options{
 		LeaderElect: true, LeaseNamespace: "lockstep-system", LeaseName: "lockstep-scheduler",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		MetricsAddr: ":8080", HealthAddr: ":8083",
@@ -43,8 +43,8 @@ func NewCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
-	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "client QPS to the API server")
-	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client burst to the API server")
+	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "client QPS to the API server; negative: no client-side limit, the API server's API Priority and Fairness paces the writes (429 responses are retried)")
+	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client burst to the API server (with a positive --kube-api-qps)")
 	f.BoolVar(&o.Scheduler.LeaderElect, "leader-elect", o.Scheduler.LeaderElect, "elect a leader through a coordination Lease; only the leader schedules")
 	f.StringVar(&o.Scheduler.LeaseNamespace, "leader-elect-namespace", o.Scheduler.LeaseNamespace, "namespace of the Lease")
 	f.StringVar(&o.Scheduler.LeaseName, "leader-elect-name", o.Scheduler.LeaseName, "name of the Lease")

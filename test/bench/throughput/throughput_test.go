@@ -1,8 +1,8 @@
 //go:build bench
 
-// Package throughput measures how fast the scheduler binds many small DRA
-// gangs on the local control plane (100 nodes × 8 GPUs): 50 gangs of 8
-// pods, each pod with its own one-GPU claim. With LOCKSTEP_BENCH_BASELINE
+// Package throughput measures how fast the scheduler binds DRA gangs on the
+// local control plane (100 nodes × 8 GPUs), each pod with its own one-GPU
+// claim: 50 gangs of 8 pods, and one gang of 512. With LOCKSTEP_BENCH_BASELINE
 // set to another lockstep binary, the two run interleaved on the same
 // cluster and the figures are printed side by side. It prints figures and
 // never fails on time.
@@ -36,11 +36,7 @@ nodePools:
     count: 8
 `
 
-const (
-	gangs  = 50
-	ranks  = 8
-	rounds = 3
-)
+const rounds = 3
 
 func TestMain(m *testing.M) {
 	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(spec), Schedulers: []devcluster.Scheduler{}, ReadyTimeout: 5 * time.Minute})
@@ -53,7 +49,11 @@ type result struct {
 	all, afterLast, firstGang time.Duration
 }
 
-func TestManySmallGangs(t *testing.T) {
+func TestManySmallGangs(t *testing.T) { sideBySide(t, 50, 8) }
+
+func TestOneLargeGang(t *testing.T) { sideBySide(t, 1, 512) }
+
+func sideBySide(t *testing.T, gangs, ranks int) {
 	h := harness.Get(t)
 	variants := []struct{ name, binary string }{{"this build", h.BinDir + "/lockstep"}}
 	if b := os.Getenv("LOCKSTEP_BENCH_BASELINE"); b != "" {
@@ -62,7 +62,7 @@ func TestManySmallGangs(t *testing.T) {
 	results := map[string][]result{}
 	for round := 0; round < rounds; round++ {
 		for _, v := range variants {
-			r := runWave(t, h, v.binary, fmt.Sprintf("%s-%d", map[string]string{"baseline": "base", "this build": "this"}[v.name], round))
+			r := runWave(t, h, v.binary, fmt.Sprintf("%s-%d-%d", map[string]string{"baseline": "base", "this build": "this"}[v.name], gangs, round), gangs, ranks)
 			t.Logf("round %d, %s: all bound %s, after the last pod %s, first gang %s", round, v.name, r.all, r.afterLast, r.firstGang)
 			results[v.name] = append(results[v.name], r)
 		}
@@ -80,14 +80,14 @@ func TestManySmallGangs(t *testing.T) {
 // runWave starts the scheduler binary, creates the wave in a fresh
 // namespace and times it; the namespace is emptied before it returns so the
 // next wave finds every GPU free.
-func runWave(t *testing.T, h *harness.Harness, binary, identity string) result {
+func runWave(t *testing.T, h *harness.Harness, binary, identity string, gangs, ranks int) result {
 	ctx := harness.Context(t, 10*time.Minute)
 	ns := h.Namespace(t)
 	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for g := 0; g < gangs; g++ {
-		h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, fmt.Sprintf("g%02d", g), ranks))
+		h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, fmt.Sprintf("g%02d", g), int32(ranks)))
 	}
 	sched := h.StartSchedulerBinary(t, binary, identity, nil, "--leader-elect=false")
 	defer func() { _ = sched.Cmd.Process.Kill(); <-sched.Done }()
