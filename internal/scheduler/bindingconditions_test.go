@@ -23,7 +23,9 @@ func TestBindingConditionsMet(t *testing.T) {
 		}
 		return c
 	}
-	cond := func(typ string, st metav1.ConditionStatus) metav1.Condition { return metav1.Condition{Type: typ, Status: st} }
+	cond := func(typ string, st metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: st}
+	}
 	tests := []struct {
 		name      string
 		claim     *resourcev1.ResourceClaim
