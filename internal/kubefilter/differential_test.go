@@ -46,18 +46,7 @@ const diffCases = 2500
 func TestDifferentialLonePod(t *testing.T) {
 	ctx := context.Background() // kube-scheduler's plugins log every rejection at V(4)
 	kube, lockstep := diffFilters(t, ctx)
-	seeds := make([]uint64, 0, diffCases)
-	if s := os.Getenv("LOCKSTEP_DIFF_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seeds = append(seeds, seed)
-	} else {
-		for i := uint64(0); i < diffCases; i++ {
-			seeds = append(seeds, 1000+i)
-		}
-	}
+	seeds := diffSeeds(t, 1000, diffCases)
 	feasibleSomewhere, disagreements := 0, 0
 	for _, seed := range seeds {
 		c := generate(seed)
@@ -89,6 +78,23 @@ func TestDifferentialLonePod(t *testing.T) {
 	if len(seeds) > 1 && (feasibleSomewhere < len(seeds)/5 || feasibleSomewhere > len(seeds)*4/5) {
 		t.Errorf("generator is lopsided: %d of %d cases feasible somewhere", feasibleSomewhere, len(seeds))
 	}
+}
+
+// diffSeeds are the seeds base…base+n-1, or only LOCKSTEP_DIFF_SEED when set.
+func diffSeeds(t *testing.T, base, n uint64) []uint64 {
+	t.Helper()
+	if s := os.Getenv("LOCKSTEP_DIFF_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []uint64{seed}
+	}
+	seeds := make([]uint64, 0, n)
+	for i := uint64(0); i < n; i++ {
+		seeds = append(seeds, base+i)
+	}
+	return seeds
 }
 
 // diffFilters builds kube-scheduler's default filter chain and Lockstep's

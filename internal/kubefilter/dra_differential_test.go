@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -50,18 +48,7 @@ const gpuDriver = "gpu.example.com"
 func TestDifferentialDRA(t *testing.T) {
 	ctx := context.Background()
 	kube, mgr := draFilters(t, ctx)
-	seeds := make([]uint64, 0, draCases)
-	if s := os.Getenv("LOCKSTEP_DIFF_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seeds = append(seeds, seed)
-	} else {
-		for i := uint64(0); i < draCases; i++ {
-			seeds = append(seeds, 5000+i)
-		}
-	}
+	seeds := diffSeeds(t, 5000, draCases)
 	feasible, disagreements := 0, 0
 	for _, seed := range seeds {
 		c := generateDRA(seed)

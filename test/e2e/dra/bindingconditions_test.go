@@ -25,25 +25,10 @@ func TestDeviceBindingConditions(t *testing.T) {
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
 	// node-1's GPUs on pci-1 (gpu-2, gpu-3) need attaching.
-	slice, err := h.Client.ResourceV1().ResourceSlices().Get(ctx, "node-1-gpu.example.com", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orig := slice.DeepCopy()
-	for i := range slice.Spec.Devices {
-		if d := &slice.Spec.Devices[i]; d.Name == "gpu-2" || d.Name == "gpu-3" {
+	changeDevices(t, ctx, h, "node-1-gpu.example.com", func(d *resourcev1.Device) {
+		if d.Name == "gpu-2" || d.Name == "gpu-3" {
 			d.BindingConditions = []string{"example.com/attached"}
 			d.BindingFailureConditions = []string{"example.com/failed"}
-		}
-	}
-	if _, err := h.Client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cur, err := h.Client.ResourceV1().ResourceSlices().Get(context.Background(), orig.Name, metav1.GetOptions{})
-		if err == nil {
-			cur.Spec = orig.Spec
-			_, _ = h.Client.ResourceV1().ResourceSlices().Update(context.Background(), cur, metav1.UpdateOptions{})
 		}
 	})
 	run := func(name, report string) {

@@ -144,24 +144,9 @@ func TestNoScheduleDeviceTaintRemovesOnlyThatDevice(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 2*time.Minute)
-	slice, err := h.Client.ResourceV1().ResourceSlices().Get(ctx, "node-0-gpu.example.com", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orig := slice.DeepCopy()
-	for i := range slice.Spec.Devices {
-		if slice.Spec.Devices[i].Name == "gpu-0" {
-			slice.Spec.Devices[i].Taints = []resourcev1.DeviceTaint{{Key: "example.com/unhealthy", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
-		}
-	}
-	if _, err := h.Client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cur, err := h.Client.ResourceV1().ResourceSlices().Get(context.Background(), orig.Name, metav1.GetOptions{})
-		if err == nil {
-			cur.Spec = orig.Spec
-			_, _ = h.Client.ResourceV1().ResourceSlices().Update(context.Background(), cur, metav1.UpdateOptions{})
+	changeDevices(t, ctx, h, "node-0-gpu.example.com", func(d *resourcev1.Device) {
+		if d.Name == "gpu-0" {
+			d.Taints = []resourcev1.DeviceTaint{{Key: "example.com/unhealthy", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
 		}
 	})
 	// 4 pods pinned to node-0, one GPU each: 3 fit (gpu-1..3), gpu-0 is never used.
@@ -205,4 +190,28 @@ func TestNoScheduleDeviceTaintRemovesOnlyThatDevice(t *testing.T) {
 	if n.Spec.Unschedulable || len(n.Spec.Taints) > 0 {
 		t.Errorf("one tainted device must not cordon or taint node-0: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
+}
+
+// changeDevices applies change to every device of a ResourceSlice and puts
+// the slice back when the test ends.
+func changeDevices(t *testing.T, ctx context.Context, h *harness.Harness, name string, change func(*resourcev1.Device)) {
+	t.Helper()
+	slice, err := h.Client.ResourceV1().ResourceSlices().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := slice.DeepCopy()
+	for i := range slice.Spec.Devices {
+		change(&slice.Spec.Devices[i])
+	}
+	if _, err := h.Client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cur, err := h.Client.ResourceV1().ResourceSlices().Get(context.Background(), orig.Name, metav1.GetOptions{})
+		if err == nil {
+			cur.Spec = orig.Spec
+			_, _ = h.Client.ResourceV1().ResourceSlices().Update(context.Background(), cur, metav1.UpdateOptions{})
+		}
+	})
 }
