@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -225,6 +226,32 @@ func TestGangHonoursPodAffinityAndSpread(t *testing.T) {
 			if n != 2 {
 				t.Errorf("node %s has %d members, want 2 on each node", node, n)
 			}
+		}
+	})
+	t.Run("zone spread with maxSkew 1 splits the gang over zones", func(t *testing.T) {
+		ns := h.Namespace(t)
+		ctx := harness.Context(t, 2*time.Minute)
+		zones := map[string]string{"worker-0": "zone-a", "worker-1": "zone-a", "worker-2": "zone-b"}
+		for node, zone := range zones {
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, corev1.LabelTopologyZone, zone)
+			if _, err := h.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				unset := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, corev1.LabelTopologyZone)
+				_, _ = h.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(unset), metav1.PatchOptions{})
+			})
+		}
+		gang(t, ctx, ns, "zoned", 4, func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel("zoned")}}
+		})
+		waitBound(t, ctx, h, ns, "zoned", 4)
+		perZone := map[string]int{}
+		for node, n := range perNode(t, ctx, ns, "zoned") {
+			perZone[zones[node]] += n
+		}
+		if perZone["zone-a"] != 2 || perZone["zone-b"] != 2 {
+			t.Errorf("members per zone %v, want 2 in each (tight packing alone would put all 4 on one node)", perZone)
 		}
 	})
 	t.Run("required affinity to a running pod puts the gang beside it", func(t *testing.T) {
