@@ -60,6 +60,8 @@ type claimWrite struct {
 	claim    *resourcev1.ResourceClaim // as placement left it (allocation set)
 	newAlloc bool
 	pods     []*corev1.Pod
+	// written is the claim as the API server stored it.
+	written *resourcev1.ResourceClaim
 	// extended is set for a claim created for its one pod's extended
 	// resources: the mappings to record in the pod's status. Such a claim
 	// is deleted, not released, when its pod is not bound.
@@ -112,6 +114,12 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 	}
 	if err != nil {
 		b.deleteExtended(ctx, exts, nil)
+		// assume held every claim as this placement would have written
+		// it; what was not written must not linger (a retry decides
+		// from the informer's view again).
+		for _, w := range writes {
+			b.assumed.forgetClaim(types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name})
+		}
 		forgetAll()
 		return nil, fmt.Errorf("%w: %w", errClaimWrite, err)
 	}
@@ -271,6 +279,7 @@ func (b *binder) writeClaim(ctx context.Context, w *claimWrite) error {
 		if err != nil {
 			return err
 		}
+		w.written = updated
 		b.assumed.assumeClaim(updated)
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -69,7 +70,12 @@ func (b *binder) waitBindingConditions(ctx context.Context, writes []*claimWrite
 			if !ok {
 				return fmt.Errorf("%w: claim %s/%s was deleted", errBindingConditions, w.claim.Namespace, w.claim.Name)
 			}
-			ready, err := bindingConditionsMet(obj.(*resourcev1.ResourceClaim))
+			c := obj.(*resourcev1.ResourceClaim)
+			if olderThan(c, w.written) {
+				pending++ // the cache has not seen the allocation yet
+				continue
+			}
+			ready, err := bindingConditionsMet(c)
 			if err != nil {
 				return err
 			}
@@ -121,4 +127,16 @@ func bindingConditionsMet(c *resourcev1.ResourceClaim) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// olderThan reports whether the cached object precedes the written one
+// (resource versions compared as numbers, as kube-scheduler's assume cache
+// does; one that is not a number is never older).
+func olderThan(cached, written *resourcev1.ResourceClaim) bool {
+	if written == nil {
+		return false
+	}
+	a, err1 := strconv.ParseUint(cached.ResourceVersion, 10, 64)
+	b, err2 := strconv.ParseUint(written.ResourceVersion, 10, 64)
+	return err1 == nil && err2 == nil && a < b
 }

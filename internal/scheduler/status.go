@@ -48,9 +48,17 @@ func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 		return
 	}
 	for _, p := range u.pending {
-		s.recorder.Eventf(p, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
+		// The condition carries the current message (events with the same
+		// reason are folded into a series that keeps the first note).
+		if s.setPodScheduledFalse(ctx, p, podReasonSchedulerError, msg, p.Status.NominatedNodeName) {
+			s.recorder.Eventf(p, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
+		}
 	}
 }
+
+// podReasonSchedulerError is kube-scheduler's PodScheduled reason for a pod
+// that could not be scheduled because of an error.
+const podReasonSchedulerError = "SchedulerError"
 
 // reportPlaced writes the PodGroup condition, pod conditions for pods that
 // did not fit, and events.
@@ -217,16 +225,22 @@ func (s *Scheduler) updateGroupStatus(ctx context.Context, pg *lockv1.PodGroup, 
 // none), in one status write as kube-scheduler does. It reports whether
 // anything changed.
 func (s *Scheduler) setPodUnschedulable(ctx context.Context, p *corev1.Pod, msg, nominated string) bool {
+	return s.setPodScheduledFalse(ctx, p, corev1.PodReasonUnschedulable, msg, nominated)
+}
+
+// setPodScheduledFalse sets PodScheduled=False with reason and msg, and the
+// nominated node, unless the pod says exactly that already.
+func (s *Scheduler) setPodScheduledFalse(ctx context.Context, p *corev1.Pod, reason, msg, nominated string) bool {
 	if p.Status.NominatedNodeName == nominated {
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && c.Message == msg {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == reason && c.Message == msg {
 				return false
 			}
 		}
 	}
 	cp := p.DeepCopy()
 	cp.Status.NominatedNodeName = nominated
-	podgroup.SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
+	podgroup.SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()})
 	if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
 		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KObj(p), "err", err)
 	}

@@ -84,19 +84,18 @@ func TestDeviceBindingConditions(t *testing.T) {
 
 	run("failed", "example.com/failed")
 	harness.Eventually(t, ctx, "the failed attachment reported, the pod not bound", func(ctx context.Context) (bool, string, error) {
-		events, err := h.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		p, err := h.Client.CoreV1().Pods(ns).Get(ctx, "failed", metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
 		}
-		for _, e := range events.Items {
-			if e.Regarding.Name == "failed" && strings.Contains(e.Note, "reports example.com/failed") {
-				p, err := h.Client.CoreV1().Pods(ns).Get(ctx, "failed", metav1.GetOptions{})
-				if err != nil || p.Spec.NodeName != "" {
-					return false, "", fmt.Errorf("pod bound (%q) although its device failed to attach (%v)", p.Spec.NodeName, err)
-				}
+		if p.Spec.NodeName != "" {
+			return false, "", fmt.Errorf("pod bound on %s although its device failed to attach", p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == "SchedulerError" && strings.Contains(c.Message, "reports example.com/failed") {
 				return true, "", nil
 			}
 		}
-		return false, "no event naming the failure condition", nil
+		return false, "no PodScheduled condition naming the failure condition", nil
 	})
 }
