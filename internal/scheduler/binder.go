@@ -163,7 +163,7 @@ func (b *binder) assume(asgs []placement.Assignment) {
 		if asg.Extended != nil {
 			c := asg.Extended.Claim.DeepCopy()
 			c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: asg.Pod.Name, UID: asg.Pod.UID}}
-			b.assumed.assumeClaimPinned(c)
+			b.assumed.assumeClaim(c, true)
 		}
 	}
 	for _, w := range groupClaimWrites(asgs) {
@@ -173,7 +173,7 @@ func (b *binder) assume(asgs []placement.Assignment) {
 				c.Status.ReservedFor = append(c.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
 			}
 		}
-		b.assumed.assumeClaimPinned(c)
+		b.assumed.assumeClaim(c, true)
 	}
 }
 
@@ -280,7 +280,7 @@ func (b *binder) writeClaim(ctx context.Context, w *claimWrite) error {
 			return err
 		}
 		w.written = updated
-		b.assumed.assumeClaim(updated)
+		b.assumed.assumeClaim(updated, false)
 		return nil
 	})
 }

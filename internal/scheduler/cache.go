@@ -51,18 +51,13 @@ func (a *assumed) assumePod(uid types.UID, node string, pinned bool) {
 	a.pods[uid] = assumedPod{node: node, at: time.Now(), pinned: pinned}
 }
 
-// assumeClaim records a claim as written; it keeps a pin the claim has.
-func (a *assumed) assumeClaim(c *resourcev1.ResourceClaim) {
+// assumeClaim records a claim as written (or, pinned, as about to be
+// written by a binding in flight); a pin the entry has is kept.
+func (a *assumed) assumeClaim(c *resourcev1.ResourceClaim, pinned bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
-	a.claims[key] = assumedClaim{claim: c, at: time.Now(), pinned: a.claims[key].pinned}
-}
-
-func (a *assumed) assumeClaimPinned(c *resourcev1.ResourceClaim) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = assumedClaim{claim: c, at: time.Now(), pinned: true}
+	a.claims[key] = assumedClaim{claim: c, at: time.Now(), pinned: pinned || a.claims[key].pinned}
 }
 
 func (a *assumed) unpinPod(uid types.UID) {

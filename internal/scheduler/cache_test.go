@@ -20,8 +20,8 @@ func TestOverlayCreatedClaims(t *testing.T) {
 	}
 	existing := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "template-claim"}, Status: created.Status}
 	a := newAssumed(time.Minute)
-	a.assumeClaim(created)
-	a.assumeClaim(existing)
+	a.assumeClaim(created, false)
+	a.assumeClaim(existing, false)
 
 	_, got := a.overlay(nil, nil)
 	if len(got) != 1 || got[0] != created {
@@ -31,7 +31,7 @@ func TestOverlayCreatedClaims(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("informer shows it: overlay %v", names(got))
 	}
-	a.assumeClaim(created)
+	a.assumeClaim(created, false)
 	a.forgetClaim(types.NamespacedName{Namespace: "ns", Name: created.Name})
 	if _, got = a.overlay(nil, nil); len(got) != 0 {
 		t.Errorf("after deletion: overlay %v, want nothing", names(got))

@@ -63,7 +63,7 @@ func (b *binder) createExtendedClaims(ctx context.Context, asgs []placement.Assi
 		// in-memory one).
 		held := created.DeepCopy()
 		held.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: asg.Pod.Name, UID: asg.Pod.UID}}
-		b.assumed.assumeClaimPinned(held)
+		b.assumed.assumeClaim(held, true)
 		mu.Lock()
 		out = append(out, &claimWrite{claim: created, newAlloc: true, pods: []*corev1.Pod{asg.Pod}, extended: asg.Extended.Mappings})
 		mu.Unlock()
@@ -85,7 +85,7 @@ func (b *binder) deleteStaleExtended(ctx context.Context, p *corev1.Pod) error {
 	for _, o := range objs {
 		c := o.(*resourcev1.ResourceClaim)
 		klog.FromContext(ctx).V(2).Info("Deleting the extended-resource claim of an earlier attempt", "pod", klog.KObj(p), "claim", klog.KObj(c))
-		if err := deleteClaim(ctx, b, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}); err != nil {
+		if err := b.deleteClaim(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}); err != nil {
 			return err
 		}
 	}
@@ -121,13 +121,13 @@ func (b *binder) deleteExtended(ctx context.Context, writes []*claimWrite, only 
 			continue
 		}
 		key := types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name}
-		if err := deleteClaim(ctx, b, key); err != nil {
+		if err := b.deleteClaim(ctx, key); err != nil {
 			klog.FromContext(ctx).Error(err, "Deleting the extended-resource claim of a pod that was not bound", "claim", key)
 		}
 	}
 }
 
-func deleteClaim(ctx context.Context, b *binder, key types.NamespacedName) error {
+func (b *binder) deleteClaim(ctx context.Context, key types.NamespacedName) error {
 	b.assumed.forgetClaim(key)
 	err := b.client.ResourceV1().ResourceClaims(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {

@@ -30,7 +30,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 			if c.Status.Allocation != nil && !s.ownerBound(c, owner) {
 				key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 				logger.Info("Deleting an extended-resource claim allocated for a pod that was never bound", "claim", key)
-				if err := deleteClaim(ctx, s.binder, key); err != nil {
+				if err := s.binder.deleteClaim(ctx, key); err != nil {
 					return err
 				}
 				released++
