@@ -83,6 +83,19 @@ func (h *Harness) RunningPods(ctx context.Context, ns, group string) (map[types.
 	return out, nil
 }
 
+// WaitRunning waits until exactly n pods of the group run (phase Running,
+// not terminating), and returns them with their nodes.
+func (h *Harness) WaitRunning(t testing.TB, ctx context.Context, ns, group string, n int) map[types.UID]string {
+	t.Helper()
+	var running map[types.UID]string
+	Eventually(t, ctx, fmt.Sprintf("%d pods of %s running", n, group), func(ctx context.Context) (bool, string, error) {
+		var err error
+		running, err = h.RunningPods(ctx, ns, group)
+		return len(running) == n, fmt.Sprintf("%d running", len(running)), err
+	})
+	return running
+}
+
 // NoLifecycleRestart fails the test when the group was restarted or its
 // pods were evicted by Lockstep.
 func (h *Harness) NoLifecycleRestart(t testing.TB, ctx context.Context, ns, group string) {

@@ -85,13 +85,7 @@ func barePods(t *testing.T, ctx context.Context, h *harness.Harness, ns, group s
 // waitRunning waits until exactly n pods of the group run, and returns them.
 func waitRunning(t *testing.T, ctx context.Context, h *harness.Harness, ns, group string, n int) map[types.UID]string {
 	t.Helper()
-	var running map[types.UID]string
-	harness.Eventually(t, ctx, fmt.Sprintf("%d pods of %s running", n, group), func(ctx context.Context) (bool, string, error) {
-		var err error
-		running, err = h.RunningPods(ctx, ns, group)
-		return len(running) == n, fmt.Sprintf("%d running", len(running)), err
-	})
-	return running
+	return h.WaitRunning(t, ctx, ns, group, n)
 }
 
 // stillRunning counts the pods of before that still run.

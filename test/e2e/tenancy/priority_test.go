@@ -39,14 +39,8 @@ func TestPriorityCannotBeSelfGranted(t *testing.T) {
 		t.Fatal(err)
 	}
 	gpuGang(t, ctx, h, h.Client, nsB, "b", 4, "", classB)
-	harness.Eventually(t, ctx, "tenant-b's gang running 4/4", func(ctx context.Context) (bool, string, error) {
-		n := bound(t, ctx, h, nsB, "b")
-		return n == 4, fmt.Sprintf("%d bound", n), nil
-	})
-	before, err := h.RunningPods(ctx, nsB, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Bound is not yet Running: the pods' phase comes from the kubelet a moment later.
+	before := h.WaitRunning(t, ctx, nsB, "b", 4)
 
 	alice := newTenant(t, ctx, h, nsA, "alice")
 	pg := builders.GangPodGroup(nsA, "a", 4)
@@ -57,7 +51,7 @@ func TestPriorityCannotBeSelfGranted(t *testing.T) {
 	if _, err := alice.client.ResourceV1().ResourceClaimTemplates(nsA).Create(ctx, builders.ClaimTemplate(nsA, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = alice.client.CoreV1().Pods(nsA).Create(ctx, gpuPod(nsA, "a-0", "a", ""), metav1.CreateOptions{})
+	_, err := alice.client.CoreV1().Pods(nsA).Create(ctx, gpuPod(nsA, "a-0", "a", ""), metav1.CreateOptions{})
 	for _, want := range []string{"priority 0 differs from PodGroup a's priorityClassName system-cluster-critical (2000000000)", "a group's priority is its members'"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("a class-less pod of a group naming system-cluster-critical: want a refusal containing %q, got %v", want, err)
