@@ -99,8 +99,10 @@ func (st *state) snapshot() *snapshot.Snapshot {
 	for i := range st.claims {
 		in.Claims = append(in.Claims, &st.claims[i])
 	}
-	snap := snapshot.New(in)
-	snap.Constraints = st.filters.NewView(in.Nodes, in.Pods)
+	// Through the scheduler's own cache, so the two read the objects alike.
+	cache := snapshot.CacheFrom(in)
+	snap := cache.Update()
+	snap.Constraints = st.filters.NewView(snap.NodeObjects(), cache.Pods())
 	return snap
 }
 

@@ -225,18 +225,8 @@ func (a *attempt) assume(ni *snapshot.NodeInfo, m Member, g *group, claims, pend
 		asg.Claims = append(asg.Claims, c)
 		asg.NewlyAllocated = append(asg.NewlyAllocated, false)
 	}
-	ni.Requested.Add(g.req)
-	for _, p := range g.ports {
-		ni.UsedPorts.Insert(p)
-	}
-	a.snap.PodAdded(m.Pod, ni.Node.Name)
-	a.undo = append(a.undo, func() {
-		a.snap.PodRemoved(m.Pod)
-		ni.Requested.Sub(g.req)
-		for _, p := range g.ports {
-			ni.UsedPorts.Delete(p)
-		}
-	})
+	a.snap.PlacePod(ni, m.Pod, g.req, g.ports)
+	a.undo = append(a.undo, func() { a.snap.UnplacePod(ni, m.Pod, g.req, g.ports) })
 	return asg
 }
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // bindWorkers bounds the writes in flight for one unit.
@@ -39,16 +40,16 @@ var errVolumeBind = errors.New("binding volumes")
 
 // binder turns assignments into API writes: claims first, then bindings.
 type binder struct {
-	client  kubernetes.Interface
-	assumed *assumed
+	client kubernetes.Interface
+	cache  *snapshot.Cache
 	// claimIndex is the claim informer's indexer (extendedOwnerIndex).
 	claimIndex cache.Indexer
 	crashAt    int64 // -1: off
 	binds      atomic.Int64
 }
 
-func newBinder(client kubernetes.Interface, a *assumed) *binder {
-	b := &binder{client: client, assumed: a, crashAt: -1}
+func newBinder(client kubernetes.Interface, c *snapshot.Cache) *binder {
+	b := &binder{client: client, cache: c, crashAt: -1}
 	if v, err := strconv.ParseInt(os.Getenv(EnvCrashAfterBinds), 10, 64); err == nil {
 		b.crashAt = v
 	}
@@ -88,7 +89,7 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 	defer b.settle(asgs, writes)
 	forgetAll := func() {
 		for _, asg := range asgs {
-			b.assumed.forgetPod(asg.Pod.UID)
+			b.cache.ForgetPod(asg.Pod.UID)
 			if asg.Volumes != nil {
 				asg.Volumes.Unreserve(ctx)
 			}
@@ -118,7 +119,7 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 		// it; what was not written must not linger (a retry decides
 		// from the informer's view again).
 		for _, w := range writes {
-			b.assumed.forgetClaim(types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name})
+			b.cache.ForgetClaim(types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name})
 		}
 		forgetAll()
 		return nil, fmt.Errorf("%w: %w", errClaimWrite, err)
@@ -143,7 +144,7 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 	}
 	for uid, err := range failed {
 		unbound[uid] = true
-		b.assumed.forgetPod(uid)
+		b.cache.ForgetPod(uid)
 		errs = append(errs, err)
 	}
 	b.releaseClaims(ctx, writes, unbound)
@@ -159,11 +160,11 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 // long it waits for volumes — until bind settles them.
 func (b *binder) assume(asgs []placement.Assignment) {
 	for _, asg := range asgs {
-		b.assumed.assumePod(asg.Pod.UID, asg.Node, true)
+		b.cache.AssumePod(asg.Pod, asg.Node, true)
 		if asg.Extended != nil {
 			c := asg.Extended.Claim.DeepCopy()
 			c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: asg.Pod.Name, UID: asg.Pod.UID}}
-			b.assumed.assumeClaim(c, true)
+			b.cache.AssumeClaim(c, true)
 		}
 	}
 	for _, w := range groupClaimWrites(asgs) {
@@ -173,7 +174,7 @@ func (b *binder) assume(asgs []placement.Assignment) {
 				c.Status.ReservedFor = append(c.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
 			}
 		}
-		b.assumed.assumeClaim(c, true)
+		b.cache.AssumeClaim(c, true)
 	}
 }
 
@@ -182,13 +183,13 @@ func (b *binder) assume(asgs []placement.Assignment) {
 // dropped (their created claims, if any, are assumed under their names).
 func (b *binder) settle(asgs []placement.Assignment, writes []*claimWrite) {
 	for _, asg := range asgs {
-		b.assumed.unpinPod(asg.Pod.UID)
+		b.cache.UnpinPod(asg.Pod.UID)
 		if asg.Extended != nil {
-			b.assumed.forgetClaim(types.NamespacedName{Namespace: asg.Extended.Claim.Namespace, Name: asg.Extended.Claim.Name})
+			b.cache.ForgetClaim(types.NamespacedName{Namespace: asg.Extended.Claim.Namespace, Name: asg.Extended.Claim.Name})
 		}
 	}
 	for _, w := range writes {
-		b.assumed.unpinClaim(types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name})
+		b.cache.UnpinClaim(types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name})
 	}
 }
 
@@ -280,7 +281,7 @@ func (b *binder) writeClaim(ctx context.Context, w *claimWrite) error {
 			return err
 		}
 		w.written = updated
-		b.assumed.assumeClaim(updated, false)
+		b.cache.AssumeClaim(updated, false)
 		return nil
 	})
 }
@@ -313,7 +314,7 @@ func (b *binder) releaseClaims(ctx context.Context, writes []*claimWrite, only m
 			continue
 		}
 		key := types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name}
-		b.assumed.forgetClaim(key)
+		b.cache.ForgetClaim(key)
 		if err := releaseClaim(ctx, b.client, key, drop, w.newAlloc); err != nil {
 			logger.Error(err, "Releasing claim after a failed binding", "claim", key)
 		}

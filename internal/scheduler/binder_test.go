@@ -14,6 +14,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // A claim phase that fails leaves nothing assumed: the pods and the claims
@@ -25,20 +26,25 @@ func TestFailedClaimPhaseForgetsItsAssumptions(t *testing.T) {
 	client.PrependReactor("update", "resourceclaims", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("status.reservedFor: Forbidden: may not be specified when `allocated` is not set")
 	})
-	a := newAssumed(time.Minute)
+	a := snapshot.NewCache(time.Minute)
 	b := newBinder(client, a)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
 	stale := claim.DeepCopy()
 	stale.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "n", Device: "0"}}}}
 	asgs := []placement.Assignment{{Pod: pod, Node: "n", Claims: []*resourcev1.ResourceClaim{stale}, NewlyAllocated: []bool{false}}}
 	b.assume(asgs)
-	if _, ok := a.podNode(pod.UID); !ok || len(a.claims) != 1 {
-		t.Fatalf("assume: pod assumed %v, %d claims assumed", ok, len(a.claims))
+	if _, ok := a.AssumedNode(pod.UID); !ok || claims(a) != 1 {
+		t.Fatalf("assume: pod assumed %v, %d claims assumed", ok, claims(a))
 	}
 	if _, err := b.bind(context.Background(), asgs); !errors.Is(err, errClaimWrite) {
 		t.Fatalf("bind: %v, want a claim-write error", err)
 	}
-	if _, ok := a.podNode(pod.UID); ok || len(a.claims) != 0 {
-		t.Errorf("after the failed claim phase: pod still assumed %v, %d claims still assumed", ok, len(a.claims))
+	if _, ok := a.AssumedNode(pod.UID); ok || claims(a) != 0 {
+		t.Errorf("after the failed claim phase: pod still assumed %v, %d claims still assumed", ok, claims(a))
 	}
+}
+
+func claims(c *snapshot.Cache) int {
+	_, n := c.Assumptions()
+	return n
 }

@@ -81,12 +81,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		return
 	}
 	prio := s.priority(k)
-	snap, err := s.snapshot(k, prio)
-	if err != nil {
-		logger.Error(err, "Building snapshot")
-		s.queue.Retry(k)
-		return
-	}
+	snap := s.snapshot(k, prio)
 	pu := placement.Unit{Members: members, Bound: u.bound, MinCount: u.minCount(), Gang: u.gang(), TopologyKeys: podgroup.TopologyKeys(u.group)}
 	res, err := placement.Place(ctx, snap, dra.New(snap, s.celCache), pu)
 	logger.V(1).Info("Placement decided", "pending", len(u.pending), "bound", u.bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
@@ -101,23 +96,33 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		return
 	}
 	unschedulable := len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0)
+	summary := ""
+	if len(res.Unplaced) > 0 {
+		// Read from the snapshot now: the next cycle changes it.
+		summary = placement.Summary(ctx, snap, s.celCache, pu, res)
+	}
 	if len(res.Assignments) > 0 {
 		s.binder.assume(res.Assignments)
 		if !unschedulable {
 			// The binding cycle: the writes run while the next units are
 			// decided; the unit stays in flight until they are done.
 			s.noms.drop(k)
-			s.goBind(ctx, func(ctx context.Context) { s.complete(ctx, u, pu, snap, res, start, prio, false) })
+			s.goBind(ctx, func(ctx context.Context) { s.complete(ctx, u, pu, nil, res, summary, start, prio) })
 			return
 		}
 	}
-	s.complete(ctx, u, pu, snap, res, start, prio, unschedulable)
+	if !unschedulable {
+		snap = nil
+	}
+	s.complete(ctx, u, pu, snap, res, summary, start, prio)
 }
 
 // complete writes a cycle's outcome: the bindings, the incarnation, the
 // statuses and events, a preemption for a unit that does not fit, and the
-// queue transition.
-func (s *Scheduler) complete(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result, start time.Time, prio int32, unschedulable bool) {
+// queue transition. snap is set for a unit that did not fit (preemption
+// decides from it), nil otherwise; summary says what did not fit.
+func (s *Scheduler) complete(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result, summary string, start time.Time, prio int32) {
+	unschedulable := snap != nil
 	logger := klog.FromContext(ctx)
 	k := u.key
 	if len(res.Assignments) > 0 {
@@ -144,7 +149,7 @@ func (s *Scheduler) complete(ctx context.Context, u *unit, pu placement.Unit, sn
 	} else {
 		s.noms.drop(k)
 	}
-	s.reportPlaced(ctx, u, pu, snap, res, note)
+	s.reportPlaced(ctx, u, res, summary, note)
 	if unschedulable {
 		s.observe(start, metrics.ResultUnschedulable)
 		s.countDeviceFailures(res)
@@ -297,7 +302,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 }
 
 func (s *Scheduler) isAssumed(p *corev1.Pod) bool {
-	_, ok := s.assumed.podNode(p.UID)
+	_, ok := s.cache.AssumedNode(p.UID)
 	return ok
 }
 
@@ -322,32 +327,12 @@ func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
 	return out, ""
 }
 
-// snapshot builds the cycle's state from the caches plus assumed decisions,
-// with the capacity nominated to other preemptors of priority ≥ prio held.
-func (s *Scheduler) snapshot(self queue.Key, prio int32) (*snapshot.Snapshot, error) {
-	nodes, err := s.listers.nodes.List(everything)
-	if err != nil {
-		return nil, err
-	}
-	pods, err := s.listers.pods.List(everything)
-	if err != nil {
-		return nil, err
-	}
-	slices, err := s.slices.ListPatchedResourceSlices()
-	if err != nil {
-		return nil, err
-	}
-	classes, err := s.listers.classes.List(everything)
-	if err != nil {
-		return nil, err
-	}
-	claims, err := s.listers.claims.List(everything)
-	if err != nil {
-		return nil, err
-	}
-	pods, claims = s.assumed.overlay(pods, claims)
-	snap := snapshot.New(snapshot.Input{Nodes: nodes, Pods: pods, Slices: slices, Classes: classes, Claims: claims})
-	snap.Constraints = s.filters.NewView(nodes, pods)
+// snapshot brings the cache's snapshot up to date for a cycle — assumed
+// decisions applied, only what changed since the last cycle copied — with
+// the capacity nominated to other preemptors of priority ≥ prio held.
+func (s *Scheduler) snapshot(self queue.Key, prio int32) *snapshot.Snapshot {
+	snap := s.cache.Update()
+	snap.Constraints = s.filters.NewView(snap.NodeObjects(), s.cache.Pods())
 	s.noms.reserve(snap, self, prio)
-	return snap, nil
+	return snap
 }

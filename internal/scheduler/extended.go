@@ -63,7 +63,7 @@ func (b *binder) createExtendedClaims(ctx context.Context, asgs []placement.Assi
 		// in-memory one).
 		held := created.DeepCopy()
 		held.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: asg.Pod.Name, UID: asg.Pod.UID}}
-		b.assumed.assumeClaim(held, true)
+		b.cache.AssumeClaim(held, true)
 		mu.Lock()
 		out = append(out, &claimWrite{claim: created, newAlloc: true, pods: []*corev1.Pod{asg.Pod}, extended: asg.Extended.Mappings})
 		mu.Unlock()
@@ -128,7 +128,7 @@ func (b *binder) deleteExtended(ctx context.Context, writes []*claimWrite, only 
 }
 
 func (b *binder) deleteClaim(ctx context.Context, key types.NamespacedName) error {
-	b.assumed.forgetClaim(key)
+	b.cache.ForgetClaim(key)
 	err := b.client.ResourceV1().ResourceClaims(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -73,29 +72,33 @@ func (s *Scheduler) setupInformers() error {
 		}
 	}
 
+	// The scheduling cache first, then the wake-ups, in one handler: a
+	// unit an event wakes sees that event in its snapshot.
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{podInf, cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: func(_, n any) { s.onPod(n) }, DeleteFunc: s.onPodDelete}},
+		{podInf, then(s.cache.PodEvents(), cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: func(_, n any) { s.onPod(n) }, DeleteFunc: s.onPodDelete})},
 		{pgInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}},
 		// Anything that can free or add capacity moves parked units back.
-		{f.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerFuncs{
+		{f.Core().V1().Nodes().Informer(), then(s.cache.NodeEvents(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.queue.MoveAllToActive() },
 			UpdateFunc: s.onNodeUpdate,
 			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
-		}},
-		{f.Resource().V1().DeviceClasses().Informer(), s.moveAllHandler()},
-		{f.Resource().V1().ResourceClaims().Informer(), cache.ResourceEventHandlerFuncs{
+		})},
+		{f.Resource().V1().DeviceClasses().Informer(), then(s.cache.ClassEvents(), s.moveAllHandler())},
+		{f.Resource().V1().ResourceClaims().Informer(), then(s.cache.ClaimEvents(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    s.onClaimAdd,
 			UpdateFunc: s.onClaimUpdate,
-			DeleteFunc: s.onClaimDelete,
-		}},
+			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
+		})},
 	}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
 			return err
 		}
+		s.handlers = append(s.handlers, reg.HasSynced)
 	}
 	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
 	return nil
@@ -155,18 +158,6 @@ func (s *Scheduler) onClaimAdd(obj any) {
 	s.queue.MoveAllToActive()
 }
 
-// onClaimDelete frees what the claim held: a claim the scheduler created
-// and still assumes (for extended resources) must not outlive its deletion.
-func (s *Scheduler) onClaimDelete(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
-		s.assumed.forgetClaim(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
-	}
-	s.queue.MoveAllToActive()
-}
-
 func (s *Scheduler) moveAllHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.queue.MoveAllToActive() },
@@ -193,8 +184,12 @@ func (s *Scheduler) startSliceTracker(ctx context.Context) error {
 		return fmt.Errorf("ResourceSlice tracker: %w", err)
 	}
 	s.slices = t
-	_, err = t.AddEventHandler(s.moveAllHandler())
-	return err
+	reg, err := t.AddEventHandler(then(s.cache.SliceEvents(), s.moveAllHandler()))
+	if err != nil {
+		return err
+	}
+	s.handlers = append(s.handlers, reg.HasSynced)
+	return nil
 }
 
 // onPod queues the unit of a pending Lockstep pod; a pod that stops holding
@@ -221,7 +216,6 @@ func (s *Scheduler) onPodDelete(obj any) {
 	if !ok {
 		return
 	}
-	s.assumed.forgetPod(pod.UID)
 	if pod.Spec.NodeName != "" {
 		s.queue.MoveAllToActive()
 	}
@@ -264,4 +258,22 @@ func (s *Scheduler) podGroup(ns, name string) (*lockv1.PodGroup, error) {
 		return nil, err
 	}
 	return podgroup.FromUnstructured(u)
+}
+
+// then is a handler that runs first's, then next's.
+func then(first, next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			first.OnAdd(obj, false)
+			next.OnAdd(obj, false)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			first.OnUpdate(oldObj, newObj)
+			next.OnUpdate(oldObj, newObj)
+		},
+		DeleteFunc: func(obj any) {
+			first.OnDelete(obj)
+			next.OnDelete(obj)
+		},
+	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // Options configure the scheduler.
@@ -63,9 +64,11 @@ type Scheduler struct {
 	dynFactor dynamicinformer.DynamicSharedInformerFactory
 	listers   listers
 	queue     *queue.Queue
-	assumed   *assumed
-	noms      nominations
-	binder    *binder
+	// cache is the cluster state cycles decide from, with the decisions
+	// being written (assumed) applied.
+	cache  *snapshot.Cache
+	noms   nominations
+	binder *binder
 	// bindSlots and bindings: the binding cycles in flight (goBind).
 	bindSlots chan struct{}
 	bindings  sync.WaitGroup
@@ -83,6 +86,9 @@ type Scheduler struct {
 	// tracker kube-scheduler uses); set in Run.
 	slices  *tracker.Tracker
 	metrics *metrics.Scheduler
+	// handlers report whether the event handlers feeding the cache have
+	// seen every object the informers listed.
+	handlers []cache.InformerSynced
 	// synced is set once every cache has synced (readiness).
 	synced atomic.Bool
 	// watchdog reports a leader that stopped renewing its lease (liveness).
@@ -101,12 +107,12 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		dynamic:   dyn,
 		factory:   informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cachetrim.Transform)),
 		dynFactor: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
-		assumed:   newAssumed(time.Minute),
+		cache:     snapshot.NewCache(time.Minute),
 		bindSlots: make(chan struct{}, maxBindingUnits),
 		celCache:  dra.NewCache(),
 		metrics:   metrics.NewScheduler(),
 	}
-	s.binder = newBinder(client, s.assumed)
+	s.binder = newBinder(client, s.cache)
 	s.queue = queue.New(clock.RealClock{}, s.order)
 	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
@@ -160,6 +166,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), s.slices.HasSynced) {
 		return fmt.Errorf("ResourceSlice tracker did not sync")
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), s.handlers...) {
+		return fmt.Errorf("scheduling cache did not sync")
 	}
 	s.synced.Store(true)
 	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)

@@ -16,7 +16,6 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
-	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // Event reasons.
@@ -64,13 +63,13 @@ const podReasonSchedulerError = "SchedulerError"
 // did not fit, and events.
 // note (preemption's outcome) is appended to the message of a unit that did
 // not fit.
-func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result, note string) {
+func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, res placement.Result, summary, note string) {
 	for _, a := range res.Assignments {
 		s.recorder.Eventf(a.Pod, nil, corev1.EventTypeNormal, eventScheduled, "Binding", "Successfully assigned %s/%s to %s", a.Pod.Namespace, a.Pod.Name, a.Node)
 	}
 	msg := ""
 	if len(res.Unplaced) > 0 {
-		msg = placement.Summary(ctx, snap, s.celCache, pu, res)
+		msg = summary
 		if note != "" {
 			msg += "; " + note
 		}

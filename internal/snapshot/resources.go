@@ -106,3 +106,34 @@ func Insufficient(allocatable, requested, req Resources) []corev1.ResourceName {
 	}
 	return out
 }
+
+// Clone returns a copy of r that shares nothing with it.
+func (r Resources) Clone() Resources {
+	if r.Scalar != nil {
+		m := make(map[corev1.ResourceName]int64, len(r.Scalar))
+		for k, v := range r.Scalar {
+			m[k] = v
+		}
+		r.Scalar = m
+	}
+	return r
+}
+
+// Equal reports whether r and o are the same amounts (a missing extended
+// resource counts as zero).
+func (r Resources) Equal(o Resources) bool {
+	if r.MilliCPU != o.MilliCPU || r.Memory != o.Memory || r.EphemeralStorage != o.EphemeralStorage || r.Pods != o.Pods {
+		return false
+	}
+	for k, v := range r.Scalar {
+		if o.Scalar[k] != v {
+			return false
+		}
+	}
+	for k, v := range o.Scalar {
+		if r.Scalar[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -14,7 +14,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// NodeInfo is a node and what is already placed on it.
+// NodeInfo is a node and what is already placed on it. Its fields are
+// read-only outside this package: a cycle changes them only through the
+// snapshot's methods (PlacePod, RemovePod, Reserve, …), which a cached
+// snapshot (Cache) records so that the next update can undo them.
 type NodeInfo struct {
 	Node        *corev1.Node
 	Allocatable Resources
@@ -57,6 +60,13 @@ type Snapshot struct {
 	// extended resolves extended resource names to DeviceClasses (built
 	// on first use from Classes).
 	extended *extendedresourcecache.ExtendedResourceCache
+	// tracked is set on the Cache's long-lived snapshot: what a cycle
+	// changes is recorded (journal: the undo of each change to Claims,
+	// Allocated, Shared and Consumed; touched: the nodes changed) so the
+	// next Cache.Update can return it to the cache's state.
+	tracked bool
+	journal []func()
+	touched map[string]bool
 }
 
 // PodConstraints are the filters whose answer depends on the other pods of
@@ -163,6 +173,15 @@ func New(in Input) *Snapshot {
 	return s
 }
 
+// NodeObjects are the snapshot's nodes, in name order.
+func (s *Snapshot) NodeObjects() []*corev1.Node {
+	out := make([]*corev1.Node, len(s.Nodes))
+	for i, ni := range s.Nodes {
+		out[i] = ni.Node
+	}
+	return out
+}
+
 // Node returns the NodeInfo of a node, or nil.
 func (s *Snapshot) Node(name string) *NodeInfo { return s.nodeByName[name] }
 
@@ -174,9 +193,9 @@ func (s *Snapshot) HoldClaim(c *resourcev1.ResourceClaim) {
 	s.Allocate(ClaimDevices(c)...)
 	for _, r := range sharedResults(c) {
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		s.Shared.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+		s.insertShared(structured.MakeSharedDeviceID(id, r.ShareID))
 		if r.ConsumedCapacity != nil {
-			s.Consumed.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+			s.consume(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity), true)
 		}
 	}
 }
@@ -186,9 +205,9 @@ func (s *Snapshot) ReleaseClaim(c *resourcev1.ResourceClaim) {
 	s.Release(ClaimDevices(c)...)
 	for _, r := range sharedResults(c) {
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		s.Shared.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
+		s.deleteShared(structured.MakeSharedDeviceID(id, r.ShareID))
 		if r.ConsumedCapacity != nil {
-			s.Consumed.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+			s.consume(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity), false)
 		}
 	}
 }
@@ -213,8 +232,13 @@ func (s *Snapshot) Allocate(ids ...structured.DeviceID) {
 			continue
 		}
 		s.Allocated.Insert(id)
-		if ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]; ni != nil {
+		ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]
+		if ni.has(id) {
 			ni.used++
+		}
+		if s.tracked {
+			s.touch(ni)
+			s.journal = append(s.journal, func() { s.Allocated.Delete(id) })
 		}
 	}
 }
@@ -226,9 +250,101 @@ func (s *Snapshot) Release(ids ...structured.DeviceID) {
 			continue
 		}
 		s.Allocated.Delete(id)
-		if ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]; ni != nil {
+		ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]
+		if ni.has(id) {
 			ni.used--
 		}
+		if s.tracked {
+			s.touch(ni)
+			s.journal = append(s.journal, func() { s.Allocated.Insert(id) })
+		}
+	}
+}
+
+// has reports whether one of the node's slices lists the device (only
+// those count in FreeDevices: an allocation can outlive its device).
+func (ni *NodeInfo) has(id structured.DeviceID) bool {
+	if ni == nil {
+		return false
+	}
+	driver, pool, dev := id.Driver.String(), id.Pool.String(), id.Device.String()
+	for _, sl := range ni.Slices {
+		if sl.Spec.Driver != driver || sl.Spec.Pool.Name != pool {
+			continue
+		}
+		for i := range sl.Spec.Devices {
+			if sl.Spec.Devices[i].Name == dev {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Snapshot) insertShared(id structured.SharedDeviceID) {
+	if s.Shared.Has(id) {
+		return
+	}
+	s.Shared.Insert(id)
+	if s.tracked {
+		s.journal = append(s.journal, func() { s.Shared.Delete(id) })
+	}
+}
+
+func (s *Snapshot) deleteShared(id structured.SharedDeviceID) {
+	if !s.Shared.Has(id) {
+		return
+	}
+	s.Shared.Delete(id)
+	if s.tracked {
+		s.journal = append(s.journal, func() { s.Shared.Insert(id) })
+	}
+}
+
+// consume adds (or, add false, takes back) capacity consumed of a device.
+func (s *Snapshot) consume(c structured.DeviceConsumedCapacity, add bool) {
+	if add {
+		s.Consumed.Insert(c)
+	} else {
+		s.Consumed.Remove(c)
+	}
+	if s.tracked {
+		s.journal = append(s.journal, func() {
+			if add {
+				s.Consumed.Remove(c)
+			} else {
+				s.Consumed.Insert(c)
+			}
+		})
+	}
+}
+
+// touch records that a cycle changed ni (a tracked snapshot copies it
+// again from the cache on its next update).
+func (s *Snapshot) touch(ni *NodeInfo) {
+	if s.tracked && ni != nil {
+		s.touched[ni.Node.Name] = true
+	}
+}
+
+// PlacePod records a pod placed on ni this cycle: its requests and host
+// ports (as PodRequests and HostPorts give them). UnplacePod undoes it.
+func (s *Snapshot) PlacePod(ni *NodeInfo, p *corev1.Pod, req Resources, ports []string) {
+	s.touch(ni)
+	ni.Requested.Add(req)
+	for _, port := range ports {
+		ni.UsedPorts.Insert(port)
+	}
+	s.PodAdded(p, ni.Node.Name)
+}
+
+// UnplacePod undoes PlacePod.
+func (s *Snapshot) UnplacePod(ni *NodeInfo, p *corev1.Pod, req Resources, ports []string) {
+	s.touch(ni)
+	s.PodRemoved(p)
+	ni.Requested.Sub(req)
+	for _, port := range ports {
+		ni.UsedPorts.Delete(port)
 	}
 }
 
@@ -278,21 +394,41 @@ func (ni *NodeInfo) PortConflict(port string) bool {
 // AssumeClaim records an allocation made this cycle: the claim is replaced
 // by a copy with the allocation and its devices count as allocated.
 func (s *Snapshot) AssumeClaim(c *resourcev1.ResourceClaim) {
-	s.Claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
+	s.setClaim(types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, c)
 	s.HoldClaim(c)
+}
+
+// setClaim sets (c != nil) or deletes a claim of Claims, recording the undo
+// in a tracked snapshot.
+func (s *Snapshot) setClaim(key types.NamespacedName, c *resourcev1.ResourceClaim) {
+	if s.tracked {
+		old, had := s.Claims[key]
+		s.journal = append(s.journal, func() {
+			if had {
+				s.Claims[key] = old
+			} else {
+				delete(s.Claims, key)
+			}
+		})
+	}
+	if c == nil {
+		delete(s.Claims, key)
+		return
+	}
+	s.Claims[key] = c
 }
 
 // ForgetClaim undoes AssumeClaim of a claim the snapshot did not have
 // before (the claim created for a pod's extended resources).
 func (s *Snapshot) ForgetClaim(assumed *resourcev1.ResourceClaim) {
-	delete(s.Claims, types.NamespacedName{Namespace: assumed.Namespace, Name: assumed.Name})
+	s.setClaim(types.NamespacedName{Namespace: assumed.Namespace, Name: assumed.Name}, nil)
 	s.ReleaseClaim(assumed)
 }
 
 // UnassumeClaim undoes AssumeClaim: old is restored and the devices that
 // assumed allocated are free again.
 func (s *Snapshot) UnassumeClaim(old, assumed *resourcev1.ResourceClaim) {
-	s.Claims[types.NamespacedName{Namespace: old.Namespace, Name: old.Name}] = old
+	s.setClaim(types.NamespacedName{Namespace: old.Namespace, Name: old.Name}, old)
 	s.ReleaseClaim(assumed)
 }
 
@@ -304,6 +440,7 @@ func (s *Snapshot) RemovePod(p *corev1.Pod, req Resources, ports []string) {
 	if ni == nil {
 		return
 	}
+	s.touch(ni)
 	s.PodRemoved(p)
 	ni.Requested.Sub(req)
 	for _, port := range ports {
@@ -317,6 +454,7 @@ func (s *Snapshot) RestorePod(p *corev1.Pod, req Resources, ports []string) {
 	if ni == nil {
 		return
 	}
+	s.touch(ni)
 	s.PodAdded(p, p.Spec.NodeName)
 	ni.Requested.Add(req)
 	for _, port := range ports {
@@ -329,6 +467,7 @@ func (s *Snapshot) RestorePod(p *corev1.Pod, req Resources, ports []string) {
 // hold.
 func (s *Snapshot) Reserve(node string, p *corev1.Pod, claims []*resourcev1.ResourceClaim) {
 	if ni := s.nodeByName[node]; ni != nil {
+		s.touch(ni)
 		ni.AddPod(p)
 		s.PodAdded(p, node)
 	}

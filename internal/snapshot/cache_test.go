@@ -1,0 +1,484 @@
+package snapshot
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// The cache's snapshot, after any sequence of informer events,
+// assumptions and cycles that changed the snapshot, equals the snapshot
+// built from scratch (New) from the same objects with the assumptions
+// applied: incremental updates lose nothing and leave nothing behind.
+func TestCacheSnapshotEqualsRebuild(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			w := newWorld(seed)
+			for step := 0; step < 300; step++ {
+				w.event()
+				if w.rng.Intn(3) == 0 {
+					snap := w.cache.Update()
+					w.compare(t, step, snap)
+					w.cycle(snap)
+				}
+			}
+			w.compare(t, -1, w.cache.Update())
+		})
+	}
+}
+
+// world is a small cluster changed at random, with a model of what the
+// informers hold and what is assumed.
+type world struct {
+	rng     *rand.Rand
+	cache   *Cache
+	clock   time.Time
+	nodes   map[string]*corev1.Node
+	pods    map[types.UID]*corev1.Pod
+	slices  map[string]*resourcev1.ResourceSlice
+	claims  map[types.NamespacedName]*resourcev1.ResourceClaim
+	classes map[string]*resourcev1.DeviceClass
+	// assumed pods (uid → node) and claims, as the reference applies them.
+	aPods   map[types.UID]string
+	aClaims map[types.NamespacedName]*resourcev1.ResourceClaim
+	pinned  map[types.NamespacedName]bool
+	seq     int
+}
+
+const (
+	worldNodes   = 6
+	worldDevices = 4
+)
+
+func newWorld(seed int64) *world {
+	w := &world{
+		rng: rand.New(rand.NewSource(seed)), cache: NewCache(time.Minute), clock: time.Unix(1e9, 0),
+		nodes: map[string]*corev1.Node{}, pods: map[types.UID]*corev1.Pod{}, slices: map[string]*resourcev1.ResourceSlice{},
+		claims: map[types.NamespacedName]*resourcev1.ResourceClaim{}, classes: map[string]*resourcev1.DeviceClass{},
+		aPods: map[types.UID]string{}, aClaims: map[types.NamespacedName]*resourcev1.ResourceClaim{}, pinned: map[types.NamespacedName]bool{},
+	}
+	w.cache.now = func() time.Time { return w.clock }
+	w.cache.ttl = 1000 * time.Hour // expiry: TestCachePinnedPodOutlivesTTL, TestCacheAssumedClaims
+	for i := 0; i < worldNodes; i++ {
+		w.addNode(fmt.Sprint("n", i))
+	}
+	global := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "global"}, Spec: resourcev1.ResourceSliceSpec{Driver: "d", Pool: resourcev1.ResourcePool{Name: "g"}, AllNodes: ptr.To(true), Devices: devices(2)}}
+	w.slices[global.Name] = global
+	w.cache.AddSlice(global)
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}}
+	w.classes[class.Name] = class
+	w.cache.AddClass(class)
+	return w
+}
+
+func devices(n int) []resourcev1.Device {
+	var out []resourcev1.Device
+	for i := 0; i < n; i++ {
+		out = append(out, resourcev1.Device{Name: fmt.Sprint("dev-", i)})
+	}
+	return out
+}
+
+func (w *world) addNode(name string) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourcePods: resource.MustParse("110"),
+	}}}
+	w.nodes[name] = n
+	w.cache.AddNode(n)
+	sl := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name + "-gpus"}, Spec: resourcev1.ResourceSliceSpec{Driver: "d", Pool: resourcev1.ResourcePool{Name: name}, NodeName: ptr.To(name), Devices: devices(worldDevices)}}
+	w.slices[sl.Name] = sl
+	w.cache.AddSlice(sl)
+}
+
+func (w *world) pick(names []string) string {
+	sort.Strings(names)
+	return names[w.rng.Intn(len(names))]
+}
+
+func (w *world) nodeNames() []string {
+	var out []string
+	for n := range w.nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
+func (w *world) podUIDs() []types.UID {
+	var out []types.UID
+	for uid := range w.pods {
+		out = append(out, uid)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (w *world) claimKeys() []types.NamespacedName {
+	var out []types.NamespacedName
+	for k := range w.claims {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// event applies one random change, to the cache and to the model.
+func (w *world) event() {
+	w.seq++
+	w.clock = w.clock.Add(time.Second)
+	switch r := w.rng.Intn(100); {
+	case r < 20: // a new pod, pending or bound, maybe with a host port
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("p", w.seq), UID: types.UID(fmt.Sprint("p", w.seq))},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(fmt.Sprint(1 + w.rng.Intn(3)))}}}}}}
+		if w.rng.Intn(4) == 0 {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{HostPort: int32(8000 + w.rng.Intn(3)), ContainerPort: 80}}
+		}
+		if w.rng.Intn(2) == 0 {
+			p.Spec.NodeName = w.pick(w.nodeNames())
+		}
+		w.pods[p.UID] = p
+		w.cache.AddPod(p)
+	case r < 35 && len(w.pods) > 0: // a pod changes: bound, finished, resized
+		uid := w.podUIDs()[w.rng.Intn(len(w.pods))]
+		p := w.pods[uid].DeepCopy()
+		switch w.rng.Intn(3) {
+		case 0:
+			if p.Spec.NodeName == "" {
+				p.Spec.NodeName = w.pick(w.nodeNames())
+				if n, ok := w.aPods[uid]; ok && w.rng.Intn(2) == 0 {
+					p.Spec.NodeName = n // the binding of the assumption
+				}
+			}
+		case 1:
+			p.Status.Phase = corev1.PodSucceeded
+		case 2:
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(fmt.Sprint(1 + w.rng.Intn(3)))
+		}
+		if p.Spec.NodeName != "" {
+			delete(w.aPods, uid)
+		}
+		w.pods[uid] = p
+		w.cache.UpdatePod(p)
+	case r < 42 && len(w.pods) > 0:
+		uid := w.podUIDs()[w.rng.Intn(len(w.pods))]
+		w.cache.DeletePod(w.pods[uid])
+		delete(w.pods, uid)
+		delete(w.aPods, uid)
+	case r < 50 && len(w.pods) > 0: // assume a pending pod, or forget it
+		uid := w.podUIDs()[w.rng.Intn(len(w.pods))]
+		p := w.pods[uid]
+		if _, ok := w.aPods[uid]; ok {
+			w.cache.ForgetPod(uid)
+			delete(w.aPods, uid)
+		} else if p.Spec.NodeName == "" {
+			n := w.pick(w.nodeNames())
+			w.cache.AssumePod(p, n, true)
+			w.aPods[uid] = n
+		}
+	case r < 62: // a claim appears, allocated or not
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("c", w.seq)}}
+		if w.rng.Intn(2) == 0 {
+			c.Status.Allocation = w.allocation()
+		}
+		w.claims[claimKey(c)] = c
+		w.cache.AddClaim(c)
+	case r < 72 && len(w.claims) > 0: // a claim is (de)allocated
+		key := w.claimKeys()[w.rng.Intn(len(w.claims))]
+		c := w.claims[key].DeepCopy()
+		if c.Status.Allocation == nil {
+			c.Status.Allocation = w.allocation()
+		} else {
+			c.Status.Allocation = nil
+		}
+		w.claims[key] = c
+		w.cache.UpdateClaim(c)
+		if a := w.aClaims[key]; a != nil && !w.pinned[key] && c.Status.Allocation != nil {
+			delete(w.aClaims, key) // the informer confirms it
+		}
+	case r < 76 && len(w.claims) > 0:
+		key := w.claimKeys()[w.rng.Intn(len(w.claims))]
+		w.cache.DeleteClaim(w.claims[key])
+		delete(w.claims, key)
+		delete(w.aClaims, key)
+	case r < 84 && len(w.claims) > 0: // assume an allocation, pinned or not; or unpin
+		key := w.claimKeys()[w.rng.Intn(len(w.claims))]
+		if w.aClaims[key] != nil && w.pinned[key] {
+			w.cache.UnpinClaim(key)
+			w.pinned[key] = false
+			if w.claims[key].Status.Allocation != nil {
+				delete(w.aClaims, key) // settles on the next Update
+			}
+			break
+		}
+		if w.claims[key].Status.Allocation != nil {
+			break
+		}
+		c := w.claims[key].DeepCopy()
+		if c.Status.Allocation = w.allocation(); c.Status.Allocation == nil {
+			break
+		}
+		pinned := w.rng.Intn(2) == 0
+		w.cache.AssumeClaim(c, pinned)
+		w.aClaims[key], w.pinned[key] = c, pinned
+	case r < 88: // a claim created for extended resources, not seen yet
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ext", w.seq), Annotations: map[string]string{resourcev1.ExtendedResourceClaimAnnotation: "true"}}}
+		if c.Status.Allocation = w.allocation(); c.Status.Allocation == nil {
+			break
+		}
+		w.cache.AssumeClaim(c, true)
+		w.aClaims[claimKey(c)], w.pinned[claimKey(c)] = c, true
+	case r < 92: // a node goes or comes back
+		n := fmt.Sprint("n", w.rng.Intn(worldNodes))
+		if node, ok := w.nodes[n]; ok && len(w.nodes) > 1 {
+			w.cache.DeleteNode(node)
+			delete(w.nodes, n)
+			sl := w.slices[n+"-gpus"]
+			w.cache.DeleteSlice(sl)
+			delete(w.slices, sl.Name)
+		} else if !ok {
+			w.addNode(n)
+		}
+	case r < 96: // a slice changes its devices
+		n := w.pick(w.nodeNames())
+		old := w.slices[n+"-gpus"]
+		sl := old.DeepCopy()
+		sl.Spec.Devices = devices(1 + w.rng.Intn(worldDevices))
+		w.slices[sl.Name] = sl
+		w.cache.UpdateSlice(old, sl)
+	default: // a node's labels change (its object is replaced)
+		n := w.nodes[w.pick(w.nodeNames())].DeepCopy()
+		n.Labels = map[string]string{"seq": fmt.Sprint(w.seq)}
+		w.nodes[n.Name] = n
+		w.cache.UpdateNode(n)
+	}
+}
+
+// allocation is of a device no claim holds (nil when none is free): the
+// cluster never gives one device to two claims.
+func (w *world) allocation() *resourcev1.AllocationResult {
+	held := map[string]bool{}
+	for _, cs := range []map[types.NamespacedName]*resourcev1.ResourceClaim{w.claims, w.aClaims} {
+		for _, c := range cs {
+			if c.Status.Allocation != nil {
+				r := c.Status.Allocation.Devices.Results[0]
+				held[r.Pool+"/"+r.Device] = true
+			}
+		}
+	}
+	for try := 0; try < 20; try++ {
+		pool, dev := fmt.Sprint("n", w.rng.Intn(worldNodes)), fmt.Sprint("dev-", w.rng.Intn(worldDevices))
+		if w.rng.Intn(8) == 0 {
+			pool, dev = "g", fmt.Sprint("dev-", w.rng.Intn(2))
+		}
+		if !held[pool+"/"+dev] {
+			return allocationOf(pool, dev)
+		}
+	}
+	return nil
+}
+
+func allocationOf(pool, dev string) *resourcev1.AllocationResult {
+	return &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Request: "r", Driver: "d", Pool: pool, Device: dev}}}}
+}
+
+// cycle changes the snapshot as a scheduling cycle would, leaving some of
+// it applied: the next Update must undo all of it.
+func (w *world) cycle(s *Snapshot) {
+	if len(s.Nodes) == 0 {
+		return
+	}
+	ni := s.Nodes[w.rng.Intn(len(s.Nodes))]
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cycle", UID: "cycle"}}
+	s.PlacePod(ni, p, Resources{MilliCPU: 1000, Pods: 1}, []string{"TCP/0.0.0.0/9000"})
+	anyDevice := func() *resourcev1.AllocationResult {
+		return allocationOf(fmt.Sprint("n", w.rng.Intn(worldNodes)), fmt.Sprint("dev-", w.rng.Intn(worldDevices)))
+	}
+	s.Reserve(s.Nodes[w.rng.Intn(len(s.Nodes))].Node.Name, p, []*resourcev1.ResourceClaim{{Status: resourcev1.ResourceClaimStatus{Allocation: anyDevice()}}})
+	for _, key := range w.claimKeys() {
+		if c := s.Claims[key]; c != nil && c.Status.Allocation == nil {
+			cp := c.DeepCopy()
+			cp.Status.Allocation = anyDevice()
+			s.AssumeClaim(cp)
+			break
+		}
+	}
+	ext := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cycle-ext"}, Status: resourcev1.ResourceClaimStatus{Allocation: anyDevice()}}
+	s.AssumeClaim(ext)
+	for _, uid := range w.podUIDs() {
+		if bp := w.pods[uid]; bp.Spec.NodeName != "" && bp.Status.Phase != corev1.PodSucceeded {
+			s.RemovePod(bp, PodRequests(bp), HostPorts(bp))
+			break
+		}
+	}
+}
+
+// reference is the snapshot New builds from the model's objects, with the
+// assumptions applied as the scheduler applies them.
+func (w *world) reference() *Snapshot {
+	var in Input
+	for _, n := range w.nodes {
+		in.Nodes = append(in.Nodes, n)
+	}
+	for uid, p := range w.pods {
+		if n, ok := w.aPods[uid]; ok {
+			p = p.DeepCopy()
+			p.Spec.NodeName = n
+		}
+		in.Pods = append(in.Pods, p)
+	}
+	for _, sl := range w.slices {
+		in.Slices = append(in.Slices, sl)
+	}
+	for _, c := range w.classes {
+		in.Classes = append(in.Classes, c)
+	}
+	for key, c := range w.claims {
+		if a := w.aClaims[key]; a != nil {
+			c = a
+		}
+		in.Claims = append(in.Claims, c)
+	}
+	for key, a := range w.aClaims {
+		if _, ok := w.claims[key]; !ok && isExtendedClaim(a) {
+			in.Claims = append(in.Claims, a)
+		}
+	}
+	return New(in)
+}
+
+func (w *world) compare(t *testing.T, step int, got *Snapshot) {
+	t.Helper()
+	want := w.reference()
+	if len(got.Nodes) != len(want.Nodes) {
+		t.Fatalf("step %d: %d nodes, want %d", step, len(got.Nodes), len(want.Nodes))
+	}
+	for i, wn := range want.Nodes {
+		gn := got.Nodes[i]
+		name := wn.Node.Name
+		switch {
+		case gn.Node != wn.Node:
+			t.Fatalf("step %d: node %d is %s (%p), want %s (%p)", step, i, gn.Node.Name, gn.Node, name, wn.Node)
+		case !gn.Requested.Equal(wn.Requested):
+			t.Fatalf("step %d: node %s requests %+v, want %+v", step, name, gn.Requested, wn.Requested)
+		case !gn.UsedPorts.Equal(wn.UsedPorts):
+			t.Fatalf("step %d: node %s ports %v, want %v", step, name, gn.UsedPorts.UnsortedList(), wn.UsedPorts.UnsortedList())
+		case gn.FreeDevices() != wn.FreeDevices():
+			t.Fatalf("step %d: node %s has %d free devices, want %d", step, name, gn.FreeDevices(), wn.FreeDevices())
+		case !sameSlices(gn.Slices, wn.Slices):
+			t.Fatalf("step %d: node %s slices differ", step, name)
+		}
+		if got.Node(name) != gn {
+			t.Fatalf("step %d: Node(%s) is not the listed NodeInfo", step, name)
+		}
+	}
+	if !got.Allocated.Equal(want.Allocated) {
+		t.Fatalf("step %d: allocated %v, want %v", step, got.Allocated.UnsortedList(), want.Allocated.UnsortedList())
+	}
+	if len(got.Claims) != len(want.Claims) {
+		t.Fatalf("step %d: %d claims, want %d", step, len(got.Claims), len(want.Claims))
+	}
+	for key, wc := range want.Claims {
+		if got.Claims[key] != wc {
+			t.Fatalf("step %d: claim %s is not the cache's version", step, key)
+		}
+	}
+	if !sameSlices(got.GlobalSlices, want.GlobalSlices) || len(got.Classes) != len(want.Classes) {
+		t.Fatalf("step %d: global slices or classes differ", step)
+	}
+}
+
+func sameSlices(a, b []*resourcev1.ResourceSlice) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[*resourcev1.ResourceSlice]bool{}
+	for _, s := range a {
+		seen[s] = true
+	}
+	for _, s := range b {
+		if !seen[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// A claim the scheduler created is held (assumed) until the informer shows
+// it, and not after it was deleted; an assumed existing claim that the
+// informer no longer has is not brought back; an assumption that is not
+// pinned ends when its ttl passes.
+func TestCacheAssumedClaims(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	c := NewCache(time.Minute)
+	c.now = func() time.Time { return now }
+	alloc := &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "p", Device: "0"}}}}
+	created := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-extended-resources-abcde", Annotations: map[string]string{resourcev1.ExtendedResourceClaimAnnotation: "true"}},
+		Status:     resourcev1.ResourceClaimStatus{Allocation: alloc, ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "u"}}},
+	}
+	existing := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "template-claim"}, Status: created.Status}
+	c.AssumeClaim(created, false)
+	c.AssumeClaim(existing, false)
+	if got := claimNames(c.Update()); len(got) != 1 || got[0] != created.Name {
+		t.Fatalf("before the informer shows it: claims %v, want only the created claim", got)
+	}
+	c.AddClaim(created)
+	if got := claimNames(c.Update()); len(got) != 1 {
+		t.Fatalf("informer shows it: claims %v", got)
+	}
+	if _, n := c.Assumptions(); n != 1 {
+		t.Errorf("the informer's claim confirmed the created claim: %d assumptions, want 1 (the existing claim's)", n)
+	}
+	c.AssumeClaim(created, false)
+	c.DeleteClaim(created)
+	if got := claimNames(c.Update()); len(got) != 0 {
+		t.Errorf("after deletion: claims %v, want none", got)
+	}
+	now = now.Add(2 * time.Minute)
+	c.Update()
+	if _, n := c.Assumptions(); n != 0 {
+		t.Errorf("after the ttl: %d claims assumed, want 0", n)
+	}
+}
+
+// A pinned pod assumption holds its node past the ttl; unpinned, it ends
+// once the ttl passes, and the node's requests go back.
+func TestCachePinnedPodOutlivesTTL(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	c := NewCache(time.Minute)
+	c.now = func() time.Time { return now }
+	c.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
+	c.AddPod(p)
+	c.AssumePod(p, "n", true)
+	now = now.Add(time.Hour)
+	if got := c.Update().Node("n").Requested.Pods; got != 1 {
+		t.Fatalf("pinned for an hour: node holds %d pods, want 1", got)
+	}
+	c.UnpinPod(p.UID)
+	now = now.Add(30 * time.Second)
+	if got := c.Update().Node("n").Requested.Pods; got != 1 {
+		t.Fatalf("unpinned 30s ago: node holds %d pods, want 1", got)
+	}
+	now = now.Add(time.Minute)
+	if got := c.Update().Node("n").Requested.Pods; got != 0 {
+		t.Errorf("unpinned past the ttl: node holds %d pods, want 0", got)
+	}
+}
+
+func claimNames(s *Snapshot) []string {
+	var out []string
+	for k := range s.Claims {
+		out = append(out, k.Name)
+	}
+	sort.Strings(out)
+	return out
+}
