@@ -199,8 +199,14 @@ func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices b
 		dev, cpu, mem int64
 		pref          preference
 	}
-	keys := make(map[string]key, len(nodes))
-	for _, ni := range nodes {
+	// Keys computed once per node, sorted beside their nodes (a comparison
+	// reads no map: this sort runs over every node each cycle).
+	type item struct {
+		key
+		ni *snapshot.NodeInfo
+	}
+	items := make([]item, len(nodes))
+	for i, ni := range nodes {
 		k := key{cpu: ni.Allocatable.MilliCPU - ni.Requested.MilliCPU, mem: ni.Allocatable.Memory - ni.Requested.Memory}
 		if devices {
 			k.dev = int64(ni.FreeDevices())
@@ -208,10 +214,10 @@ func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices b
 		if pref != nil {
 			k.pref = pref(ni.Node)
 		}
-		keys[ni.Node.Name] = k
+		items[i] = item{k, ni}
 	}
-	sort.SliceStable(nodes, func(i, j int) bool {
-		a, b := keys[nodes[i].Node.Name], keys[nodes[j].Node.Name]
+	sort.Slice(items, func(i, j int) bool {
+		a, b := items[i], items[j]
 		switch {
 		case a.dev != b.dev:
 			return a.dev < b.dev
@@ -222,8 +228,11 @@ func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices b
 		case a.pref != b.pref:
 			return a.pref.better(b.pref)
 		}
-		return nodes[i].Node.Name < nodes[j].Node.Name
+		return a.ni.Node.Name < b.ni.Node.Name
 	})
+	for i := range items {
+		nodes[i] = items[i].ni
+	}
 }
 
 // preference is how much a pod prefers a node, from what kube-scheduler
