@@ -212,6 +212,15 @@ func kubeSchedulerProcess(l layout, bin string, p Ports, prof Profile) *process 
 	return &process{Name: "kube-scheduler", Binary: filepath.Join(bin, "kube-scheduler"), Log: l.log("kube-scheduler"), Args: args}
 }
 
+// KubeSchedulerArgs are the arguments of a kube-scheduler that a test or
+// benchmark starts itself on this cluster (bin/kube-scheduler): the
+// cluster's own flags and profile gates, serving nothing, with extra
+// appended (a later flag wins).
+func (c *Cluster) KubeSchedulerArgs(extra ...string) []string {
+	p := kubeSchedulerProcess(c.layout, "", Ports{}, c.state.Profile)
+	return append(p.Args, extra...)
+}
+
 // LockstepSchedulerArgs are the arguments of a `lockstep scheduler` replica
 // in this cluster; tests start extra replicas with them (metrics off, so
 // replicas do not compete for the port).

@@ -86,12 +86,27 @@ func (h *Harness) StartSchedulerBinary(t testing.TB, binary, identity string, en
 	if h.Cluster == nil {
 		t.Fatal("StartScheduler needs a cluster the harness started")
 	}
+	return h.startProcess(t, binary, identity, env, append(h.Cluster.LockstepSchedulerArgs(identity), extraArgs...))
+}
+
+// StartKubeScheduler starts bin/kube-scheduler (v1.37, the cluster's
+// profile gates: on the upstream profile its in-tree gang scheduling) with
+// extra arguments; it is killed when the test ends.
+func (h *Harness) StartKubeScheduler(t testing.TB, identity string, extraArgs ...string) *SchedulerProcess {
+	t.Helper()
+	if h.Cluster == nil {
+		t.Fatal("StartKubeScheduler needs a cluster the harness started")
+	}
+	return h.startProcess(t, filepath.Join(h.BinDir, "kube-scheduler"), identity, nil, h.Cluster.KubeSchedulerArgs(extraArgs...))
+}
+
+func (h *Harness) startProcess(t testing.TB, binary, identity string, env, args []string) *SchedulerProcess {
+	t.Helper()
 	logPath := filepath.Join(h.Cluster.Dir(), "logs", identity+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append(h.Cluster.LockstepSchedulerArgs(identity), extraArgs...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -110,7 +125,7 @@ func (h *Harness) StartSchedulerBinary(t testing.TB, binary, identity string, en
 			t.Logf("--- %s log ---\n%s", identity, tail(string(b), 40))
 		}
 	})
-	t.Logf("started lockstep scheduler %s (pid %d, log %s)", identity, cmd.Process.Pid, logPath)
+	t.Logf("started %s as %s (pid %d, log %s)", filepath.Base(binary), identity, cmd.Process.Pid, logPath)
 	return sp
 }
 
