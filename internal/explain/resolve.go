@@ -3,7 +3,6 @@ package explain
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,57 +64,30 @@ func ptrOr(p *int32, d int32) int32 {
 	return *p
 }
 
-// groupUnit collects a group's Lockstep members (pg may be nil: the pods
-// name a group that does not exist).
+// groupUnit resolves a group as the scheduler does (podgroup.Resolve; pg
+// may be nil: the pods name a group that does not exist).
 func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
-	u := &unit{label: "PodGroup " + ns + "/" + name, group: pg, minCount: 1}
+	pods := make([]*corev1.Pod, len(st.pods))
+	for i := range st.pods {
+		pods[i] = &st.pods[i]
+	}
+	u := fromResolved(podgroup.Resolve(pg, ns, name, pods, nil))
+	u.label = "PodGroup " + ns + "/" + name
 	if pg != nil {
-		if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
-			u.gang, u.minCount = true, int(g.MinCount)
-		}
 		u.priority = st.groupPriority(pg)
 	}
-	for i := range st.pods {
-		p := &st.pods[i]
-		if p.Namespace != ns || podgroup.GroupOf(p) != name || !podgroup.Ours(p) || !podgroup.Admits(pg, p) {
-			continue
-		}
-		switch {
-		case podgroup.Holds(p, incarnation(pg)):
-			// Bound and staying, or finished: counts toward minCount.
-			u.members = append(u.members, p)
-			u.bound++
-		case podgroup.Pending(p) && podgroup.Gated(p):
-			u.members = append(u.members, p)
-			u.gated++
-		case podgroup.Pending(p):
-			u.members = append(u.members, p)
-			u.pending = append(u.pending, p)
-		}
-	}
-	sort.Slice(u.pending, func(i, j int) bool { return u.pending[i].Name < u.pending[j].Name })
 	return u
 }
 
 func podUnit(st *state, p *corev1.Pod) *unit {
-	u := &unit{label: "pod " + p.Namespace + "/" + p.Name, minCount: 1, members: []*corev1.Pod{p}}
+	u := fromResolved(podgroup.ResolvePod(p, nil))
+	u.label = "pod " + p.Namespace + "/" + p.Name
 	if p.Spec.Priority != nil {
 		u.priority = *p.Spec.Priority
-	}
-	switch {
-	case podgroup.Pending(p) && podgroup.Gated(p):
-		u.gated = 1
-	case podgroup.Pending(p):
-		u.pending = []*corev1.Pod{p}
-	default:
-		u.bound = 1
 	}
 	return u
 }
 
-func incarnation(pg *lockv1.PodGroup) *lockv1.PodGroupIncarnation {
-	if pg == nil {
-		return nil
-	}
-	return pg.Status.Incarnation
+func fromResolved(r *podgroup.Unit) *unit {
+	return &unit{group: r.Group, members: r.Members, pending: r.Pending, bound: r.Bound, gated: r.Gated, minCount: r.MinCount(), gang: r.Gang()}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/placement"
@@ -21,28 +19,15 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// unit is a queue key resolved against the caches.
+// unit is a queue key resolved against the caches (podgroup.Resolve).
 type unit struct {
-	key     queue.Key
-	group   *lockv1.PodGroup // nil for a lone pod
-	pending []*corev1.Pod
-	// bound counts the members that count toward minCount without being
-	// placed now: bound and staying, or already succeeded.
-	bound int
-	// pods are all Lockstep pods of the group.
-	pods []*corev1.Pod
-	// waiting explains why the unit cannot be attempted yet ("" if it can);
-	// waitReason is the condition reason (default WaitingForPods).
-	waiting, waitReason string
+	key queue.Key
+	*podgroup.Unit
 }
-
-func (u *unit) minCount() int { return podgroup.MinCount(u.group) }
-
-func (u *unit) gang() bool { return podgroup.IsGang(u.group) }
 
 // records reports whether the unit's group keeps incarnations (Lockstep's
 // PodGroups; the in-tree API has no such status).
-func (u *unit) records() bool { return u.group != nil && !podgroup.Upstream(u.group) }
+func (u *unit) records() bool { return u.Group != nil && !podgroup.Upstream(u.Group) }
 
 // scheduleOne runs one cycle for a unit and reports the outcome to the queue.
 func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
@@ -55,8 +40,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		s.queue.Retry(k)
 		return
 	}
-	if u == nil || len(u.pending) == 0 {
-		if u != nil && u.records() && podgroup.Unrecorded(u.group.Status.Incarnation, u.pods) > 0 {
+	if u == nil || len(u.Pending) == 0 {
+		if u != nil && u.records() && podgroup.Unrecorded(u.Group.Status.Incarnation, u.Pods) > 0 {
 			// Bound members nobody recorded: a crash between binding and
 			// recording, or a group bound before incarnations existed.
 			s.recordIncarnation(ctx, u, nil)
@@ -65,8 +50,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		s.queue.Done(k)
 		return
 	}
-	if u.waiting != "" {
-		logger.V(2).Info("Unit waits", "reason", u.waiting)
+	if u.Waiting != "" {
+		logger.V(2).Info("Unit waits", "reason", u.Waiting)
 		s.reportWaiting(ctx, u)
 		// Pod, claim and PodGroup events bring the unit back.
 		s.queue.Wait(k)
@@ -75,16 +60,16 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 	members, missing := s.members(u)
 	if missing != "" {
 		logger.V(2).Info("Unit waits", "reason", missing)
-		u.waiting = missing
+		u.Waiting = missing
 		s.reportWaiting(ctx, u)
 		s.queue.Wait(k)
 		return
 	}
 	prio := s.priority(k)
 	snap := s.snapshot(k, prio)
-	pu := placement.Unit{Members: members, Bound: u.bound, MinCount: u.minCount(), Gang: u.gang(), TopologyKeys: podgroup.TopologyKeys(u.group)}
+	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), TopologyKeys: podgroup.TopologyKeys(u.Group)}
 	res, err := placement.Place(ctx, snap, dra.New(snap, s.celCache), pu)
-	logger.V(1).Info("Placement decided", "pending", len(u.pending), "bound", u.bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
+	logger.V(1).Info("Placement decided", "pending", len(u.Pending), "bound", u.Bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
 	if err != nil {
 		s.observe(start, metrics.ResultError)
 		s.reportError(ctx, u, err)
@@ -95,7 +80,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		}
 		return
 	}
-	unschedulable := len(res.Unplaced) > 0 && (u.gang() || len(res.Assignments) == 0)
+	unschedulable := len(res.Unplaced) > 0 && (u.Gang() || len(res.Assignments) == 0)
 	summary := ""
 	if len(res.Unplaced) > 0 {
 		// Read from the snapshot now: the next cycle changes it.
@@ -233,16 +218,15 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &unit{key: k}
 	if kind+"/" == podKeyPrefix {
 		p, err := s.listers.pods.Pods(ns).Get(name)
 		if err != nil {
 			return nil, ignoreNotFound(err)
 		}
-		if podgroup.Ours(p) && podgroup.Pending(p) && !podgroup.Gated(p) && !s.isAssumed(p) {
-			u.pending = []*corev1.Pod{p}
+		if !podgroup.Ours(p) {
+			return nil, nil
 		}
-		return u, nil
+		return &unit{key: k, Unit: podgroup.ResolvePod(p, s.isAssumed)}, nil
 	}
 	objs, err := s.listers.podIndex.ByIndex(groupIndex, ns+"/"+name)
 	if err != nil {
@@ -252,53 +236,11 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	var inc *lockv1.PodGroupIncarnation
-	if pg != nil {
-		inc = pg.Status.Incarnation
-	}
-	gated := 0
+	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		p := o.(*corev1.Pod)
-		if !podgroup.Ours(p) || !podgroup.Admits(pg, p) {
-			continue
-		}
-		u.pods = append(u.pods, p)
-		switch {
-		case podgroup.Holds(p, inc) || s.isAssumed(p) && podgroup.Pending(p):
-			u.bound++
-		case podgroup.Pending(p) && podgroup.Gated(p):
-			// Not a candidate until its last gate goes.
-			gated++
-		case podgroup.Pending(p):
-			u.pending = append(u.pending, p)
-		}
+		pods = append(pods, o.(*corev1.Pod))
 	}
-	sort.Slice(u.pending, func(i, j int) bool { return u.pending[i].Name < u.pending[j].Name })
-	if pg == nil {
-		u.waiting = fmt.Sprintf("PodGroup %s/%s does not exist yet; its pods wait for it", ns, name)
-		return u, nil
-	}
-	u.group = pg
-	if len(pg.Spec.ResourceClaims) > 0 {
-		// Never ignored silently: the webhook refuses new groups with them;
-		// one created before (or without the webhook) waits, saying why.
-		u.waiting = "spec.resourceClaims (claims reserved for the whole PodGroup) is not supported by Lockstep: recreate the group without it and give each pod its own claim from a ResourceClaimTemplate, or share one ResourceClaim through the pods' spec.resourceClaims (at most 256 pods per claim)"
-		return u, nil
-	}
-	have := u.bound + len(u.pending)
-	if u.gang() && have < u.minCount() && gated > 0 {
-		// The whole gang waits: placing the ungated members alone would
-		// hold their nodes and devices below minCount.
-		u.waitReason = lockv1.PodGroupReasonSchedulingGated
-		u.waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (spec.schedulingGates); none is placed until minCount %d are ungated", gated, u.minCount())
-		return u, nil
-	}
-	if u.gang() && have < u.minCount() {
-		// No count in the message: it would change (and be written) with
-		// every member created; explain and `get podgroups` show the count.
-		u.waiting = fmt.Sprintf("waiting for pods: fewer than minCount %d members exist; none is placed until %d do", u.minCount(), u.minCount())
-	}
-	return u, nil
+	return &unit{key: k, Unit: podgroup.Resolve(pg, ns, name, pods, s.isAssumed)}, nil
 }
 
 func (s *Scheduler) isAssumed(p *corev1.Pod) bool {
@@ -309,8 +251,8 @@ func (s *Scheduler) isAssumed(p *corev1.Pod) bool {
 // members resolves each pending pod's claims; the second result explains
 // what the unit waits for when a claim does not exist yet.
 func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
-	out := make([]placement.Member, 0, len(u.pending))
-	for _, p := range u.pending {
+	out := make([]placement.Member, 0, len(u.Pending))
+	for _, p := range u.Pending {
 		m := placement.Member{Pod: p}
 		for _, pc := range p.Spec.ResourceClaims {
 			name, ok := snapshot.ClaimName(p, pc)

@@ -110,10 +110,10 @@ func (n *nominations) reserve(snap *snapshot.Snapshot, self queue.Key, prio int3
 
 // name is how events name the unit.
 func (u *unit) name() string {
-	if u.group != nil {
-		return fmt.Sprintf("PodGroup %s/%s", u.group.Namespace, u.group.Name)
+	if u.Group != nil {
+		return fmt.Sprintf("PodGroup %s/%s", u.Group.Namespace, u.Group.Name)
 	}
-	return fmt.Sprintf("pod %s/%s", u.pending[0].Namespace, u.pending[0].Name)
+	return fmt.Sprintf("pod %s/%s", u.Pending[0].Namespace, u.Pending[0].Name)
 }
 
 // preempt runs when the unit did not fit. It waits for an earlier
@@ -124,9 +124,9 @@ func (u *unit) name() string {
 func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (string, bool) {
 	note, going, why := s.tryPreempt(ctx, u, pu, snap, prio)
 	if why != "" {
-		var regarding runtime.Object = u.pending[0]
-		if u.group != nil {
-			regarding = u.group
+		var regarding runtime.Object = u.Pending[0]
+		if u.Group != nil {
+			regarding = u.Group
 		}
 		s.recorder.Eventf(regarding, nil, corev1.EventTypeNormal, eventNotPreempting, "Preempting", "%s", why)
 	}
@@ -135,7 +135,7 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, sna
 
 func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (note string, going bool, why string) {
 	logger := klog.FromContext(ctx)
-	if !preemption.Allowed(u.group, u.pending) {
+	if !preemption.Allowed(u.Group, u.Pending) {
 		return "", false, "preemptionPolicy Never: no preemption"
 	}
 	var stuckPods sets.Set[types.UID]
@@ -290,7 +290,7 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 			if p.DeletionTimestamp != nil {
 				continue
 			}
-			msg := fmt.Sprintf("Preempted by %s to make room for its %d pods", preemptor, len(u.pending))
+			msg := fmt.Sprintf("Preempted by %s to make room for its %d pods", preemptor, len(u.Pending))
 			if err := s.markDisruption(ctx, p, msg); err != nil {
 				logger.Error(err, "Marking victim", "pod", klog.KObj(p))
 			}
@@ -300,11 +300,11 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 			s.recorder.Eventf(p, u.related(), corev1.EventTypeNormal, eventPreempted, "Preempting", "Preempted by %s on node %s", preemptor, p.Spec.NodeName)
 		}
 	}
-	note := fmt.Sprintf("preempting %s to place %d pods%s", plan.Describe(), len(u.pending), pdbNote)
-	if u.group != nil {
-		s.recorder.Eventf(u.group, nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
+	note := fmt.Sprintf("preempting %s to place %d pods%s", plan.Describe(), len(u.Pending), pdbNote)
+	if u.Group != nil {
+		s.recorder.Eventf(u.Group, nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
 	} else {
-		s.recorder.Eventf(u.pending[0], nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
+		s.recorder.Eventf(u.Pending[0], nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
 	}
 	for key, msg := range groupMsg {
 		if pg, err := s.podGroup(key.Namespace, key.Name); err == nil {

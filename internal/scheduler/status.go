@@ -26,27 +26,27 @@ const (
 )
 
 func (s *Scheduler) reportWaiting(ctx context.Context, u *unit) {
-	if u.group == nil {
-		for _, p := range u.pending {
-			s.recorder.Eventf(p, nil, corev1.EventTypeNormal, eventWaiting, "Scheduling", u.waiting)
+	if u.Group == nil {
+		for _, p := range u.Pending {
+			s.recorder.Eventf(p, nil, corev1.EventTypeNormal, eventWaiting, "Scheduling", u.Waiting)
 		}
 		return
 	}
-	reason := u.waitReason
+	reason := u.WaitReason
 	if reason == "" {
 		reason = lockv1.PodGroupReasonWaitingForPods
 	}
-	s.setCondition(ctx, u.group, metav1.ConditionFalse, reason, u.waiting)
+	s.setCondition(ctx, u.Group, metav1.ConditionFalse, reason, u.Waiting)
 }
 
 func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 	msg := "scheduler error: " + err.Error()
-	if u.group != nil {
-		s.setCondition(ctx, u.group, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
-		s.recorder.Eventf(u.group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
+	if u.Group != nil {
+		s.setCondition(ctx, u.Group, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
+		s.recorder.Eventf(u.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
 		return
 	}
-	for _, p := range u.pending {
+	for _, p := range u.Pending {
 		// The condition carries the current message (events with the same
 		// reason are folded into a series that keeps the first note).
 		if s.setPodScheduledFalse(ctx, p, podReasonSchedulerError, msg, p.Status.NominatedNodeName) {
@@ -83,29 +83,29 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, res placement.Res
 			}
 		}
 	}
-	if u.group == nil {
+	if u.Group == nil {
 		return
 	}
-	if len(res.Unplaced) == 0 || u.gang() && len(res.Assignments) > 0 {
-		placed := u.bound + len(res.Assignments)
-		s.setCondition(ctx, u.group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, u.bound+len(u.pending), u.minCount()))
+	if len(res.Unplaced) == 0 || u.Gang() && len(res.Assignments) > 0 {
+		placed := u.Bound + len(res.Assignments)
+		s.setCondition(ctx, u.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, u.Bound+len(u.Pending), u.MinCount()))
 		if len(res.Assignments) > 0 {
-			s.recorder.Eventf(u.group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(res.Assignments), placed, u.bound+len(u.pending))
+			s.recorder.Eventf(u.Group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(res.Assignments), placed, u.Bound+len(u.Pending))
 		}
 		return
 	}
-	s.setCondition(ctx, u.group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
-	s.recorder.Eventf(u.group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
+	s.setCondition(ctx, u.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
+	s.recorder.Eventf(u.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
 }
 
 // related is the group as an event's related object; nil (not a typed nil)
 // for a lone pod.
 func (u *unit) related() runtime.Object {
-	if u.group == nil {
+	if u.Group == nil {
 		return nil
 	}
-	return u.group
+	return u.Group
 }
 
 // unplacedMembers are the members a failed cycle leaves pending, each with
@@ -113,7 +113,7 @@ func (u *unit) related() runtime.Object {
 // unbound — those placed and rolled back as much as those that found no
 // node — and each says so: autoscalers read PodScheduled=False per pod.
 func unplacedMembers(u *unit, res placement.Result) []placement.Failure {
-	if !u.gang() || len(res.Assignments) > 0 || len(res.Unplaced) == 0 {
+	if !u.Gang() || len(res.Assignments) > 0 || len(res.Unplaced) == 0 {
 		return res.Unplaced
 	}
 	failed := make(map[*corev1.Pod]bool, len(res.Unplaced))
@@ -121,7 +121,7 @@ func unplacedMembers(u *unit, res placement.Result) []placement.Failure {
 	for _, f := range res.Unplaced {
 		failed[f.Pod] = true
 	}
-	for _, p := range u.pending {
+	for _, p := range u.Pending {
 		if !failed[p] {
 			out = append(out, placement.Failure{Pod: p})
 		}
@@ -130,8 +130,8 @@ func unplacedMembers(u *unit, res placement.Result) []placement.Failure {
 }
 
 func podMessage(u *unit, f placement.Failure, groupMsg, note string) string {
-	if u.gang() {
-		return fmt.Sprintf("PodGroup %s: %s", u.group.Name, groupMsg)
+	if u.Gang() {
+		return fmt.Sprintf("PodGroup %s: %s", u.Group.Name, groupMsg)
 	}
 	if note != "" {
 		return f.Diagnosis.String() + "; " + note
@@ -172,8 +172,8 @@ func (s *Scheduler) setGroupCondition(ctx context.Context, pg *lockv1.PodGroup, 
 // members, so a gang is never judged while it is being bound.
 func (s *Scheduler) recordIncarnation(ctx context.Context, u *unit, bound []*corev1.Pod) {
 	now := metav1.Now()
-	s.updateGroupStatus(ctx, u.group, "incarnation", func(cur *lockv1.PodGroup) bool {
-		next := podgroup.Record(cur.Status.Incarnation, int32(podgroup.MinCount(cur)), u.pods, bound, now)
+	s.updateGroupStatus(ctx, u.Group, "incarnation", func(cur *lockv1.PodGroup) bool {
+		next := podgroup.Record(cur.Status.Incarnation, int32(podgroup.MinCount(cur)), u.Pods, bound, now)
 		if cur.Status.Incarnation != nil && len(next.Members) == len(cur.Status.Incarnation.Members) && next.Number == cur.Status.Incarnation.Number {
 			return false
 		}

@@ -1,0 +1,112 @@
+package podgroup
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+)
+
+// Unit is a PodGroup (or a lone pod) resolved against its pods: what the
+// scheduler places in one cycle and what explain explains. The scheduler,
+// explain and the benchmarks resolve units only through Resolve and
+// ResolvePod, so they cannot disagree on who is a member, who counts as
+// bound, or why a unit waits.
+type Unit struct {
+	// Group is nil for a lone pod, and for pods naming a group that does
+	// not exist (then Waiting says so).
+	Group *lockv1.PodGroup
+	// Pods are every Lockstep pod of the unit the group admits; Members
+	// those of them that can count toward minCount (bound or assumed,
+	// gated, pending — not those that ended or left the incarnation).
+	Pods, Members []*corev1.Pod
+	// Pending are the members to place now (not gated), by name.
+	Pending []*corev1.Pod
+	// Bound counts the members that count toward minCount without being
+	// placed now: bound and staying, finished, or placed by the scheduler
+	// and being bound (assumed).
+	Bound int
+	// Gated counts pending members that still have scheduling gates.
+	Gated int
+	// Waiting explains why the unit cannot be attempted yet ("" if it can);
+	// WaitReason is the PodGroup condition reason for it ("" means
+	// lockstep's WaitingForPods).
+	Waiting, WaitReason string
+}
+
+// MinCount is the members the unit needs at once (1 unless a gang).
+func (u *Unit) MinCount() int { return MinCount(u.Group) }
+
+// Gang reports whether the unit is placed all or nothing.
+func (u *Unit) Gang() bool { return IsGang(u.Group) }
+
+// Assumed reports whether the scheduler placed a pending pod and is
+// binding it (its binding not yet seen): it counts as bound, and is not
+// placed again. nil means none is.
+type Assumed func(*corev1.Pod) bool
+
+// ResolvePod is a lone pod's unit: one member, pending unless gated,
+// bound or assumed.
+func ResolvePod(p *corev1.Pod, assumed Assumed) *Unit {
+	u := &Unit{Pods: []*corev1.Pod{p}, Members: []*corev1.Pod{p}}
+	switch {
+	case !Pending(p) || assumed != nil && assumed(p):
+		u.Bound = 1
+	case Gated(p):
+		u.Gated = 1
+		u.Waiting, u.WaitReason = "waiting for scheduling gates (spec.schedulingGates): a gated pod is not scheduled until its last gate is removed", lockv1.PodGroupReasonSchedulingGated
+	default:
+		u.Pending = []*corev1.Pod{p}
+	}
+	return u
+}
+
+// Resolve is the unit of group ns/name (pg nil when it does not exist)
+// from the pods that name it: its members, which of them count as bound,
+// which are to be placed, and why it waits, if it does.
+func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed Assumed) *Unit {
+	u := &Unit{Group: pg}
+	var inc *lockv1.PodGroupIncarnation
+	if pg != nil {
+		inc = pg.Status.Incarnation
+	}
+	for _, p := range pods {
+		if p.Namespace != ns || GroupOf(p) != name || !Ours(p) || !Admits(pg, p) {
+			continue
+		}
+		u.Pods = append(u.Pods, p)
+		switch {
+		case Holds(p, inc) || Pending(p) && assumed != nil && assumed(p):
+			u.Bound++
+		case Pending(p) && Gated(p):
+			u.Gated++
+		case Pending(p):
+			u.Pending = append(u.Pending, p)
+		default:
+			continue
+		}
+		u.Members = append(u.Members, p)
+	}
+	sort.Slice(u.Pending, func(i, j int) bool { return u.Pending[i].Name < u.Pending[j].Name })
+	have := u.Bound + len(u.Pending)
+	switch {
+	case pg == nil:
+		u.Waiting = fmt.Sprintf("PodGroup %s/%s does not exist yet; its pods wait for it", ns, name)
+	case len(pg.Spec.ResourceClaims) > 0:
+		// Never ignored silently: the webhook refuses new groups with them;
+		// one created before (or without the webhook) waits, saying why.
+		u.Waiting = "spec.resourceClaims (claims reserved for the whole PodGroup) is not supported by Lockstep: recreate the group without it and give each pod its own claim from a ResourceClaimTemplate, or share one ResourceClaim through the pods' spec.resourceClaims (at most 256 pods per claim)"
+	case u.Gang() && have < u.MinCount() && u.Gated > 0:
+		// The whole gang waits: placing the ungated members alone would
+		// hold their nodes and devices below minCount.
+		u.WaitReason = lockv1.PodGroupReasonSchedulingGated
+		u.Waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (spec.schedulingGates); none is placed until minCount %d are ungated", u.Gated, u.MinCount())
+	case u.Gang() && have < u.MinCount():
+		// No count in the message: it would change (and be written) with
+		// every member created; explain and `get podgroups` show the count.
+		u.Waiting = fmt.Sprintf("waiting for pods: fewer than minCount %d members exist; none is placed until %d do", u.MinCount(), u.MinCount())
+	}
+	return u
+}
