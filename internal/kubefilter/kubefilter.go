@@ -138,11 +138,11 @@ func reserving(filters []string) config.PluginSet {
 // until then changes are kept as differences.
 type View struct {
 	f     *Filters
-	nodes []*corev1.Node
-	// base are the pods the view started from (those that hold a node
-	// count); added and removed are the changes since, by UID, until snap
-	// is built.
-	base    []*corev1.Pod
+	nodes func() []*corev1.Node
+	// pods are the pods the view started from (those that hold a node
+	// count), read when snap is first built (nil after); added and removed
+	// are the changes since, by UID, until snap is built.
+	pods    func() []*corev1.Pod
 	added   map[types.UID]placed
 	removed map[types.UID]bool
 	// antiAffinity counts pods with required anti-affinity: while there are
@@ -165,13 +165,20 @@ var _ snapshot.PodConstraints = (*View)(nil)
 // NewView starts a cycle's view from the nodes and the pods bound to them
 // (terminal and unbound pods are ignored).
 func (f *Filters) NewView(nodes []*corev1.Node, pods []*corev1.Pod) *View {
-	v := &View{f: f, nodes: nodes, base: pods, added: map[types.UID]placed{}, removed: map[types.UID]bool{}}
+	n := 0
 	for _, p := range pods {
 		if holdsNode(p) && hasRequiredAntiAffinity(p) {
-			v.antiAffinity++
+			n++
 		}
 	}
-	return v
+	return f.NewLazyView(func() []*corev1.Node { return nodes }, func() []*corev1.Pod { return pods }, n)
+}
+
+// NewLazyView is NewView where the nodes and pods are read only when a pod
+// needs a check (the scheduler's cache supplies them, and counts the pods
+// holding a node that have required anti-affinity: antiAffinity).
+func (f *Filters) NewLazyView(nodes func() []*corev1.Node, pods func() []*corev1.Pod, antiAffinity int) *View {
+	return &View{f: f, nodes: nodes, pods: pods, added: map[types.UID]placed{}, removed: map[types.UID]bool{}, antiAffinity: antiAffinity}
 }
 
 // holdsNode reports whether a pod counts on its node: bound and not terminal.
@@ -271,8 +278,12 @@ func (v *View) build() error {
 	if v.snap != nil {
 		return nil
 	}
-	v.nodeOf = make(map[types.UID]placed, len(v.base)+len(v.added))
-	for _, p := range v.base {
+	var base []*corev1.Pod
+	if v.pods != nil {
+		base, v.pods = v.pods(), nil
+	}
+	v.nodeOf = make(map[types.UID]placed, len(base)+len(v.added))
+	for _, p := range base {
 		if holdsNode(p) && !v.removed[p.UID] {
 			v.nodeOf[p.UID] = placed{pod: p, node: p.Spec.NodeName}
 		}
@@ -284,18 +295,18 @@ func (v *View) build() error {
 	for _, a := range v.nodeOf {
 		pods = append(pods, a.pod)
 	}
-	snap := cache.NewSnapshot(pods, v.nodes)
+	snap := cache.NewSnapshot(pods, v.nodes())
 	if err := snap.StartMutations(); err != nil {
 		return err
 	}
 	v.snap = snap
-	v.base, v.added, v.removed = nil, nil, nil
+	v.added, v.removed = nil, nil
 	return nil
 }
 
 // unbuild drops the snapshot, keeping what it held as differences.
 func (v *View) unbuild() {
-	v.base, v.added, v.removed = nil, map[types.UID]placed{}, map[types.UID]bool{}
+	v.added, v.removed = map[types.UID]placed{}, map[types.UID]bool{}
 	for uid, a := range v.nodeOf {
 		v.added[uid] = a
 	}
@@ -418,7 +429,4 @@ func hasConstraints(p *corev1.Pod) bool {
 	return false
 }
 
-func hasRequiredAntiAffinity(p *corev1.Pod) bool {
-	a := p.Spec.Affinity
-	return a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
-}
+func hasRequiredAntiAffinity(p *corev1.Pod) bool { return snapshot.HasRequiredAntiAffinity(p) }

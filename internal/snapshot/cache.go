@@ -56,6 +56,9 @@ type Cache struct {
 	globalChanged  bool
 	classesChanged bool
 
+	// antiAffinity counts the pods on a node with required anti-affinity.
+	antiAffinity int
+
 	snap *Snapshot
 }
 
@@ -79,8 +82,10 @@ type podItem struct {
 	req   Resources
 	ports []string
 	// view is the pod as the cycle's pod constraints see it (with an
-	// assumed node), built on demand.
+	// assumed node), built on demand; anti is whether it has required
+	// pod anti-affinity (counted while on a node).
 	view *corev1.Pod
+	anti bool
 	// the assumption, when assumed
 	assumed bool
 	node    string
@@ -213,6 +218,9 @@ func (c *Cache) recount(pi *podItem) {
 			}
 		}
 		it.pods--
+		if pi.anti {
+			c.antiAffinity--
+		}
 		c.dirty(pi.on)
 		c.gc(pi.on)
 	}
@@ -224,6 +232,9 @@ func (c *Cache) recount(pi *podItem) {
 			it.ports[p]++
 		}
 		it.pods++
+		if pi.anti = HasRequiredAntiAffinity(pi.pod); pi.anti {
+			c.antiAffinity++
+		}
 		c.dirty(target)
 	}
 }
@@ -343,6 +354,22 @@ func (c *Cache) Assumptions() (pods, claims int) {
 	return len(c.assumedPods), len(c.assumedClaims)
 }
 
+// AntiAffinityPods counts the pods that count on a node and have required
+// pod anti-affinity (while there are none, a pod without constraints of its
+// own needs no inter-pod check).
+func (c *Cache) AntiAffinityPods() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.antiAffinity
+}
+
+// HasRequiredAntiAffinity reports whether a pod has required pod
+// anti-affinity terms.
+func HasRequiredAntiAffinity(p *corev1.Pod) bool {
+	a := p.Spec.Affinity
+	return a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+}
+
 // Pods are the pods that count on a node — bound, or assumed (then with
 // the assumed node) — for the cycle's pod constraints.
 func (c *Cache) Pods() []*corev1.Pod {
@@ -393,13 +420,16 @@ func isExtendedClaim(c *resourcev1.ResourceClaim) bool {
 	return c.Annotations[resourcev1.ExtendedResourceClaimAnnotation] == "true"
 }
 
-// AddClaim and UpdateClaim record a claim's current version.
+// AddClaim and UpdateClaim record a claim's current version; one that
+// shows an assumption written (allocated, with at least the assumed
+// reservations) confirms it.
 func (c *Cache) AddClaim(cl *resourcev1.ResourceClaim) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := claimKey(cl)
 	c.claim(key).informer = cl
 	c.dirtyClaims[key] = struct{}{}
+	c.settleClaim(key, c.now())
 }
 
 // UpdateClaim records a claim's new version.
@@ -436,6 +466,7 @@ func (c *Cache) UnpinClaim(key types.NamespacedName) {
 	defer c.mu.Unlock()
 	if ci := c.claims[key]; ci != nil && ci.assumed != nil {
 		ci.pinned, ci.at = false, c.now()
+		c.settleClaim(key, ci.at)
 	}
 }
 
@@ -641,6 +672,7 @@ func (c *Cache) updateNodes(s *Snapshot) {
 		}
 		c.nodeSetChanged = false
 		clear(c.dirtyNodes)
+		s.nodeObjs = nil
 		return
 	}
 	for name := range s.touched {
@@ -660,6 +692,9 @@ func (c *Cache) updateNodes(s *Snapshot) {
 		ni := c.nodeInfo(s, it)
 		i := sort.Search(len(s.Nodes), func(i int) bool { return s.Nodes[i].Node.Name >= name })
 		s.Nodes[i], s.nodeByName[name] = ni, ni
+		if s.nodeObjs != nil && s.nodeObjs[i] != it.node {
+			s.nodeObjs = nil
+		}
 	}
 	clear(c.dirtyNodes)
 }

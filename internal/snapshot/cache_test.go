@@ -20,7 +20,7 @@ import (
 // built from scratch (New) from the same objects with the assumptions
 // applied: incremental updates lose nothing and leave nothing behind.
 func TestCacheSnapshotEqualsRebuild(t *testing.T) {
-	for seed := int64(1); seed <= 20; seed++ {
+	for seed := int64(1); seed <= 50; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			w := newWorld(seed)
 			for step := 0; step < 300; step++ {
@@ -144,6 +144,9 @@ func (w *world) event() {
 		if w.rng.Intn(2) == 0 {
 			p.Spec.NodeName = w.pick(w.nodeNames())
 		}
+		if w.rng.Intn(5) == 0 {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname}}}}
+		}
 		w.pods[p.UID] = p
 		w.cache.AddPod(p)
 	case r < 35 && len(w.pods) > 0: // a pod changes: bound, finished, resized
@@ -227,7 +230,9 @@ func (w *world) event() {
 		}
 		pinned := w.rng.Intn(2) == 0
 		w.cache.AssumeClaim(c, pinned)
-		w.aClaims[key], w.pinned[key] = c, pinned
+		// A pin the entry has is kept.
+		w.pinned[key] = pinned || w.aClaims[key] != nil && w.pinned[key]
+		w.aClaims[key] = c
 	case r < 88: // a claim created for extended resources, not seen yet
 		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("ext", w.seq), Annotations: map[string]string{resourcev1.ExtendedResourceClaimAnnotation: "true"}}}
 		if c.Status.Allocation = w.allocation(); c.Status.Allocation == nil {
@@ -392,6 +397,30 @@ func (w *world) compare(t *testing.T, step int, got *Snapshot) {
 	}
 	if !sameSlices(got.GlobalSlices, want.GlobalSlices) || len(got.Classes) != len(want.Classes) {
 		t.Fatalf("step %d: global slices or classes differ", step)
+	}
+	anti, onNodes := 0, 0
+	for uid, p := range w.pods {
+		node := p.Spec.NodeName
+		if n, ok := w.aPods[uid]; ok {
+			node = n
+		}
+		if node != "" && p.Status.Phase != corev1.PodSucceeded {
+			onNodes++
+			if HasRequiredAntiAffinity(p) {
+				anti++
+			}
+		}
+	}
+	if got := w.cache.AntiAffinityPods(); got != anti {
+		t.Fatalf("step %d: %d pods with required anti-affinity on nodes, want %d", step, got, anti)
+	}
+	if got := len(w.cache.Pods()); got != onNodes {
+		t.Fatalf("step %d: Pods() has %d pods, want the %d on nodes", step, got, onNodes)
+	}
+	for i, n := range got.NodeObjects() {
+		if n != want.Nodes[i].Node {
+			t.Fatalf("step %d: NodeObjects()[%d] is %s, not the snapshot's node", step, i, n.Name)
+		}
 	}
 }
 

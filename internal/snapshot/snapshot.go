@@ -67,6 +67,9 @@ type Snapshot struct {
 	tracked bool
 	journal []func()
 	touched map[string]bool
+	// nodeObjs caches NodeObjects (a tracked snapshot drops it when nodes
+	// change).
+	nodeObjs []*corev1.Node
 }
 
 // PodConstraints are the filters whose answer depends on the other pods of
@@ -175,11 +178,13 @@ func New(in Input) *Snapshot {
 
 // NodeObjects are the snapshot's nodes, in name order.
 func (s *Snapshot) NodeObjects() []*corev1.Node {
-	out := make([]*corev1.Node, len(s.Nodes))
-	for i, ni := range s.Nodes {
-		out[i] = ni.Node
+	if s.nodeObjs == nil {
+		s.nodeObjs = make([]*corev1.Node, len(s.Nodes))
+		for i, ni := range s.Nodes {
+			s.nodeObjs[i] = ni.Node
+		}
 	}
-	return out
+	return s.nodeObjs
 }
 
 // Node returns the NodeInfo of a node, or nil.
