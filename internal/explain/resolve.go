@@ -89,5 +89,5 @@ func podUnit(st *state, p *corev1.Pod) *unit {
 }
 
 func fromResolved(r *podgroup.Unit) *unit {
-	return &unit{group: r.Group, members: r.Members, pending: r.Pending, bound: r.Bound, gated: r.Gated, minCount: r.MinCount(), gang: r.Gang()}
+	return &unit{group: r.Group, members: r.Members, pending: r.Pending, bound: r.Bound, gated: r.Gated, minCount: r.MinCount(), gang: r.Gang(), resolved: r}
 }

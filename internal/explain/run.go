@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/dynamic-resource-allocation/cel"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -43,6 +43,8 @@ type unit struct {
 	minCount int
 	gang     bool
 	priority int32
+	// resolved is the unit as the scheduler resolves it.
+	resolved *podgroup.Unit
 }
 
 // Run explains the target.
@@ -76,64 +78,66 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		r.Answer = fmt.Sprintf("%s is waiting: %s", u.label, missing)
 		return r, nil
 	}
+	// The scheduler's own decision (decide.Decide) on a snapshot built as
+	// its cache builds one; evidence reads a fresh one (a placed unit stays
+	// in the first).
 	cache := dra.NewCache()
-	pu := placement.Unit{Members: members, Bound: u.bound, MinCount: u.minCount, Gang: u.gang, TopologyKeys: r.Topology}
-	snap := st.snapshot() // placement assumes into it; evidence reads a fresh one
-	res, err := placement.Place(ctx, snap, dra.New(snap, cache), pu)
-	if err != nil {
-		r.Answer = fmt.Sprintf("%s cannot be evaluated (SchedulerError): %v", u.label, err)
+	d := decide.Decide(ctx, st.snapshot(), cache, decide.Input{Unit: u.resolved, Priority: u.priority, Preemption: func() (*decide.Preemption, error) {
+		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
+	}})
+	if d.Kind == decide.Error {
+		r.Answer = fmt.Sprintf("%s cannot be evaluated (SchedulerError): %v", u.label, d.Err)
 		return r, nil
 	}
 	evidence := st.snapshot()
 	r.ExtendedResources = extendedResources(evidence, u.pending)
 	r.Devices = classReports(ctx, st, evidence, cache, members, r.ExtendedResources)
 	r.Holders = holders(st, u, r.Devices)
-	switch {
-	case len(res.Unplaced) == 0 || u.gang && len(res.Assignments) > 0:
-		r.Answer = fmt.Sprintf("%s fits now (%d of %d pending pods placeable): the scheduler places it on its next attempt", u.label, res.Placeable, len(u.pending))
+	switch d.Kind {
+	case decide.Bind:
+		r.Answer = fmt.Sprintf("%s fits now (%d of %d pending pods placeable): the scheduler places it on its next attempt", u.label, d.Result.Placeable, len(u.pending))
+	case decide.Wait:
+		r.Answer = fmt.Sprintf("%s is waiting: %s", u.label, d.Reason)
 	default:
-		r.Answer = fmt.Sprintf("%s is pending: %s", u.label, placement.Summary(ctx, evidence, cache, pu, res))
-		r.Reasons = res.Unplaced[0].Diagnosis.Top()
-		pre, err := st.preemption(ctx, u, pu, cache)
-		if err != nil {
-			return nil, err
-		}
-		r.Preemption = pre
+		r.Answer = fmt.Sprintf("%s is pending: %s", u.label, d.Summary)
+		r.Reasons = d.Result.Unplaced[0].Diagnosis.Top()
+		r.Preemption = preemptionNote(d)
 	}
 	return r, nil
 }
 
-// preemption runs the scheduler's preemption search on a fresh snapshot.
-func (st *state) preemption(ctx context.Context, u *unit, pu placement.Unit, cache *cel.Cache) (string, error) {
-	if !preemption.Allowed(u.group, u.members) {
-		return "preemptionPolicy Never: no preemption", nil
+// preemptionNote is what the scheduler's preemption search concludes, as
+// explain words it.
+func preemptionNote(d decide.Decision) string {
+	plan := d.Plan
+	switch {
+	case d.Kind == decide.Unschedulable:
+		return strings.TrimPrefix(d.Reason, "preemption ")
+	case plan == nil:
+		return d.Reason
+	case len(plan.Victims) == 0:
+		return fmt.Sprintf("would wait for %d lower-priority units already terminating", len(plan.Terminating))
 	}
+	out := fmt.Sprintf("would evict %s", plan.Describe())
+	if len(plan.ViolatedPDBs) > 0 {
+		out += fmt.Sprintf(" (violating PodDisruptionBudget %s: no other choice)", strings.Join(plan.ViolatedPDBs, ", "))
+	}
+	return out
+}
+
+// candidates are the running units, as the scheduler lists them.
+func (st *state) candidates() []preemption.Candidate {
 	pods := make([]*corev1.Pod, 0, len(st.pods))
 	for i := range st.pods {
 		pods = append(pods, &st.pods[i])
 	}
-	cands := preemption.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	return preemption.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		g := st.groups[ns+"/"+name]
 		if g == nil {
 			return nil, 0
 		}
 		return g, st.groupPriority(g)
 	})
-	snap := st.snapshot()
-	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), preemption.Input{Unit: pu, Priority: u.priority, Candidates: cands, PDBs: st.pdbs})
-	switch {
-	case err != nil:
-		return "", err
-	case plan == nil:
-		return "cannot help: " + why, nil
-	case len(plan.Victims) == 0:
-		return fmt.Sprintf("would wait for %d lower-priority units already terminating", len(plan.Terminating)), nil
-	}
-	out := fmt.Sprintf("would evict %s", plan.Describe())
-	if len(plan.ViolatedPDBs) > 0 {
-		out += fmt.Sprintf(" (violating PodDisruptionBudget %s: no other choice)", strings.Join(plan.ViolatedPDBs, ", "))
-	}
-	return out, nil
 }
 
 // waitingAnswer covers the units that cannot be attempted at all.

@@ -3,15 +3,13 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -50,104 +48,81 @@ func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
 		s.queue.Done(k)
 		return
 	}
-	if u.Waiting != "" {
-		logger.V(2).Info("Unit waits", "reason", u.Waiting)
+	prio := s.priority(k)
+	snap := s.snapshot(k, prio)
+	d := decide.Decide(ctx, snap, s.celCache, decide.Input{Unit: u.Unit, Priority: prio, Preemption: func() (*decide.Preemption, error) {
+		return s.preemptionInput(ctx, u)
+	}})
+	logger.V(1).Info("Decided", "decision", d.Kind, "pending", len(u.Pending), "bound", u.Bound, "placed", len(d.Result.Assignments), "placeable", d.Result.Placeable, "took", time.Since(start))
+	s.execute(ctx, u, d, start, prio)
+}
+
+// execute carries a decision out: its API writes and exactly one queue
+// transition for the unit.
+func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, start time.Time, prio int32) {
+	logger := klog.FromContext(ctx)
+	k := u.key
+	switch d.Kind {
+	case decide.Wait:
+		logger.V(2).Info("Unit waits", "reason", d.Reason)
+		u.Waiting, u.WaitReason = d.Reason, d.WaitReason
 		s.reportWaiting(ctx, u)
 		// Pod, claim and PodGroup events bring the unit back.
 		s.queue.Wait(k)
-		return
-	}
-	members, missing := s.members(u)
-	if missing != "" {
-		logger.V(2).Info("Unit waits", "reason", missing)
-		u.Waiting = missing
-		s.reportWaiting(ctx, u)
-		s.queue.Wait(k)
-		return
-	}
-	prio := s.priority(k)
-	snap := s.snapshot(k, prio)
-	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), TopologyKeys: podgroup.TopologyKeys(u.Group)}
-	res, err := placement.Place(ctx, snap, dra.New(snap, s.celCache), pu)
-	logger.V(1).Info("Placement decided", "pending", len(u.Pending), "bound", u.Bound, "placed", len(res.Assignments), "placeable", res.Placeable, "took", time.Since(start))
-	if err != nil {
+	case decide.Error:
 		s.observe(start, metrics.ResultError)
-		s.reportError(ctx, u, err)
-		if errors.Is(err, placement.ErrMissingClaim) {
+		s.reportError(ctx, u, d.Err)
+		if d.MissingClaim() {
 			s.queue.Wait(k)
 		} else {
 			s.queue.Retry(k)
 		}
-		return
-	}
-	unschedulable := len(res.Unplaced) > 0 && (u.Gang() || len(res.Assignments) == 0)
-	summary := ""
-	if len(res.Unplaced) > 0 {
-		// Read from the snapshot now: the next cycle changes it.
-		summary = placement.Summary(ctx, snap, s.celCache, pu, res)
-	}
-	if len(res.Assignments) > 0 {
-		s.binder.assume(res.Assignments)
-		if !unschedulable {
-			// The binding cycle: the writes run while the next units are
-			// decided; the unit stays in flight until they are done.
-			s.noms.drop(k)
-			s.goBind(ctx, func(ctx context.Context) { s.complete(ctx, u, pu, nil, res, summary, start, prio) })
-			return
+	case decide.Bind:
+		// The binding cycle: the writes run while the next units are
+		// decided; the unit stays in flight until they are done. The
+		// placement is assumed first, so those cycles see it taken.
+		s.binder.assume(d.Result.Assignments)
+		s.noms.drop(k)
+		s.goBind(ctx, func(ctx context.Context) { s.bindUnit(ctx, u, d, start) })
+	default: // Unschedulable, Preempt
+		note, victimsGoing := s.preempt(ctx, u, prio, d)
+		s.reportPlaced(ctx, u, d.Result, d.Summary, note)
+		s.observe(start, metrics.ResultUnschedulable)
+		s.countDeviceFailures(d.Result)
+		if victimsGoing {
+			// Pod and claim events announce the victims' departure.
+			s.queue.WaitFor(k, victimPoll)
+		} else {
+			s.queue.Unschedulable(k)
 		}
 	}
-	if !unschedulable {
-		snap = nil
-	}
-	s.complete(ctx, u, pu, snap, res, summary, start, prio)
 }
 
-// complete writes a cycle's outcome: the bindings, the incarnation, the
-// statuses and events, a preemption for a unit that does not fit, and the
-// queue transition. snap is set for a unit that did not fit (preemption
-// decides from it), nil otherwise; summary says what did not fit.
-func (s *Scheduler) complete(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, res placement.Result, summary string, start time.Time, prio int32) {
-	unschedulable := snap != nil
+// bindUnit is a unit's binding cycle: the bindings, the incarnation, the
+// statuses and events, and the queue transition.
+func (s *Scheduler) bindUnit(ctx context.Context, u *unit, d decide.Decision, start time.Time) {
 	logger := klog.FromContext(ctx)
 	k := u.key
-	if len(res.Assignments) > 0 {
-		bound, err := s.binder.bind(ctx, res.Assignments)
-		if len(bound) > 0 && u.records() {
-			// Record what is bound even when part failed: the next cycle
-			// binds the rest into the same incarnation, and if it cannot,
-			// the integrity controller sees a gang short of minCount.
-			s.recordIncarnation(ctx, u, bound)
-		}
-		if err != nil {
-			s.observe(start, metrics.ResultError)
-			s.metrics.WriteErrors.WithLabelValues(writeKind(err)).Inc()
-			logger.Error(err, "Binding failed; unit requeued")
-			s.reportError(ctx, u, err)
-			s.queue.Retry(k)
-			return
-		}
+	bound, err := s.binder.bind(ctx, d.Result.Assignments)
+	if len(bound) > 0 && u.records() {
+		// Record what is bound even when part failed: the next cycle
+		// binds the rest into the same incarnation, and if it cannot,
+		// the integrity controller sees a gang short of minCount.
+		s.recordIncarnation(ctx, u, bound)
 	}
-	note, victimsGoing := "", false
-	if unschedulable {
-		// Place rolled a failed unit back: snap is as the cycle found it.
-		note, victimsGoing = s.preempt(ctx, u, pu, snap, prio)
-	} else {
-		s.noms.drop(k)
+	if err != nil {
+		s.observe(start, metrics.ResultError)
+		s.metrics.WriteErrors.WithLabelValues(writeKind(err)).Inc()
+		logger.Error(err, "Binding failed; unit requeued")
+		s.reportError(ctx, u, err)
+		s.queue.Retry(k)
+		return
 	}
-	s.reportPlaced(ctx, u, res, summary, note)
-	if unschedulable {
-		s.observe(start, metrics.ResultUnschedulable)
-		s.countDeviceFailures(res)
-	} else {
-		s.observe(start, metrics.ResultScheduled)
-	}
-	switch {
-	case victimsGoing:
-		// Pod and claim events announce the victims' departure.
-		s.queue.WaitFor(k, victimPoll)
-	case len(res.Unplaced) > 0:
+	s.reportPlaced(ctx, u, d.Result, d.Summary, "")
+	s.observe(start, metrics.ResultScheduled)
+	if len(d.Result.Unplaced) > 0 {
 		s.queue.Unschedulable(k)
-	default:
+	} else {
 		s.queue.Done(k)
 	}
 }
@@ -248,33 +223,12 @@ func (s *Scheduler) isAssumed(p *corev1.Pod) bool {
 	return ok
 }
 
-// members resolves each pending pod's claims; the second result explains
-// what the unit waits for when a claim does not exist yet.
-func (s *Scheduler) members(u *unit) ([]placement.Member, string) {
-	out := make([]placement.Member, 0, len(u.Pending))
-	for _, p := range u.Pending {
-		m := placement.Member{Pod: p}
-		for _, pc := range p.Spec.ResourceClaims {
-			name, ok := snapshot.ClaimName(p, pc)
-			if !ok {
-				return nil, fmt.Sprintf("pod %s: waiting for the ResourceClaim of %q to be created from its template", p.Name, pc.Name)
-			}
-			if _, err := s.listers.claims.ResourceClaims(p.Namespace).Get(name); err != nil {
-				return nil, fmt.Sprintf("pod %s: waiting for ResourceClaim %s", p.Name, name)
-			}
-			m.Claims = append(m.Claims, types.NamespacedName{Namespace: p.Namespace, Name: name})
-		}
-		out = append(out, m)
-	}
-	return out, ""
-}
-
 // snapshot brings the cache's snapshot up to date for a cycle — assumed
 // decisions applied, only what changed since the last cycle copied — with
 // the capacity nominated to other preemptors of priority ≥ prio held.
 func (s *Scheduler) snapshot(self queue.Key, prio int32) *snapshot.Snapshot {
 	snap := s.cache.Update()
-	snap.Constraints = s.filters.NewView(snap.NodeObjects(), s.cache.Pods())
+	snap.Constraints = s.filters.NewLazyView(snap.NodeObjects, s.cache.Pods, s.cache.AntiAffinityPods())
 	s.noms.reserve(snap, self, prio)
 	return snap
 }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
@@ -116,62 +116,29 @@ func (u *unit) name() string {
 	return fmt.Sprintf("pod %s/%s", u.Pending[0].Namespace, u.Pending[0].Name)
 }
 
-// preempt runs when the unit did not fit. It waits for an earlier
-// preemption's victims, or plans a new one and evicts its victims. It
-// returns a note for the unit's condition while a preemption is under way
-// (and then true: retry soon, victims are terminating); when preemption
-// cannot help it says why in a NotPreempting event and returns "".
-func (s *Scheduler) preempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (string, bool) {
-	note, going, why := s.tryPreempt(ctx, u, pu, snap, prio)
-	if why != "" {
-		var regarding runtime.Object = u.Pending[0]
-		if u.Group != nil {
-			regarding = u.Group
-		}
-		s.recorder.Eventf(regarding, nil, corev1.EventTypeNormal, eventNotPreempting, "Preempting", "%s", why)
-	}
-	return note, going
-}
-
-func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, snap *snapshot.Snapshot, prio int32) (note string, going bool, why string) {
+// preempt carries out the preemption part of a decision for a unit that
+// did not fit: it evicts the plan's victims and nominates the unit for
+// what they free, or notes the preemption under way. It returns a note for
+// the unit's condition while a preemption is under way (and then true:
+// retry soon, victims are terminating); when preemption cannot help it
+// says why in a NotPreempting event and returns "".
+func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.Decision) (string, bool) {
 	logger := klog.FromContext(ctx)
-	if !preemption.Allowed(u.Group, u.Pending) {
-		return "", false, "preemptionPolicy Never: no preemption"
-	}
-	var stuckPods sets.Set[types.UID]
-	if nom := s.noms.get(u.key); nom != nil {
-		left := s.victimsLeft(nom)
-		if len(left) > 0 && time.Now().Before(nom.deadline) {
-			return fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.victims), len(left)), true, ""
+	switch {
+	case d.Kind == decide.Unschedulable:
+		if d.Reason != "" {
+			logger.V(2).Info("Preemption cannot help", "why", d.Reason)
+			var regarding runtime.Object = u.Pending[0]
+			if u.Group != nil {
+				regarding = u.Group
+			}
+			s.recorder.Eventf(regarding, nil, corev1.EventTypeNormal, eventNotPreempting, "Preempting", "%s", d.Reason)
 		}
-		s.noms.drop(u.key)
-		if len(left) > 0 {
-			stuckPods = sets.New(left...)
-			logger.Info("Preemption victims did not go in time; planning again without them", "stuck", len(left))
-		}
+		return "", false
+	case d.Plan == nil:
+		return d.Reason, true
 	}
-	cands, err := s.candidates()
-	if err != nil {
-		logger.Error(err, "Listing preemption candidates")
-		return "", false, ""
-	}
-	pdbs, err := s.listers.pdbs.List(everything)
-	if err != nil {
-		logger.Error(err, "Listing PodDisruptionBudgets")
-		return "", false, ""
-	}
-	start := time.Now()
-	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, s.celCache), preemption.Input{
-		Unit: pu, Priority: prio, Candidates: cands, PDBs: pdbs, Stuck: stuckPods,
-	})
-	if err != nil {
-		logger.Error(err, "Preemption search failed")
-		return "", false, ""
-	}
-	if plan == nil {
-		logger.V(2).Info("Preemption cannot help", "why", why, "took", time.Since(start))
-		return "", false, "preemption cannot help: " + why
-	}
+	plan := d.Plan
 	nom := &nomination{priority: prio, assignments: plan.Placement.Assignments, victims: map[types.UID]victimPod{}}
 	grace := int64(0)
 	for _, c := range append(append([]preemption.Candidate(nil), plan.Victims...), plan.Terminating...) {
@@ -185,14 +152,41 @@ func (s *Scheduler) tryPreempt(ctx context.Context, u *unit, pu placement.Unit, 
 	nom.deadline = time.Now().Add(time.Duration(grace)*time.Second + nominationSlack)
 	s.noms.set(u.key, nom)
 	logger.Info("Preempting", "victims", candidateNames(plan.Victims), "victimPods", plan.VictimPods(),
-		"terminating", len(plan.Terminating), "violatedPDBs", plan.ViolatedPDBs, "considered", plan.Considered, "took", time.Since(start))
+		"terminating", len(plan.Terminating), "violatedPDBs", plan.ViolatedPDBs, "considered", plan.Considered)
 	if len(plan.Victims) == 0 {
-		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.victims)), true, ""
+		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.victims)), true
 	}
 	s.evict(ctx, u, prio, plan)
 	s.metrics.Preemptions.WithLabelValues(strconv.Itoa(int(prio))).Inc()
 	s.metrics.PreemptionVictims.Observe(float64(plan.VictimPods()))
-	return fmt.Sprintf("preempting %s; nominated for the freed capacity", plan.Describe()), true, ""
+	return fmt.Sprintf("preempting %s; nominated for the freed capacity", plan.Describe()), true
+}
+
+// preemptionInput is what a unit that does not fit may preempt — or, while
+// its earlier preemption's victims are still going, that one is under way.
+// Victims that did not go by the deadline are planned around.
+func (s *Scheduler) preemptionInput(ctx context.Context, u *unit) (*decide.Preemption, error) {
+	var stuck sets.Set[types.UID]
+	if nom := s.noms.get(u.key); nom != nil {
+		left := s.victimsLeft(nom)
+		if len(left) > 0 && time.Now().Before(nom.deadline) {
+			return &decide.Preemption{InProgress: fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.victims), len(left))}, nil
+		}
+		s.noms.drop(u.key)
+		if len(left) > 0 {
+			stuck = sets.New(left...)
+			klog.FromContext(ctx).Info("Preemption victims did not go in time; planning again without them", "stuck", len(left))
+		}
+	}
+	cands, err := s.candidates()
+	if err != nil {
+		return nil, err
+	}
+	pdbs, err := s.listers.pdbs.List(everything)
+	if err != nil {
+		return nil, err
+	}
+	return &decide.Preemption{Candidates: cands, PDBs: pdbs, Stuck: stuck}, nil
 }
 
 // nominatedNodes maps each pod of a unit's nomination to the node held for

@@ -1,0 +1,175 @@
+// Package decide is one scheduling decision as a value: from a snapshot and
+// a unit (a PodGroup or a lone pod, resolved by podgroup.Resolve) to what
+// should happen — bind these assignments, preempt with this plan, wait for
+// this reason, unschedulable with this summary, or an error. It writes
+// nothing and keeps no state: the scheduler's executor turns a Decision
+// into API writes and exactly one queue transition; explain, the
+// benchmarks and the golden scenario tests call the same function.
+package decide
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// Kind is what a Decision says to do.
+type Kind string
+
+const (
+	// Bind the Result's assignments (a basic group may also have members
+	// that did not fit: Summary says why).
+	Bind Kind = "Bind"
+	// Preempt: evict Plan's victims; the unit is nominated for
+	// Plan.Placement. Without a Plan a preemption for the unit is already
+	// under way (Reason).
+	Preempt Kind = "Preempt"
+	// Wait: the unit cannot be attempted yet (Reason, WaitReason).
+	Wait Kind = "Wait"
+	// Unschedulable: the unit does not fit (Summary) and preemption cannot
+	// help (Reason says why, when it was considered).
+	Unschedulable Kind = "Unschedulable"
+	// Error: the decision could not be made (Err).
+	Error Kind = "Error"
+)
+
+// Input is what a decision reads besides the snapshot.
+type Input struct {
+	Unit *podgroup.Unit
+	// Priority is the unit's (its members').
+	Priority int32
+	// Preemption, when set, is called only for a unit that does not fit,
+	// for what a preemption search needs; nil (or a nil result) means
+	// preemption is not considered.
+	Preemption func() (*Preemption, error)
+}
+
+// Preemption is what a unit that does not fit may preempt.
+type Preemption struct {
+	// Candidates are everything running (preemption.Candidates).
+	Candidates []preemption.Candidate
+	PDBs       []*policyv1.PodDisruptionBudget
+	// Stuck are pods evicted before that did not go.
+	Stuck sets.Set[types.UID]
+	// InProgress, when set, says this unit's earlier preemption is still
+	// under way (its victims terminating): no new one is planned.
+	InProgress string
+}
+
+// Decision is what one cycle decided for a unit.
+type Decision struct {
+	Kind Kind
+	// Unit is the unit as placement saw it; Result what placement gave
+	// (assignments for Bind; what did not fit otherwise).
+	Unit   placement.Unit
+	Result placement.Result
+	// Summary says what did not fit ("" when everything did).
+	Summary string
+	// Plan is the preemption to carry out (Preempt).
+	Plan *preemption.Plan
+	// Reason: why the unit waits (Wait), the preemption under way
+	// (Preempt without Plan), or why preemption cannot help
+	// (Unschedulable). WaitReason is the PodGroup condition reason of a
+	// Wait ("" for WaitingForPods).
+	Reason, WaitReason string
+	Err                error
+}
+
+// reasonPreemptionNever is why a unit whose policy forbids preemption is
+// not preempting.
+const reasonPreemptionNever = "preemptionPolicy Never: no preemption"
+
+// Decide decides one unit on snap. A unit that is placed stays placed in
+// snap (the caller assumes it); one that is not leaves snap as it found it.
+func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in Input) Decision {
+	u := in.Unit
+	if u.Waiting != "" {
+		return Decision{Kind: Wait, Reason: u.Waiting, WaitReason: u.WaitReason}
+	}
+	members, missing := Members(snap, u)
+	if missing != "" {
+		return Decision{Kind: Wait, Reason: missing}
+	}
+	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), TopologyKeys: podgroup.TopologyKeys(u.Group)}
+	res, err := placement.Place(ctx, snap, dra.New(snap, cache), pu)
+	d := Decision{Unit: pu, Result: res}
+	if err != nil {
+		d.Kind, d.Err = Error, err
+		return d
+	}
+	if len(res.Unplaced) > 0 {
+		d.Summary = placement.Summary(ctx, snap, cache, pu, res)
+	}
+	if len(res.Unplaced) == 0 || !u.Gang() && len(res.Assignments) > 0 {
+		d.Kind = Bind
+		return d
+	}
+	d.Kind = Unschedulable
+	if !preemption.Allowed(u.Group, u.Pending) {
+		d.Reason = reasonPreemptionNever
+		return d
+	}
+	if in.Preemption == nil {
+		return d
+	}
+	p, err := in.Preemption()
+	switch {
+	case err != nil:
+		d.Kind, d.Err = Error, fmt.Errorf("preemption candidates: %w", err)
+		return d
+	case p == nil:
+		return d
+	case p.InProgress != "":
+		d.Kind, d.Reason = Preempt, p.InProgress
+		return d
+	}
+	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), preemption.Input{
+		Unit: pu, Priority: in.Priority, Candidates: p.Candidates, PDBs: p.PDBs, Stuck: p.Stuck,
+	})
+	switch {
+	case err != nil:
+		d.Kind, d.Err = Error, fmt.Errorf("preemption search: %w", err)
+	case plan == nil:
+		d.Reason = "preemption cannot help: " + why
+	default:
+		d.Kind, d.Plan = Preempt, plan
+	}
+	return d
+}
+
+// Members resolves each pending pod's claims against snap; the second
+// result says what the unit waits for when a claim does not exist yet.
+func Members(snap *snapshot.Snapshot, u *podgroup.Unit) ([]placement.Member, string) {
+	out := make([]placement.Member, 0, len(u.Pending))
+	for _, p := range u.Pending {
+		m := placement.Member{Pod: p}
+		for _, pc := range p.Spec.ResourceClaims {
+			name, ok := snapshot.ClaimName(p, pc)
+			if !ok {
+				return nil, fmt.Sprintf("pod %s: waiting for the ResourceClaim of %q to be created from its template", p.Name, pc.Name)
+			}
+			key := types.NamespacedName{Namespace: p.Namespace, Name: name}
+			if snap.Claims[key] == nil {
+				return nil, fmt.Sprintf("pod %s: waiting for ResourceClaim %s", p.Name, name)
+			}
+			m.Claims = append(m.Claims, key)
+		}
+		out = append(out, m)
+	}
+	return out, ""
+}
+
+// MissingClaim reports whether a decision's error is a claim that went
+// missing during placement (the unit waits for it, as for any claim).
+func (d Decision) MissingClaim() bool { return errors.Is(d.Err, placement.ErrMissingClaim) }

@@ -1,0 +1,263 @@
+package decide
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+	"github.com/lockstep-dev/lockstep/test/builders"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden decisions in testdata/*.golden")
+
+// scenario is a cluster, what already runs on it, and units to decide in
+// order; each unit that binds is assumed before the next is decided, as
+// the scheduler does.
+type scenario struct {
+	Cluster string `json:"cluster"`
+	Running []pods `json:"running"`
+	Units   []pods `json:"units"`
+}
+
+// pods are count pods of one shape: a gang of minCount (0: a basic group,
+// or lone pods when group is empty), each asking cpu and gpus (one claim).
+type pods struct {
+	Name     string `json:"name"`
+	Count    int    `json:"count"`
+	MinCount int32  `json:"minCount"`
+	Group    bool   `json:"group"`
+	CPU      string `json:"cpu"`
+	GPUs     int64  `json:"gpus"`
+	Priority int32  `json:"priority"`
+	// Gated members have a scheduling gate.
+	Gated int `json:"gated"`
+	// Nodes: for running pods, the node of each pod in turn (cycling).
+	Nodes []string `json:"nodes"`
+}
+
+// Decisions of each scenario in testdata/*.yaml against the golden
+// testdata/*.golden (go test ./internal/decide -rewrite regenerates them).
+func TestDecideScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			got := run(t, f)
+			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
+			if *rewrite {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -rewrite to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("decisions differ from %s (run with -rewrite after checking them):\n--- got ---\n%s\n--- want ---\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+func run(t *testing.T, file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc scenario
+	if err := yaml.UnmarshalStrict(b, &sc); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := clusterspec.Parse([]byte(sc.Cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := clusterspec.Render(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := snapshot.Input{Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
+	groups := map[string]*lockv1.PodGroup{}
+	priorities := map[string]int32{}
+	free := freeDevices(objs.ResourceSlices)
+	for _, r := range sc.Running {
+		ps, claims, pg := build(r)
+		for i, p := range ps {
+			p.Spec.NodeName = r.Nodes[i%len(r.Nodes)]
+			p.Status.Phase = corev1.PodRunning
+			if claims[i] != nil {
+				dev := free[p.Spec.NodeName][0]
+				free[p.Spec.NodeName] = free[p.Spec.NodeName][1:]
+				claims[i].Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+					Request: claims[i].Spec.Devices.Requests[0].Name, Driver: dev.driver, Pool: dev.pool, Device: dev.device,
+				}}}}
+				claims[i].Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+				in.Claims = append(in.Claims, claims[i])
+			}
+			in.Pods = append(in.Pods, p)
+		}
+		if pg != nil {
+			groups[pg.Name], priorities[pg.Name] = pg, r.Priority
+		}
+	}
+	cache := snapshot.CacheFrom(in)
+	cel := dra.NewCache()
+	ctx := klog.NewContext(context.Background(), klog.Background().V(0))
+	var out strings.Builder
+	for _, ud := range sc.Units {
+		ps, claims, pg := build(ud)
+		for i, p := range ps {
+			cache.AddPod(p)
+			if claims[i] != nil {
+				cache.AddClaim(claims[i])
+			}
+		}
+		var u *podgroup.Unit
+		if pg != nil {
+			u = podgroup.Resolve(pg, "ns", pg.Name, ps, nil)
+		} else {
+			u = podgroup.ResolvePod(ps[0], nil)
+		}
+		snap := cache.Update()
+		d := Decide(ctx, snap, cel, Input{Unit: u, Priority: ud.Priority, Preemption: func() (*Preemption, error) {
+			return &Preemption{Candidates: preemption.Candidates(cache.Pods(), func(ns, name string) (*lockv1.PodGroup, int32) {
+				return groups[name], priorities[name]
+			})}, nil
+		}})
+		describe(&out, ud.Name, d)
+		if d.Kind == Bind {
+			for _, a := range d.Result.Assignments {
+				cache.AssumePod(a.Pod, a.Node, false)
+				for _, c := range a.Claims {
+					cache.AssumeClaim(c, false)
+				}
+			}
+		}
+	}
+	return out.String()
+}
+
+// build makes a shape's pods (with their claims, already generated from a
+// template) and, for a group, its PodGroup.
+func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup) {
+	var pg *lockv1.PodGroup
+	switch {
+	case s.MinCount > 0:
+		pg = builders.GangPodGroup("ns", s.Name, s.MinCount)
+	case s.Group:
+		pg = &lockv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: s.Name}}
+	}
+	count := s.Count
+	if count == 0 {
+		count = 1
+	}
+	var out []*corev1.Pod
+	var claims []*resourcev1.ResourceClaim
+	for i := 0; i < count; i++ {
+		name := fmt.Sprintf("%s-%d", s.Name, i)
+		b := builders.MakePod().Namespace("ns").Name(name).Scheduler(lockv1.SchedulerName)
+		if pg != nil {
+			b = b.Member(s.Name)
+		}
+		if s.CPU != "" {
+			b = b.Req(corev1.ResourceCPU, s.CPU)
+		}
+		var claim *resourcev1.ResourceClaim
+		if s.GPUs > 0 {
+			b = b.ClaimTemplate("gpu", "gpus")
+			claim = builders.Claim("ns", name+"-gpu", "gpu.example.com", s.GPUs)
+		}
+		p := b.Obj()
+		p.UID = types.UID(name)
+		p.CreationTimestamp = metav1.NewTime(time.Unix(1e9, 0))
+		p.Spec.Priority = ptr.To(s.Priority)
+		if i < s.Gated {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}}
+		}
+		if claim != nil {
+			p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(claim.Name)}}
+			claim.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: p.UID, Controller: ptr.To(true)}}
+		}
+		out, claims = append(out, p), append(claims, claim)
+	}
+	return out, claims, pg
+}
+
+type device struct{ driver, pool, device string }
+
+func freeDevices(slices []*resourcev1.ResourceSlice) map[string][]device {
+	out := map[string][]device{}
+	for _, sl := range slices {
+		if sl.Spec.NodeName == nil {
+			continue
+		}
+		for _, d := range sl.Spec.Devices {
+			out[*sl.Spec.NodeName] = append(out[*sl.Spec.NodeName], device{sl.Spec.Driver, sl.Spec.Pool.Name, d.Name})
+		}
+	}
+	return out
+}
+
+// describe writes a decision as the golden files hold it.
+func describe(out *strings.Builder, name string, d Decision) {
+	fmt.Fprintf(out, "%s: %s\n", name, d.Kind)
+	asgs := d.Result.Assignments
+	if d.Plan != nil {
+		asgs = d.Plan.Placement.Assignments
+		var victims []string
+		for _, v := range d.Plan.Victims {
+			for _, p := range v.Pods {
+				victims = append(victims, p.Name)
+			}
+		}
+		sort.Strings(victims)
+		fmt.Fprintf(out, "  evict: %s\n", strings.Join(victims, " "))
+	}
+	lines := make([]string, 0, len(asgs))
+	for _, a := range asgs {
+		var devs []string
+		for _, c := range a.Claims {
+			for _, r := range c.Status.Allocation.Devices.Results {
+				devs = append(devs, r.Pool+"/"+r.Device)
+			}
+		}
+		lines = append(lines, fmt.Sprintf("  %s → %s %s", a.Pod.Name, a.Node, strings.Join(devs, " ")))
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Fprintln(out, strings.TrimRight(l, " "))
+	}
+	for _, s := range []struct{ label, v string }{{"summary", d.Summary}, {"reason", d.Reason}, {"waitReason", d.WaitReason}} {
+		if s.v != "" {
+			fmt.Fprintf(out, "  %s: %s\n", s.label, s.v)
+		}
+	}
+	if d.Err != nil {
+		fmt.Fprintf(out, "  error: %v\n", d.Err)
+	}
+}
