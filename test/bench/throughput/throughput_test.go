@@ -1,11 +1,19 @@
 //go:build bench
 
-// Package throughput measures how fast the scheduler binds DRA gangs on the
-// local control plane (100 nodes × 8 GPUs), each pod with its own one-GPU
-// claim: 50 gangs of 8 pods, and one gang of 512. With LOCKSTEP_BENCH_BASELINE
-// set to another lockstep binary, the two run interleaved on the same
-// cluster and the figures are printed side by side. It prints figures and
-// never fails on time.
+// Package throughput measures, side by side on one local control plane
+// (upstream profile: kube-apiserver, etcd and kube-controller-manager
+// v1.37 with the in-tree workload gates on), how fast kube-scheduler 1.37's
+// in-tree gang scheduling (scheduling.k8s.io/v1beta1 PodGroups) and
+// Lockstep bind the same workloads. Each variant runs in turn, in fresh
+// namespaces, for a number of rounds (interleaved), and the medians are
+// printed in one table with Lockstep's ratios. It prints figures and never
+// fails on time.
+//
+// LOCKSTEP_BENCH_NODES (default 100) sizes the cluster (nodes × 8 GPUs);
+// the scenarios are chosen by size: at 100 nodes, 50 gangs × 8 one-GPU DRA
+// ranks (by a claim template, then by an extended resource backed by DRA);
+// at 1,000 or more, one 1,024-rank DRA gang and 1,000 lone one-GPU pods.
+// LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds another Lockstep build.
 package throughput
 
 import (
@@ -14,132 +22,515 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-const spec = `
+// nodes is the cluster's size (LOCKSTEP_BENCH_NODES).
+var nodes = func() int {
+	if n, err := strconv.Atoi(os.Getenv("LOCKSTEP_BENCH_NODES")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}()
+
+const specFmt = `
 nodePools:
 - name: gpu
-  count: 100
+  count: %d
   capacity: {cpu: "64", memory: 512Gi, pods: "110"}
   devices:
   - driver: gpu.example.com
     count: 8
 `
 
-const rounds = 3
+// rounds per variant (LOCKSTEP_BENCH_ROUNDS, default 3).
+var rounds = func() int {
+	if n, err := strconv.Atoi(os.Getenv("LOCKSTEP_BENCH_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 3
+}()
+
+const extendedGPU = corev1.ResourceName("example.com/gpu")
 
 func TestMain(m *testing.M) {
-	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(spec), Schedulers: []devcluster.Scheduler{}, ReadyTimeout: 5 * time.Minute})
+	harness.Main(m, harness.Options{Profile: devcluster.ProfileUpstream, Spec: harness.MustParseSpec(fmt.Sprintf(specFmt, nodes)),
+		Schedulers: []devcluster.Scheduler{}, ReadyTimeout: time.Duration(5+nodes/200) * time.Minute})
 }
 
+// workload is one scenario: groups × ranks pods (groups of one rank and no
+// PodGroup when lone), each with one GPU.
+type workload struct {
+	name          string
+	groups, ranks int
+	lone          bool
+	// extended: the GPU is asked as example.com/gpu (a DeviceClass's
+	// extendedResourceName), not by a claim template.
+	extended bool
+	// existing: the pods (and their claims) exist before the scheduler
+	// starts.
+	existing bool
+	// ceiling, when measured, is the API server's write ceiling in pods/s
+	// (writeCeiling).
+	ceiling float64
+}
+
+func (w workload) pods() int { return w.groups * w.ranks }
+
+func TestSmallGangs(t *testing.T) {
+	if sized(t, false) {
+		compare(t, workload{name: fmt.Sprintf("(a) 50 gangs × 8 one-GPU DRA ranks (claim template), %d nodes × 8 GPUs", nodes), groups: 50, ranks: 8})
+	}
+}
+
+func TestSmallGangsExtendedResource(t *testing.T) {
+	if sized(t, false) {
+		compare(t, workload{name: fmt.Sprintf("(b) 50 gangs × 8 ranks asking example.com/gpu: 1 (DRA-backed extended resource), %d nodes × 8 GPUs", nodes), groups: 50, ranks: 8, extended: true})
+	}
+}
+
+func TestLargeGang(t *testing.T) {
+	if sized(t, true) {
+		compare(t, workload{name: fmt.Sprintf("(c) one 1,024-rank DRA gang, %d nodes × 8 GPUs", nodes), groups: 1, ranks: 1024})
+	}
+}
+
+func TestLonePods(t *testing.T) {
+	if sized(t, true) {
+		compare(t, workload{name: fmt.Sprintf("(d) 1,000 lone one-GPU DRA pods, %d nodes × 8 GPUs", nodes), groups: 1000, ranks: 1, lone: true})
+	}
+}
+
+// TestExistingPods is the schedulers' own rate: 400 pods in 50 gangs exist
+// (claims generated) before the scheduler starts, and the rate is from the
+// first binding to the last — compared with the write ceiling.
+func TestExistingPods(t *testing.T) {
+	if sized(t, false) {
+		w := workload{name: fmt.Sprintf("(a) with its 400 pods created before the scheduler starts, %d nodes × 8 GPUs", nodes), groups: 50, ranks: 8, existing: true}
+		w.ceiling = writeCeiling(t, w.pods())
+		compare(t, w)
+	}
+}
+
+// sized reports whether the scenario belongs to this run's cluster size
+// (large: 1,000 nodes or more); `make bench` runs both sizes.
+func sized(t *testing.T, large bool) bool {
+	t.Helper()
+	if (nodes >= 1000) != large {
+		t.Logf("not at %d nodes: this scenario runs in the other size's run of `make bench`", nodes)
+		return false
+	}
+	return true
+}
+
+// result is one wave's figures.
 type result struct {
 	// all: first pod created → every pod bound; afterLast: last pod
-	// created → every pod bound; firstGang: first pod created → first
-	// gang wholly bound.
-	all, afterLast, firstGang time.Duration
+	// created → every pod bound; first: first pod created → first group
+	// wholly bound; binding: first pod bound → last pod bound; rss: the
+	// scheduler's peak resident memory.
+	all, afterLast, first, binding time.Duration
+	rss                            int64
 }
 
-func TestManySmallGangs(t *testing.T) { sideBySide(t, 50, 8) }
+type variant struct {
+	name string
+	// kube: kube-scheduler's in-tree gang; else a lockstep binary.
+	kube   bool
+	binary string
+}
 
-func TestOneLargeGang(t *testing.T) { sideBySide(t, 1, 512) }
-
-func sideBySide(t *testing.T, gangs, ranks int) {
-	h := harness.Get(t)
-	variants := []struct{ name, binary string }{{"this build", h.BinDir + "/lockstep"}}
+func variants(h *harness.Harness) []variant {
+	vs := []variant{{name: "kube-scheduler", kube: true}, {name: "lockstep", binary: h.BinDir + "/lockstep"}}
 	if b := os.Getenv("LOCKSTEP_BENCH_BASELINE"); b != "" {
-		variants = append([]struct{ name, binary string }{{"baseline", b}}, variants...)
+		vs = append(vs, variant{name: "lockstep-base", binary: b})
 	}
+	return vs
+}
+
+func compare(t *testing.T, w workload) {
+	if w.groups == 0 {
+		return
+	}
+	h := harness.Get(t)
+	ctx := harness.Context(t, 5*time.Minute)
+	if w.extended {
+		extendedClass(t, ctx, h)
+	}
+	vs := variants(h)
 	results := map[string][]result{}
 	for round := 0; round < rounds; round++ {
-		for _, v := range variants {
-			r := runWave(t, h, v.binary, fmt.Sprintf("%s-%d-%d", map[string]string{"baseline": "base", "this build": "this"}[v.name], gangs, round), gangs, ranks)
-			t.Logf("round %d, %s: all bound %s, after the last pod %s, first gang %s", round, v.name, r.all, r.afterLast, r.firstGang)
+		for _, v := range vs {
+			r := runWave(t, h, v, fmt.Sprintf("%s-%d", v.name, round), w)
+			t.Logf("round %d, %s: all bound %s, after the last pod %s, first group %s, first to last binding %s, peak RSS %d MiB", round, v.name, r.all, r.afterLast, r.first, r.binding, r.rss>>20)
 			results[v.name] = append(results[v.name], r)
 		}
 	}
 	host, _ := os.Hostname()
-	fmt.Printf("\n%d gangs × %d one-GPU DRA pods on 100 nodes × 8 GPUs (median of %d, interleaved; %s, %d CPUs):\n", gangs, ranks, rounds, host, runtime.NumCPU())
-	fmt.Printf("  %-12s %14s %18s %12s %10s\n", "scheduler", "all bound", "after last pod", "first gang", "pods/s")
-	for _, v := range variants {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s — median of %d interleaved rounds; %s, %d CPUs, shared with the control plane:\n", w.name, rounds, host, runtime.NumCPU())
+	fmt.Fprintf(&b, "  %-15s %10s %15s %12s %14s %10s %9s   %s\n", "scheduler", "all bound", "after last pod", "first group", "binding rate", "pods/s", "peak RSS", "vs kube-scheduler (after last pod; binding rate)")
+	ref := medians(results["kube-scheduler"])
+	for _, v := range vs {
 		m := medians(results[v.name])
-		fmt.Printf("  %-12s %14s %18s %12s %10.0f\n", v.name, m.all.Round(time.Millisecond), m.afterLast.Round(time.Millisecond), m.firstGang.Round(time.Millisecond), float64(gangs*ranks)/m.all.Seconds())
+		ratio := "—"
+		if !v.kube && m.afterLast > 0 && m.binding > 0 {
+			ratio = fmt.Sprintf("%.2f× faster; %.2f×", ref.afterLast.Seconds()/m.afterLast.Seconds(), ref.binding.Seconds()/m.binding.Seconds())
+		}
+		fmt.Fprintf(&b, "  %-15s %10s %15s %12s %12.0f/s %10.0f %5d MiB   %s\n", v.name, m.all.Round(time.Millisecond), m.afterLast.Round(time.Millisecond), m.first.Round(time.Millisecond),
+			rate(w.pods(), m.binding), float64(w.pods())/m.all.Seconds(), m.rss>>20, ratio)
 	}
-	fmt.Println()
+	if w.ceiling > 0 {
+		fmt.Fprintf(&b, "  write ceiling (a tuned client, no rate limit, 32 writers: claim status + binding per pod): %.0f pods/s\n", w.ceiling)
+		for _, v := range vs {
+			fmt.Fprintf(&b, "  %-15s binding rate = %3.0f%% of the ceiling\n", v.name, 100*rate(w.pods(), medians(results[v.name]).binding)/w.ceiling)
+		}
+	}
+	fmt.Println(b.String())
 }
 
-// runWave starts the scheduler binary, creates the wave in a fresh
-// namespace and times it; the namespace is emptied before it returns so the
-// next wave finds every GPU free.
-func runWave(t *testing.T, h *harness.Harness, binary, identity string, gangs, ranks int) result {
+// writeCeiling measures how fast this API server accepts the writes that
+// bind a DRA pod — its claim's allocation and reservation (status update),
+// then its binding — from a client with no rate limit and 32 writers, for n
+// pods that no scheduler takes; it returns pods/s.
+func writeCeiling(t *testing.T, n int) float64 {
+	h := harness.Get(t)
 	ctx := harness.Context(t, 10*time.Minute)
 	ns := h.Namespace(t)
 	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for g := 0; g < gangs; g++ {
-		h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, fmt.Sprintf("g%02d", g), int32(ranks)))
+	w := workload{groups: n, ranks: 1, lone: true}
+	createPods(t, ctx, h, variant{name: "nobody"}, ns, w)
+	waitClaims(t, ctx, h, ns, n)
+	var pods []corev1.Pod
+	harness.Eventually(t, ctx, "every pod's claim in its status", func(ctx context.Context) (bool, string, error) {
+		list, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		pods = list.Items
+		with := 0
+		for _, p := range pods {
+			if len(p.Status.ResourceClaimStatuses) > 0 {
+				with++
+			}
+		}
+		return with == n, fmt.Sprintf("%d of %d", with, n), nil
+	})
+	claims, err := h.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	sched := h.StartSchedulerBinary(t, binary, identity, nil, "--leader-elect=false")
-	defer func() { _ = sched.Cmd.Process.Kill(); <-sched.Done }()
-	time.Sleep(3 * time.Second) // caches synced before the clock starts
-
+	byName := map[string]*resourcev1.ResourceClaim{}
+	for i := range claims.Items {
+		byName[claims.Items[i].Name] = &claims.Items[i]
+	}
+	nodeList, err := h.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(nodeList.Items))
+	for _, nd := range nodeList.Items {
+		names = append(names, nd.Name)
+	}
+	sort.Strings(names)
+	cfg := rest.CopyConfig(h.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	client := kubernetes.NewForConfigOrDie(cfg)
 	start := time.Now()
 	var wg sync.WaitGroup
 	work := make(chan int)
-	for w := 0; w < 16; w++ {
+	for c := 0; c < 32; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				g := i / ranks
-				p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("g%02d-%d", g, i%ranks)).Member(fmt.Sprintf("g%02d", g)).Req(corev1.ResourceCPU, "1").ClaimTemplate("gpu", "one-gpu").Obj()
-				if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				p := &pods[i]
+				node, dev := names[i/8%len(names)], fmt.Sprintf("gpu-%d", i%8)
+				c := byName[*p.Status.ResourceClaimStatuses[0].ResourceClaimName].DeepCopy()
+				c.Status.Allocation = &resourcev1.AllocationResult{
+					Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+						Request: c.Spec.Devices.Requests[0].Name, Driver: "gpu.example.com", Pool: node, Device: dev,
+					}}},
+					NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+						Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
+					}}}}},
+				}
+				c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+				if _, err := client.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+					t.Error(err)
+					continue
+				}
+				binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name, UID: p.UID}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+				if err := client.CoreV1().Pods(ns).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 					t.Error(err)
 				}
 			}
 		}()
 	}
-	for i := 0; i < gangs*ranks; i++ {
+	for i := range pods {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
+	elapsed := time.Since(start)
+	empty(t, ctx, h, ns)
+	t.Logf("write ceiling: %d pods in %s", n, elapsed)
+	return float64(n) / elapsed.Seconds()
+}
+
+// rate is pods bound per second over a binding window (first to last).
+func rate(pods int, window time.Duration) float64 {
+	if window <= 0 || pods < 2 {
+		return 0
+	}
+	return float64(pods-1) / window.Seconds()
+}
+
+// extendedClass makes the GPUs of gpu.example.com serve example.com/gpu.
+func extendedClass(t *testing.T, ctx context.Context, h *harness.Harness) {
+	t.Helper()
+	class := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-extended"},
+		Spec: resourcev1.DeviceClassSpec{
+			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.example.com"`}}},
+			ExtendedResourceName: ptr.To(string(extendedGPU)),
+		},
+	}
+	if _, err := h.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
+}
+
+// runWave starts the scheduler, creates the workload in a fresh namespace
+// (16 clients in parallel) and times it; the namespace is emptied before
+// it returns so the next wave finds every GPU free.
+func runWave(t *testing.T, h *harness.Harness, v variant, identity string, w workload) result {
+	ctx := harness.Context(t, 15*time.Minute)
+	ns := h.Namespace(t)
+	if !w.extended {
+		if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !w.lone {
+		for g := 0; g < w.groups; g++ {
+			createGroup(ctx, t, h, v, ns, fmt.Sprintf("g%04d", g), w.ranks)
+		}
+	}
+	binds := watchBindings(t, ctx, h, ns)
+	var sched *harness.SchedulerProcess
+	startScheduler := func() {
+		if v.kube {
+			sched = h.StartKubeScheduler(t, identity)
+		} else {
+			sched = h.StartSchedulerBinary(t, v.binary, identity, nil, "--leader-elect=false")
+		}
+		time.Sleep(time.Duration(3+nodes/250) * time.Second) // caches synced before the clock starts
+	}
+	if !w.existing {
+		startScheduler()
+	}
+	defer func() { _ = sched.Cmd.Process.Kill(); <-sched.Done }()
+
+	start := time.Now()
+	createPods(t, ctx, h, v, ns, w)
 	lastCreated := time.Now()
+	if w.existing {
+		waitClaims(t, ctx, h, ns, w.pods())
+		startScheduler()
+		start, lastCreated = time.Now(), time.Now()
+	}
 	var r result
 	harness.Eventually(t, ctx, "every pod bound", func(ctx context.Context) (bool, string, error) {
 		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return false, "", err
 		}
-		perGang := map[string]int{}
+		perGroup := map[string]int{}
 		bound := 0
 		for _, p := range pods.Items {
 			if p.Spec.NodeName != "" {
 				bound++
-				perGang[p.Labels["scheduling.lockstep.dev/pod-group"]]++
+				perGroup[groupOf(&p)]++
 			}
 		}
-		if r.firstGang == 0 {
-			for _, n := range perGang {
-				if n == ranks {
-					r.firstGang = time.Since(start)
+		if r.first == 0 {
+			for _, n := range perGroup {
+				if n == w.ranks {
+					r.first = time.Since(start)
 					break
 				}
 			}
 		}
-		return bound == gangs*ranks, fmt.Sprintf("%d of %d bound", bound, gangs*ranks), nil
+		return bound == w.pods(), fmt.Sprintf("%d of %d bound", bound, w.pods()), nil
 	})
 	r.all, r.afterLast = time.Since(start), time.Since(lastCreated)
+	r.binding = binds(w.pods())
+	r.rss = peakRSS(t, sched.Cmd.Process.Pid)
+	_ = sched.Cmd.Process.Kill()
+	empty(t, ctx, h, ns)
+	return r
+}
+
+// createPods creates the workload's pods with 16 clients in parallel.
+func createPods(t *testing.T, ctx context.Context, h *harness.Harness, v variant, ns string, w workload) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for c := 0; c < 16; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, pod(v, ns, w, i), metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < w.pods(); i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
+// waitClaims waits until n claims exist in ns (generated from templates).
+func waitClaims(t *testing.T, ctx context.Context, h *harness.Harness, ns string, n int) {
+	t.Helper()
+	harness.Eventually(t, ctx, "every pod's claim generated", func(ctx context.Context) (bool, string, error) {
+		claims, err := h.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, "", err
+		}
+		return len(claims.Items) >= n, fmt.Sprintf("%d of %d", len(claims.Items), n), nil
+	})
+}
+
+// watchBindings watches ns's pods and returns a function that reports the
+// window from the first pod seen bound to the last.
+func watchBindings(t *testing.T, ctx context.Context, h *harness.Harness, ns string) func(n int) time.Duration {
+	t.Helper()
+	wi, err := h.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var first, last time.Time
+	seen := map[string]bool{}
+	go func() {
+		for ev := range wi.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || p.Spec.NodeName == "" || seen[p.Name] {
+				continue
+			}
+			now := time.Now()
+			mu.Lock()
+			seen[p.Name] = true
+			if first.IsZero() {
+				first = now
+			}
+			last = now
+			mu.Unlock()
+		}
+	}()
+	return func(n int) time.Duration {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			mu.Lock()
+			all := len(seen) >= n
+			mu.Unlock()
+			if all {
+				break
+			}
+		}
+		wi.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		return last.Sub(first)
+	}
+}
+
+func groupOf(p *corev1.Pod) string {
+	if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		return *sg.PodGroupName
+	}
+	if g := p.Labels[lockv1.PodGroupLabel]; g != "" {
+		return g
+	}
+	return p.Name
+}
+
+// createGroup creates the group the variant's scheduler reads: an in-tree
+// scheduling.k8s.io/v1beta1 PodGroup for kube-scheduler, a Lockstep
+// PodGroup for Lockstep — both a gang of minCount ranks.
+func createGroup(ctx context.Context, t *testing.T, h *harness.Harness, v variant, ns, name string, ranks int) {
+	t.Helper()
+	if !v.kube {
+		h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, name, int32(ranks)))
+		return
+	}
+	pg := &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(ranks)},
+		}},
+	}
+	if _, err := h.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pod is rank i of the workload, as the variant's scheduler takes it.
+func pod(v variant, ns string, w workload, i int) *corev1.Pod {
+	g := i / w.ranks
+	group := fmt.Sprintf("g%04d", g)
+	b := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d", group, i%w.ranks)).Req(corev1.ResourceCPU, "1")
+	if w.extended {
+		b = b.Req(extendedGPU, "1")
+	} else {
+		b = b.ClaimTemplate("gpu", "one-gpu")
+	}
+	switch {
+	case v.kube && !w.lone:
+		p := b.Obj()
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+		return p
+	case v.kube:
+		return b.Obj()
+	case v.name == "nobody":
+		return b.Scheduler("nobody").Obj()
+	case w.lone:
+		return b.Scheduler(lockv1.SchedulerName).Obj()
+	}
+	return b.Member(group).Obj()
+}
+
+// empty deletes the wave's pods and waits until they and their claims are
+// gone.
+func empty(t *testing.T, ctx context.Context, h *harness.Harness, ns string) {
+	t.Helper()
 	if err := h.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +545,30 @@ func runWave(t *testing.T, h *harness.Harness, binary, identity string, gangs, r
 		}
 		return len(claims.Items) == 0 && len(pods.Items) == 0, fmt.Sprintf("%d pods, %d claims", len(pods.Items), len(claims.Items)), nil
 	})
-	return r
+}
+
+// peakRSS is a process's peak resident set (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Logf("peak RSS of %d: %v", pid, err)
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func medians(rs []result) result {
-	pick := func(f func(result) time.Duration) time.Duration {
-		xs := make([]time.Duration, 0, len(rs))
+	if len(rs) == 0 {
+		return result{}
+	}
+	pick := func(f func(result) int64) int64 {
+		xs := make([]int64, 0, len(rs))
 		for _, r := range rs {
 			xs = append(xs, f(r))
 		}
@@ -167,8 +576,10 @@ func medians(rs []result) result {
 		return xs[len(xs)/2]
 	}
 	return result{
-		all:       pick(func(r result) time.Duration { return r.all }),
-		afterLast: pick(func(r result) time.Duration { return r.afterLast }),
-		firstGang: pick(func(r result) time.Duration { return r.firstGang }),
+		all:       time.Duration(pick(func(r result) int64 { return int64(r.all) })),
+		afterLast: time.Duration(pick(func(r result) int64 { return int64(r.afterLast) })),
+		first:     time.Duration(pick(func(r result) int64 { return int64(r.first) })),
+		binding:   time.Duration(pick(func(r result) int64 { return int64(r.binding) })),
+		rss:       pick(func(r result) int64 { return r.rss }),
 	}
 }
