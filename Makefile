@@ -76,10 +76,11 @@ demo: build
 dev: build
 	$(BIN)/lockstep dev up
 
-## bench: benchmarks of the decision core, then those on the local control plane (webhook rate)
+## bench: benchmarks of the decision core, then those on the local control plane (webhook rate; kube-scheduler beside Lockstep at 100 and 1,000 nodes)
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
-	$(GO) test -tags bench -count=1 -timeout 40m -v -run . ./test/bench/...   # LOCKSTEP_BENCH_BASELINE=<lockstep binary>: side by side
+	$(GO) test -tags bench -count=1 -timeout 60m -v -run . ./test/bench/...   # 100 nodes: (a), (b), existing pods + write ceiling; LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds a build
+	LOCKSTEP_BENCH_NODES=1000 $(GO) test -tags bench -count=1 -timeout 90m -v -run . ./test/bench/throughput/   # 1,000 nodes: (c), (d)
 
 ## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
 verify: generate
