@@ -15,10 +15,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/kubefilter"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -50,8 +48,8 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	st.pods = pods.Items
-	if st.slices, err = loadSlices(ctx, client); err != nil {
-		return nil, err
+	if slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err == nil {
+		st.slices = slices.Items
 	}
 	if classes, err := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{}); err == nil {
 		st.classes = classes.Items
@@ -81,48 +79,6 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 		}
 	}
 	return st, nil
-}
-
-// loadSlices lists the ResourceSlices as the scheduler sees them: where
-// DeviceTaintRules are served, with the rules applied by the same tracker
-// (k8s.io/dynamic-resource-allocation) — started, synced and stopped for
-// this one read.
-func loadSlices(ctx context.Context, client kubernetes.Interface) ([]resourcev1.ResourceSlice, error) {
-	served, err := apidiscovery.Serves(client.Discovery(), "resource.k8s.io/v1", "devicetaintrules")
-	if err != nil || !served {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, nil // no DRA served: no slices
-		}
-		return list.Items, nil
-	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	t, err := tracker.StartTracker(ctx, tracker.Options{
-		EnableDeviceTaintRules: true,
-		SliceInformer:          factory.Resource().V1().ResourceSlices(),
-		TaintInformer:          factory.Resource().V1().DeviceTaintRules(),
-		KubeClient:             client,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ResourceSlice tracker: %w", err)
-	}
-	defer t.Stop()
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), t.HasSynced) {
-		return nil, fmt.Errorf("listing ResourceSlices with DeviceTaintRules applied: %w", ctx.Err())
-	}
-	patched, err := t.ListPatchedResourceSlices()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]resourcev1.ResourceSlice, len(patched))
-	for i, sl := range patched {
-		out[i] = *sl
-	}
-	return out, nil
 }
 
 // snapshot builds the scheduler's view of the state.

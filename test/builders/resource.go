@@ -2,6 +2,7 @@ package builders
 
 import (
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // ClaimSpec is a claim for count devices of a DeviceClass.
@@ -29,4 +30,16 @@ func ClaimTemplate(ns, name, deviceClass string, count int64) *resourcev1.Resour
 // Claim is a ResourceClaim for count devices of a class.
 func Claim(ns, name, deviceClass string, count int64) *resourcev1.ResourceClaim {
 	return &resourcev1.ResourceClaim{ObjectMeta: Meta(ns, name), Spec: ClaimSpec(deviceClass, count)}
+}
+
+// ExtendedResourceClass is a DeviceClass of every device of driver that
+// serves the extended resource name (spec.extendedResourceName).
+func ExtendedResourceClass(name, driver, resource string) *resourcev1.DeviceClass {
+	return &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.DeviceClassSpec{
+			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + driver + `"`}}},
+			ExtendedResourceName: &resource,
+		},
+	}
 }

@@ -31,7 +31,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -174,7 +173,7 @@ func compare(t *testing.T, w workload) {
 	h := harness.Get(t)
 	ctx := harness.Context(t, 5*time.Minute)
 	if w.extended {
-		extendedClass(t, ctx, h)
+		h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended", "gpu.example.com", string(extendedGPU)))
 	}
 	vs := variants(h)
 	results := map[string][]result{}
@@ -302,24 +301,6 @@ func writeCeiling(t *testing.T, n int) float64 {
 	empty(t, ctx, h, ns)
 	t.Logf("write ceiling: %d pods in %s", n, elapsed)
 	return float64(n) / elapsed.Seconds()
-}
-
-// extendedClass makes the GPUs of gpu.example.com serve example.com/gpu.
-func extendedClass(t *testing.T, ctx context.Context, h *harness.Harness) {
-	t.Helper()
-	class := &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu-extended"},
-		Spec: resourcev1.DeviceClassSpec{
-			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.example.com"`}}},
-			ExtendedResourceName: ptr.To(string(extendedGPU)),
-		},
-	}
-	if _, err := h.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = h.Client.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
-	})
 }
 
 // runWave starts the scheduler, creates the workload in a fresh namespace

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -23,19 +22,7 @@ const extendedGPU = corev1.ResourceName("example.com/gpu")
 // gpuExtendedClass makes GPUs of gpu.example.com serve example.com/gpu.
 func gpuExtendedClass(t *testing.T, ctx context.Context, h *harness.Harness) {
 	t.Helper()
-	class := &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu-extended"},
-		Spec: resourcev1.DeviceClassSpec{
-			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.example.com"`}}},
-			ExtendedResourceName: ptr.To(string(extendedGPU)),
-		},
-	}
-	if _, err := h.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = h.Client.ResourceV1().DeviceClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
-	})
+	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended", "gpu.example.com", string(extendedGPU)))
 }
 
 // extendedClaimOf returns the claim a pod's extendedResourceClaimStatus

@@ -157,8 +157,11 @@ func TestGangWaitsForMembers(t *testing.T) {
 		return c.Reason == lockv1.PodGroupReasonWaitingForPods && c.Message == "waiting for pods: fewer than minCount 3 members exist; none is placed until 3 do", c.Reason + ": " + c.Message, nil
 	})
 	r, err := explain.Run(ctx, h.Client, h.Dynamic, explain.Target{Kind: "podgroup", Namespace: ns, Name: "late"})
-	if err != nil || !strings.Contains(r.Answer, "2 of minCount 3 exist") {
-		t.Errorf("explain: want the answer to count 2 of minCount 3 members, got %q (%v)", r.Answer, err)
+	if err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	if !strings.Contains(r.Answer, "2 of minCount 3 exist") {
+		t.Errorf("explain: want the answer to count 2 of minCount 3 members, got %q", r.Answer)
 	}
 	if _, bound, _ := h.GroupPods(ctx, ns, "late"); bound != 0 {
 		t.Fatalf("want nothing bound before minCount members exist, got %d", bound)
