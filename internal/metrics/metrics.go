@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,14 +103,33 @@ func NewScheduler() *Scheduler {
 	return m
 }
 
+// ServeOption adds handlers to the metrics server.
+type ServeOption func(*http.ServeMux)
+
+// WithProfiling serves Go's pprof profiles under /debug/pprof/ (as
+// kube-scheduler's --profiling does) — off unless asked for: profiles show
+// the process's internals to whoever reaches the port.
+func WithProfiling() ServeOption {
+	return func(mux *http.ServeMux) {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+}
+
 // Serve exposes /metrics (and /healthz) on addr until ctx ends. An empty
 // addr or "0" disables it.
-func Serve(ctx context.Context, addr string, reg *prometheus.Registry) error {
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry, opts ...ServeOption) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	for _, o := range opts {
+		o(mux)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

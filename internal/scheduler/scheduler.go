@@ -46,6 +46,8 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MetricsAddr serves /metrics; empty or "0" disables it.
 	MetricsAddr string
+	// Profiling also serves Go's pprof profiles on MetricsAddr.
+	Profiling bool
 	// HealthAddr serves /healthz (alive; while leading, the lease is being
 	// renewed) and /readyz (caches synced); empty or "0" disables it.
 	HealthAddr string
@@ -141,7 +143,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.broadcast.StartRecordingToSinkWithContext(ctx); err != nil {
 		return err
 	}
-	if err := metrics.Serve(ctx, s.opts.MetricsAddr, s.metrics.Registry); err != nil {
+	var serveOpts []metrics.ServeOption
+	if s.opts.Profiling {
+		serveOpts = append(serveOpts, metrics.WithProfiling())
+	}
+	if err := metrics.Serve(ctx, s.opts.MetricsAddr, s.metrics.Registry, serveOpts...); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	s.watchdog = leaderelection.NewLeaderHealthzAdaptor(s.opts.RenewDeadline + 5*time.Second)

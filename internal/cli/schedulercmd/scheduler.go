@@ -49,6 +49,7 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&o.Scheduler.LeaseNamespace, "leader-elect-namespace", o.Scheduler.LeaseNamespace, "namespace of the Lease")
 	f.StringVar(&o.Scheduler.LeaseName, "leader-elect-name", o.Scheduler.LeaseName, "name of the Lease")
 	f.StringVar(&o.Scheduler.MetricsAddr, "metrics-bind-address", o.Scheduler.MetricsAddr, "host:port to serve Prometheus /metrics on; empty or 0 disables it")
+	f.BoolVar(&o.Scheduler.Profiling, "profiling", o.Scheduler.Profiling, "also serve Go's pprof profiles under /debug/pprof/ on the metrics address (off: profiles show the process's internals to whoever reaches the port)")
 	f.StringVar(&o.Scheduler.HealthAddr, "health-probe-bind-address", o.Scheduler.HealthAddr, "host:port to serve /healthz and /readyz on; empty or 0 disables it")
 	f.StringVar(&o.Scheduler.Identity, "identity", o.Scheduler.Identity, "this replica's identity in the Lease (default hostname_pid)")
 	f.DurationVar(&o.Scheduler.LeaseDuration, "leader-elect-lease-duration", o.Scheduler.LeaseDuration, "how long a non-leader waits before taking over an unrenewed Lease")
