@@ -19,7 +19,11 @@ package throughput
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -323,11 +327,18 @@ func runWave(t *testing.T, h *harness.Harness, v variant, identity string, w wor
 		}
 	}
 	var sched *harness.SchedulerProcess
+	profile, profiled := func() {}, func() {}
 	startScheduler := func() {
 		if v.kube {
 			sched = h.StartKubeScheduler(t, identity)
 		} else {
-			sched = h.StartSchedulerBinary(t, v.binary, identity, nil, "--leader-elect=false")
+			args := []string{"--leader-elect=false"}
+			if dir := os.Getenv("LOCKSTEP_BENCH_PROFILE"); dir != "" {
+				var addr string
+				addr, profile, profiled = cpuProfile(t, filepath.Join(dir, identity+".pprof"))
+				args = append(args, "--metrics-bind-address="+addr, "--profiling")
+			}
+			sched = h.StartSchedulerBinary(t, v.binary, identity, nil, args...)
 		}
 		time.Sleep(time.Duration(3+nodes/250) * time.Second) // caches synced before the clock starts
 	}
@@ -337,11 +348,15 @@ func runWave(t *testing.T, h *harness.Harness, v variant, identity string, w wor
 	defer func() { _ = sched.Cmd.Process.Kill(); <-sched.Done }()
 
 	start := time.Now()
+	if !w.existing {
+		profile()
+	}
 	createPods(t, ctx, h, v, ns, w)
 	lastCreated := time.Now()
 	if w.existing {
 		waitClaims(t, ctx, h, ns, w.pods())
 		startScheduler()
+		profile()
 		start, lastCreated = time.Now(), time.Now()
 	}
 	var r result
@@ -376,6 +391,7 @@ func runWave(t *testing.T, h *harness.Harness, v variant, identity string, w wor
 	})
 	r.all, r.afterLast = time.Since(start), time.Since(lastCreated)
 	r.rss = peakRSS(t, sched.Cmd.Process.Pid)
+	profiled()
 	_ = sched.Cmd.Process.Kill()
 	empty(t, ctx, h, ns)
 	return r
@@ -413,6 +429,36 @@ func waitClaims(t *testing.T, ctx context.Context, h *harness.Harness, ns string
 		}
 		return len(claims.Items) >= n, fmt.Sprintf("%d of %d", len(claims.Items), n), nil
 	})
+}
+
+// cpuProfile picks a local address for a scheduler's metrics server and
+// returns a function that starts recording a CPU profile of it for 10 s
+// into file, and one that waits for the recording to end
+// (LOCKSTEP_BENCH_PROFILE=<dir>: where a Lockstep wave's time goes).
+func cpuProfile(t *testing.T, file string) (string, func(), func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	done := make(chan struct{})
+	return addr, func() {
+		go func() {
+			defer close(done)
+			resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=10")
+			if err != nil {
+				t.Logf("profile: %v", err)
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				t.Logf("profile: %v", err)
+			}
+			t.Logf("CPU profile of the wave in %s", file)
+		}()
+	}, func() { <-done }
 }
 
 func groupOf(p *corev1.Pod) string {
