@@ -26,8 +26,6 @@ import (
 type listers struct {
 	pods      corelisters.PodLister
 	podIndex  cache.Indexer
-	nodes     corelisters.NodeLister
-	classes   resourcelisters.DeviceClassLister
 	claims    resourcelisters.ResourceClaimLister
 	pdbs      policylisters.PodDisruptionBudgetLister
 	podGroups dynamiclister.Lister
@@ -51,8 +49,6 @@ func (s *Scheduler) setupInformers() error {
 	s.listers = listers{
 		pods:     f.Core().V1().Pods().Lister(),
 		podIndex: podInf.GetIndexer(),
-		nodes:    f.Core().V1().Nodes().Lister(),
-		classes:  f.Resource().V1().DeviceClasses().Lister(),
 		claims:   f.Resource().V1().ResourceClaims().Lister(),
 		pdbs:     f.Policy().V1().PodDisruptionBudgets().Lister(),
 	}
