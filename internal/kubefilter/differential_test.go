@@ -46,9 +46,8 @@ const diffCases = 2500
 func TestDifferentialLonePod(t *testing.T) {
 	ctx := context.Background() // kube-scheduler's plugins log every rejection at V(4)
 	kube, lockstep := diffFilters(t, ctx)
-	seeds := diffSeeds(t, 1000, diffCases)
-	feasibleSomewhere, disagreements := 0, 0
-	for _, seed := range seeds {
+	v := &verdicts{test: "TestDifferentialLonePod"}
+	for _, seed := range diffSeeds(t, 1000, diffCases) {
 		c := generate(seed)
 		want, err := kubeVerdicts(ctx, kube, c)
 		if err != nil {
@@ -58,26 +57,9 @@ func TestDifferentialLonePod(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: lockstep: %v", seed, err)
 		}
-		for _, n := range c.nodes {
-			if (want[n.Name] == "") != (got[n.Name] == "") {
-				disagreements++
-				if disagreements <= 20 {
-					t.Errorf("seed %d (reproduce: LOCKSTEP_DIFF_SEED=%d go test ./internal/kubefilter -run TestDifferentialLonePod -v): node %s: kube-scheduler %q, lockstep %q\n%s", seed, seed, n.Name, orFits(want[n.Name]), orFits(got[n.Name]), c.describe())
-				}
-			}
-		}
-		for _, r := range want {
-			if r == "" {
-				feasibleSomewhere++
-				break
-			}
-		}
+		v.add(t, seed, c.nodes, want, got, c.describe)
 	}
-	t.Logf("%d cases, %d feasible somewhere, %d node disagreements", len(seeds), feasibleSomewhere, disagreements)
-	// The generator must exercise both outcomes, or the agreement says nothing.
-	if len(seeds) > 1 && (feasibleSomewhere < len(seeds)/5 || feasibleSomewhere > len(seeds)*4/5) {
-		t.Errorf("generator is lopsided: %d of %d cases feasible somewhere", feasibleSomewhere, len(seeds))
-	}
+	v.done(t)
 }
 
 // diffSeeds are the seeds base…base+n-1, or only LOCKSTEP_DIFF_SEED when set.
@@ -100,9 +82,16 @@ func diffSeeds(t *testing.T, base, n uint64) []uint64 {
 // diffFilters builds kube-scheduler's default filter chain and Lockstep's
 // filters over one (empty, fake) cluster's listers with genNamespaces.
 func diffFilters(t *testing.T, ctx context.Context) (kube, lockstep *Filters) {
+	kube, lockstep, _ = diffFiltersOver(t, ctx)
+	return kube, lockstep
+}
+
+// diffFiltersOver is diffFilters, also returning the informers' factory
+// (whose stores a test may fill).
+func diffFiltersOver(t *testing.T, ctx context.Context) (kube, lockstep *Filters, factory informers.SharedInformerFactory) {
 	t.Helper()
 	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory = informers.NewSharedInformerFactory(client, 0)
 	for _, ns := range genNamespaces {
 		if err := factory.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
 			t.Fatal(err)
@@ -115,7 +104,51 @@ func diffFilters(t *testing.T, ctx context.Context) (kube, lockstep *Filters) {
 	if lockstep, err = New(ctx, factory, client); err != nil {
 		t.Fatal(err)
 	}
-	return kube, lockstep
+	return kube, lockstep, factory
+}
+
+// verdicts tallies one case's node verdicts: kube-scheduler's (want) and
+// Lockstep's (got) must agree on every node's feasibility. It reports
+// whether the pod fits somewhere, counts kube-scheduler's reasons, and
+// prints the first 20 disagreements with the seed that reproduces them.
+type verdicts struct {
+	test                           string
+	cases, feasible, disagreements int
+	reasons                        map[string]int
+}
+
+func (v *verdicts) add(t *testing.T, seed uint64, nodes []*corev1.Node, want, got map[string]string, describe func() string) {
+	t.Helper()
+	v.cases++
+	somewhere := false
+	for _, n := range nodes {
+		if (want[n.Name] == "") != (got[n.Name] == "") {
+			v.disagreements++
+			if v.disagreements <= 20 {
+				t.Errorf("seed %d (reproduce: LOCKSTEP_DIFF_SEED=%d go test ./internal/kubefilter -run %s -v): node %s: kube-scheduler %q, lockstep %q\n%s", seed, seed, v.test, n.Name, orFits(want[n.Name]), orFits(got[n.Name]), describe())
+			}
+		}
+		somewhere = somewhere || want[n.Name] == ""
+		if v.reasons != nil {
+			v.reasons[caseName.ReplaceAllString(want[n.Name], `"…"`)]++
+		}
+	}
+	if somewhere {
+		v.feasible++
+	}
+}
+
+// done logs the tally and fails a lopsided generator: unless most cases
+// are feasible somewhere and most are not, the agreement says nothing.
+func (v *verdicts) done(t *testing.T) {
+	t.Helper()
+	t.Logf("%d cases, %d feasible somewhere, %d node disagreements", v.cases, v.feasible, v.disagreements)
+	if v.reasons != nil {
+		t.Logf("kube-scheduler's verdicts per node: %v", v.reasons)
+	}
+	if v.cases > 1 && (v.feasible < v.cases/5 || v.feasible > v.cases*4/5) {
+		t.Errorf("generator is lopsided: %d of %d cases feasible somewhere", v.feasible, v.cases)
+	}
 }
 
 func orFits(r string) string {

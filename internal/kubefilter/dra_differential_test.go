@@ -48,9 +48,8 @@ const gpuDriver = "gpu.example.com"
 func TestDifferentialDRA(t *testing.T) {
 	ctx := context.Background()
 	kube, mgr := draFilters(t, ctx)
-	seeds := diffSeeds(t, 5000, draCases)
-	feasible, disagreements := 0, 0
-	for _, seed := range seeds {
+	v := &verdicts{test: "TestDifferentialDRA"}
+	for _, seed := range diffSeeds(t, 5000, draCases) {
 		c := generateDRA(seed)
 		if err := mgr.load(ctx, c); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
@@ -64,24 +63,9 @@ func TestDifferentialDRA(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: lockstep: %v", seed, err)
 		}
-		somewhere := false
-		for _, n := range c.nodes {
-			if (want[n.Name] == "") != (got[n.Name] == "") {
-				disagreements++
-				if disagreements <= 20 {
-					t.Errorf("seed %d (reproduce: LOCKSTEP_DIFF_SEED=%d go test ./internal/kubefilter -run TestDifferentialDRA -v): node %s: kube-scheduler %q, lockstep %q\n%s", seed, seed, n.Name, orFits(want[n.Name]), orFits(got[n.Name]), c.describe())
-				}
-			}
-			somewhere = somewhere || want[n.Name] == ""
-		}
-		if somewhere {
-			feasible++
-		}
+		v.add(t, seed, c.nodes, want, got, c.describe)
 	}
-	t.Logf("%d cases, %d feasible somewhere, %d node disagreements", len(seeds), feasible, disagreements)
-	if len(seeds) > 1 && (feasible < len(seeds)/5 || feasible > len(seeds)*4/5) {
-		t.Errorf("generator is lopsided: %d of %d cases feasible somewhere", feasible, len(seeds))
-	}
+	v.done(t)
 }
 
 // draFilters builds kube-scheduler's default filters with DynamicResources
