@@ -3,17 +3,23 @@ package explain
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // resolve turns a target into the unit the scheduler would schedule.
-func resolve(ctx context.Context, client kubernetes.Interface, st *state, t Target) (*unit, error) {
+func resolve(ctx context.Context, dyn dynamic.Interface, st *state, t Target) (*unit, error) {
 	switch t.Kind {
 	case "podgroup", "podgroups", "pg":
 		pg := st.groups[t.Namespace+"/"+t.Name]
@@ -21,27 +27,6 @@ func resolve(ctx context.Context, client kubernetes.Interface, st *state, t Targ
 			return nil, fmt.Errorf("PodGroup %s/%s not found", t.Namespace, t.Name)
 		}
 		return groupUnit(st, pg, t.Namespace, t.Name), nil
-	case "job", "jobs":
-		job, err := client.BatchV1().Jobs(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("Job %s/%s: %w", t.Namespace, t.Name, err)
-		}
-		u := groupUnit(st, st.groups[t.Namespace+"/"+t.Name], t.Namespace, t.Name)
-		u.job = job
-		if u.group == nil {
-			// Not a gang: explain its first pending pod.
-			for i := range st.pods {
-				p := &st.pods[i]
-				if p.Namespace == t.Namespace && p.Labels[batchJobNameLabel] == t.Name && podgroup.Pending(p) {
-					pu := podUnit(st, p)
-					pu.job = job
-					return pu, nil
-				}
-			}
-			u.label = "Job " + t.Namespace + "/" + t.Name
-			u.minCount = int(ptrOr(job.Spec.Parallelism, 1))
-		}
-		return u, nil
 	case "pod", "pods", "po":
 		p := st.pod(t.Namespace, t.Name)
 		if p == nil {
@@ -52,16 +37,71 @@ func resolve(ctx context.Context, client kubernetes.Interface, st *state, t Targ
 		}
 		return podUnit(st, p), nil
 	}
-	return nil, fmt.Errorf("cannot explain %q: want podgroup, job or pod", t.Kind)
+	if integ := integrations.All().ForAlias(t.Kind); integ != nil {
+		return resolveJob(ctx, dyn, st, integ, t)
+	}
+	return nil, fmt.Errorf("cannot explain %q: want podgroup, pod, or a job kind (%s)", t.Kind, strings.Join(jobKinds(), ", "))
 }
 
-const batchJobNameLabel = "batch.kubernetes.io/job-name"
-
-func ptrOr(p *int32, d int32) int32 {
-	if p == nil {
-		return d
+// jobKinds are the first alias of every integration.
+func jobKinds() []string {
+	var out []string
+	for _, integ := range integrations.All() {
+		out = append(out, integ.Aliases()[0])
 	}
-	return *p
+	return out
+}
+
+// resolveJob resolves a job of an integration (a Job, a JobSet, …) into
+// the unit of its first group that is not running whole, or its first
+// group; a job that is not a gang into its first pending pod.
+func resolveJob(ctx context.Context, dyn dynamic.Interface, st *state, integ jobintegration.Integration, t Target) (*unit, error) {
+	gvk := integ.GVK()
+	u, err := dyn.Resource(gvk.GroupVersion().WithResource(integ.Resource())).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s/%s: %w", gvk.Kind, t.Namespace, t.Name, err)
+	}
+	obj := integ.NewObject()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return nil, fmt.Errorf("%s %s/%s: %w", gvk.Kind, t.Namespace, t.Name, err)
+	}
+	j := integ.Wrap(obj)
+	label := gvk.Kind + " " + t.Namespace + "/" + t.Name
+	groups, gerr := jobintegration.Groups(j)
+	var chosen *unit
+	for _, g := range groups {
+		gu := groupUnit(st, st.groups[t.Namespace+"/"+g.Name], t.Namespace, g.Name)
+		if len(groups) > 1 {
+			gu.label += " (" + label + ")"
+		}
+		if chosen == nil || (chosen.bound >= chosen.minCount && gu.bound < gu.minCount) {
+			chosen = gu
+		}
+	}
+	if chosen != nil && chosen.group != nil {
+		chosen.owner = j
+		return chosen, nil
+	}
+	// Not a gang (or its group is not there yet): its first pending pod.
+	for i := range st.pods {
+		p := &st.pods[i]
+		if p.Namespace != t.Namespace || !podgroup.Pending(p) {
+			continue
+		}
+		if name, uid, err := integ.OwnerOf(ctx, dynGetter{dyn}, p); err == nil && name == t.Name && uid == obj.GetUID() {
+			pu := podUnit(st, p)
+			pu.owner = j
+			return pu, nil
+		}
+	}
+	if chosen == nil {
+		chosen = &unit{minCount: int(jobintegration.Size(j))}
+		if gerr != nil {
+			chosen.notGang = gerr.Error()
+		}
+	}
+	chosen.label, chosen.owner = label, j
+	return chosen, nil
 }
 
 // groupUnit resolves a group as the scheduler does (podgroup.Resolve; pg
@@ -90,4 +130,27 @@ func podUnit(st *state, p *corev1.Pod) *unit {
 
 func fromResolved(r *podgroup.Unit) *unit {
 	return &unit{group: r.Group, members: r.Members, pending: r.Pending, bound: r.Bound, gated: r.Gated, minCount: r.MinCount(), gang: r.Gang(), resolved: r}
+}
+
+// dynGetter reads the objects of the integrations' kinds (a JobSet's Jobs,
+// …) live through the dynamic client, for Integration.OwnerOf.
+type dynGetter struct{ dyn dynamic.Interface }
+
+var scheme = integrations.Scheme()
+
+func (g dynGetter) Get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	gvks, _, err := scheme.ObjectKinds(obj)
+	if err != nil {
+		return err
+	}
+	gvk := gvks[0]
+	integ := integrations.All().ForKind(gvk.GroupVersion().String(), gvk.Kind)
+	if integ == nil {
+		return fmt.Errorf("explain reads no %s", gvk)
+	}
+	u, err := g.dyn.Resource(gvk.GroupVersion().WithResource(integ.Resource())).Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj)
 }

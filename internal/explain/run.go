@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,22 +17,27 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// Target names what to explain: kind is podgroup, job or pod.
+// Target names what to explain: kind is podgroup, pod, or a job kind
+// (job, jobset, …: an alias of an integration).
 type Target struct {
 	Kind, Namespace, Name string
 }
 
 // unit is what the target resolves to.
 type unit struct {
-	label   string
-	group   *lockv1.PodGroup
-	job     *batchv1.Job
+	label string
+	group *lockv1.PodGroup
+	// owner is the job (Job, JobSet, …) the target named, if any.
+	owner jobintegration.GenericJob
+	// notGang says why that job is not a gang.
+	notGang string
 	members []*corev1.Pod
 	pending []*corev1.Pod
 	bound   int
@@ -53,7 +57,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	if err != nil {
 		return nil, err
 	}
-	u, err := resolve(ctx, client, st, t)
+	u, err := resolve(ctx, dyn, st, t)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +147,10 @@ func (st *state) candidates() []preemption.Candidate {
 // waitingAnswer covers the units that cannot be attempted at all.
 func waitingAnswer(u *unit) string {
 	switch {
-	case len(u.members) == 0 && u.job != nil && u.job.Spec.Suspend != nil && *u.job.Spec.Suspend:
-		return fmt.Sprintf("%s has no pods: Job %s is suspended (e.g. held by a queue); nothing is scheduled until it is resumed", u.label, u.job.Name)
+	case len(u.members) == 0 && u.owner != nil && suspended(u.owner):
+		return fmt.Sprintf("%s has no pods: %s %s is suspended (e.g. held by a queue such as Kueue); nothing is scheduled until it is resumed", u.label, u.owner.GVK().Kind, u.owner.Object().GetName())
+	case len(u.members) == 0 && u.notGang != "":
+		return fmt.Sprintf("%s has no pods yet, and is not a gang: %s", u.label, u.notGang)
 	case len(u.members) == 0:
 		return fmt.Sprintf("%s has no pods yet: 0 of minCount %d exist; create them (label %s=%s, schedulerName lockstep)", u.label, u.minCount, lockv1.PodGroupLabel, groupName(u))
 	case u.gang && len(u.members) < u.minCount:
@@ -244,4 +250,9 @@ func incarnationOf(pg *lockv1.PodGroup) *Incarnation {
 		out.Ended = inc.Ended.Reason + ": " + inc.Ended.Message
 	}
 	return out
+}
+
+func suspended(j jobintegration.GenericJob) bool {
+	_, _, s := j.Stopped()
+	return s
 }

@@ -17,11 +17,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
@@ -48,8 +51,8 @@ type Reconciler struct {
 	// TaintRules: the cluster serves resource.k8s.io/v1 DeviceTaintRules,
 	// whose taints count like those in ResourceSlices.
 	TaintRules bool
-	// Integrations resolve a group's owner (its Job) for scale-downs and
-	// suspension.
+	// Integrations resolve a group's owner (its Job, JobSet, …) for
+	// scale-downs and suspension; WatchOwners watches each.
 	Integrations []jobintegration.Integration
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -57,6 +60,8 @@ type Reconciler struct {
 	restarts *prometheus.CounterVec
 	slices   *sliceSource
 	departed departedPods
+	ctl      controller.Controller
+	cache    crcache.Cache
 }
 
 // SetupWithManager watches PodGroups, their pods, their owners, nodes and
@@ -107,10 +112,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNode)).
 		WatchesRawSource(r.slices)
-	for _, integ := range r.Integrations {
-		b = b.Watches(integ.NewObject(), handler.EnqueueRequestsFromMapFunc(r.groupsOwnedBy))
+	ctl, err := b.Build(r)
+	if err != nil {
+		return err
 	}
-	return b.Complete(r)
+	r.ctl, r.cache = ctl, mgr.GetCache()
+	return nil
+}
+
+// WatchOwners watches the jobs of one integration (their suspension,
+// completion and scale-downs change their gangs' verdicts). It is called
+// per integration once the API server serves its kind, before or after
+// the manager started.
+func (r *Reconciler) WatchOwners(integ jobintegration.Integration) error {
+	return r.ctl.Watch(source.Kind(r.cache, integ.NewObject(), handler.EnqueueRequestsFromMapFunc(r.groupsOwnedBy)))
 }
 
 func enqueueGroup(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {

@@ -1,10 +1,15 @@
 package jobintegration
 
 import (
+	"context"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -17,20 +22,43 @@ const (
 	// DisruptionModeAnnotation: "single" lets members be disrupted one by
 	// one; the default is "all".
 	DisruptionModeAnnotation = "scheduling.lockstep.dev/disruption-mode"
+	// GangScopeAnnotation: "job" (the default) makes one gang of every pod
+	// of the job; "role" one gang per role (a JobSet's replicated job),
+	// each independent of the others.
+	GangScopeAnnotation = "scheduling.lockstep.dev/gang-scope"
 )
 
-// GenericJob is what the reconciler needs to know about one job object.
+// Gang scopes.
+const (
+	ScopeJob  = "job"
+	ScopeRole = "role"
+)
+
+// Role is one kind of pod of a job: its template and how many of its pods
+// run at once when the job runs whole.
+type Role struct {
+	// Name is the role's name (a JobSet's replicated job); a job with one
+	// role calls it TemplateName.
+	Name     string
+	Template *corev1.PodTemplateSpec
+	Count    int32
+	// Path is the template's field path in the job, for errors.
+	Path *field.Path
+}
+
+// GenericJob is what the framework needs to know about one job object.
 type GenericJob interface {
-	// Object is the job itself (owner of the Workload and PodGroup).
+	// Object is the job itself (owner of the Workload and PodGroups).
 	Object() client.Object
 	// GVK of the job, for owner references.
 	GVK() schema.GroupVersionKind
-	// PodTemplate is the template of the job's pods.
-	PodTemplate() *corev1.PodTemplateSpec
-	// Size is how many pods run at once when the job runs whole.
-	Size() int32
-	// Qualify returns nil when the job has the fixed shape of a gang, else
-	// which condition failed and how to fix it.
+	// Roles are the job's pod templates. Their pointers may be written to
+	// (admission writes each role's group into its template).
+	Roles() []Role
+	// RoleOf is the role of one of the job's pods ("" if none).
+	RoleOf(pod *corev1.Pod) string
+	// Qualify returns nil when the job has the shape of a gang, else which
+	// condition failed and how to fix it.
 	Qualify() *NotQualified
 	// InTreeGang reports whether the job carries its own gang policy for the
 	// API server's scheduling.k8s.io PodGroup (upstream WorkloadWithJob); then
@@ -45,16 +73,37 @@ type GenericJob interface {
 	Wants(index int32) bool
 }
 
-// Integration registers one kind of job.
+// Getter reads objects: a cache first, the API server on a miss.
+type Getter interface {
+	Get(ctx context.Context, key types.NamespacedName, obj client.Object) error
+}
+
+// Integration is one kind of job.
 type Integration interface {
 	// Name is e.g. "batch/job".
 	Name() string
 	// GVK is the kind's group, version and kind, as owner references name it.
 	GVK() schema.GroupVersionKind
+	// Resource is the kind's resource (plural) name, e.g. "jobs".
+	Resource() string
+	// Aliases are the names `lockstep explain` accepts for the kind.
+	Aliases() []string
 	// NewObject returns an empty object of the kind, for watches and Gets.
 	NewObject() client.Object
 	// Wrap adapts an object of the kind.
 	Wrap(client.Object) GenericJob
+	// AddToScheme registers the kind's types.
+	AddToScheme(*runtime.Scheme) error
+	// AdmissionMatch is a CEL expression over the admitted object that is
+	// true when its pods target Lockstep: the match condition of its
+	// webhooks, so other objects never reach them.
+	AdmissionMatch() string
+	// OwnerOf returns the job of this kind a pod belongs to — its name and
+	// UID — or "" when the pod is not one of its pods. It follows the
+	// pod's controller references (reading intermediate objects with get),
+	// never labels alone, so a pod cannot claim a job it was not created
+	// for.
+	OwnerOf(ctx context.Context, get Getter, pod *corev1.Pod) (name string, uid types.UID, err error)
 }
 
 // NotQualified says why a job is not a gang and how to make it one.
@@ -65,9 +114,11 @@ type NotQualified struct {
 
 func (n *NotQualified) Error() string { return n.Condition + "; " + n.Fix }
 
-// TargetsLockstep reports whether the job's pods are scheduled by Lockstep.
+// TargetsLockstep reports whether the job's pods are scheduled by Lockstep:
+// those of its first role (Qualify refuses a job whose roles disagree).
 func TargetsLockstep(j GenericJob) bool {
-	return j.PodTemplate().Spec.SchedulerName == lockv1.SchedulerName
+	roles := j.Roles()
+	return len(roles) > 0 && roles[0].Template.Spec.SchedulerName == lockv1.SchedulerName
 }
 
 // HasGroup reports whether the template already names a group other than
@@ -81,22 +132,35 @@ func HasGroup(t *corev1.PodTemplateSpec, own string) bool {
 	return sg != nil && sg.PodGroupName != nil
 }
 
+// Size is how many pods of the job run at once when it runs whole.
+func Size(j GenericJob) int32 {
+	var n int32
+	for _, r := range j.Roles() {
+		n += r.Count
+	}
+	return n
+}
+
 // MinCount is the job's size unless the annotation lowers it; the error
 // explains a bad annotation.
 func MinCount(j GenericJob) (int32, error) {
 	v, ok := j.Object().GetAnnotations()[MinCountAnnotation]
+	size := Size(j)
 	if !ok {
-		return j.Size(), nil
+		return size, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || n < 1 {
 		return 0, &NotQualified{Condition: MinCountAnnotation + "=" + strconv.Quote(v) + " is not a positive integer", Fix: "set it to the number of pods that must run together, or remove it"}
 	}
-	if int32(n) > j.Size() {
+	if int32(n) > size {
 		return 0, &NotQualified{
-			Condition: MinCountAnnotation + "=" + v + " is larger than the job can ever run (" + strconv.Itoa(int(j.Size())) + " pods at once)",
-			Fix:       "lower the annotation to at most " + strconv.Itoa(int(j.Size())) + " or raise parallelism",
+			Condition: MinCountAnnotation + "=" + v + " is larger than the job can ever run (" + strconv.Itoa(int(size)) + " pods at once)",
+			Fix:       "lower the annotation to at most " + strconv.Itoa(int(size)) + " or raise parallelism",
 		}
+	}
+	if Scope(j) == ScopeRole && len(j.Roles()) > 1 {
+		return 0, &NotQualified{Condition: MinCountAnnotation + " is set with " + GangScopeAnnotation + "=role", Fix: "each role's gang needs all its pods; remove the annotation, or use one gang for the job"}
 	}
 	return int32(n), nil
 }
@@ -111,4 +175,44 @@ func DisruptionMode(j GenericJob) (*lockv1.DisruptionMode, error) {
 	default:
 		return nil, &NotQualified{Condition: DisruptionModeAnnotation + "=" + strconv.Quote(v) + " is not a disruption mode", Fix: `use "all" (default) or "single"`}
 	}
+}
+
+// Scope is the job's gang scope: the annotation's, else the kind's default
+// (a GenericJob with a DefaultScope method), else "job".
+func Scope(j GenericJob) string {
+	switch j.Object().GetAnnotations()[GangScopeAnnotation] {
+	case ScopeRole:
+		return ScopeRole
+	case ScopeJob:
+		return ScopeJob
+	}
+	if d, ok := j.(interface{ DefaultScope() string }); ok {
+		return d.DefaultScope()
+	}
+	return ScopeJob
+}
+
+// ScopeError explains a bad gang-scope annotation, nil when it is valid.
+func ScopeError(j GenericJob) *NotQualified {
+	switch v := j.Object().GetAnnotations()[GangScopeAnnotation]; v {
+	case "", ScopeJob, ScopeRole:
+		return nil
+	default:
+		return &NotQualified{Condition: GangScopeAnnotation + "=" + strconv.Quote(v) + " is not a gang scope", Fix: `use "job" (default: one gang of every pod) or "role" (one gang per role)`}
+	}
+}
+
+// controllerIs reports whether ref is a controller reference to gvk.
+func controllerIs(ref metav1.OwnerReference, gvk schema.GroupVersionKind) bool {
+	return ref.Controller != nil && *ref.Controller && ref.Kind == gvk.Kind && ref.APIVersion == gvk.GroupVersion().String()
+}
+
+// ControllerOf is o's controller reference if it is of kind gvk.
+func ControllerOf(o metav1.Object, gvk schema.GroupVersionKind) (metav1.OwnerReference, bool) {
+	for _, ref := range o.GetOwnerReferences() {
+		if controllerIs(ref, gvk) {
+			return ref, true
+		}
+	}
+	return metav1.OwnerReference{}, false
 }

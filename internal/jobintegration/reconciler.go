@@ -3,6 +3,7 @@ package jobintegration
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,11 +28,14 @@ const (
 	ReasonInTreeGang       = "InTreeGangPolicy"
 )
 
-// Reconciler makes every qualifying job of one integration a gang.
+// Reconciler makes every qualifying job of one integration gangs.
 type Reconciler struct {
 	Client      client.Client
 	Recorder    record.EventRecorder
 	Integration Integration
+	// Integrations are all integrations Lockstep runs: a job another one
+	// controls (a JobSet's Jobs) is part of that one's gang.
+	Integrations Set
 }
 
 // SetupWithManager watches the integration's jobs (creation, spec and
@@ -46,7 +50,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile ensures the job's Workload and PodGroup.
+// Reconcile ensures the job's Workload and PodGroups.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := ctrl.LoggerFrom(ctx)
 	obj := r.Integration.NewObject()
@@ -57,19 +61,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	j := r.Integration.Wrap(obj)
-	if !TargetsLockstep(j) {
+	if !TargetsLockstep(j) || r.Integrations.Parent(obj) != nil {
 		return ctrl.Result{}, nil
 	}
+	kind := j.GVK().Kind
 	if j.InTreeGang() {
 		r.Recorder.Event(obj, corev1.EventTypeNormal, ReasonInTreeGang,
-			"the job's spec.scheduling gang policy is used: Lockstep schedules the PodGroup the API server's Job controller creates and creates none of its own")
+			"the "+kind+"'s gang policy for the API server's scheduling.k8s.io PodGroup is used: Lockstep schedules the PodGroup its controller creates and creates none of its own")
 		return ctrl.Result{}, nil
 	}
-	if nq := j.Qualify(); nq != nil {
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %s; %s", nq.Condition, nq.Fix)
+	groups, err := Groups(j)
+	if err != nil {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
 		return ctrl.Result{}, nil
 	}
-	pg, wl, err := desired(j)
+	pgs, wl, err := desired(j, groups)
 	if err != nil {
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
 		return ctrl.Result{}, nil
@@ -77,24 +83,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.ensure(ctx, wl, func(existing client.Object) bool { return false }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("workload: %w", err)
 	}
-	created := false
-	err = r.ensure(ctx, pg, func(existing client.Object) bool {
-		cur := existing.(*lockv1.PodGroup)
-		if cur.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
-			return false
+	var created []string
+	for _, pg := range pgs {
+		err = r.ensure(ctx, pg, func(existing client.Object) bool {
+			cur := existing.(*lockv1.PodGroup)
+			if cur.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
+				return false
+			}
+			// minCount follows the job (parallelism and the min-count
+			// annotation can change); it is the one mutable policy field. The
+			// members that stay are never restarted by a resize.
+			cur.Spec.SchedulingPolicy.Gang.MinCount = pg.Spec.SchedulingPolicy.Gang.MinCount
+			return true
+		}, func() {
+			created = append(created, fmt.Sprintf("%s (gang, minCount %d)", pg.Name, pg.Spec.SchedulingPolicy.Gang.MinCount))
+		})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("podgroup %s: %w", pg.Name, err)
 		}
-		// minCount follows the job (parallelism and the min-count
-		// annotation can change); it is the one mutable policy field. The
-		// members that stay are never restarted by a resize.
-		cur.Spec.SchedulingPolicy.Gang.MinCount = pg.Spec.SchedulingPolicy.Gang.MinCount
-		return true
-	}, func() { created = true })
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("podgroup: %w", err)
 	}
-	if created {
-		logger.V(1).Info("Job became a gang", "podGroup", client.ObjectKeyFromObject(pg), "minCount", pg.Spec.SchedulingPolicy.Gang.MinCount)
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGangCreated, "created PodGroup %s (gang, minCount %d) and Workload %s", pg.Name, pg.Spec.SchedulingPolicy.Gang.MinCount, wl.Name)
+	if len(created) > 0 {
+		logger.V(1).Info(kind+" became gangs", "podGroups", created)
+		what := "PodGroup"
+		if len(created) > 1 {
+			what = "PodGroups"
+		}
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGangCreated, "created %s %s and Workload %s", what, strings.Join(created, ", "), wl.Name)
 	}
 	return ctrl.Result{}, nil
 }
@@ -122,12 +136,9 @@ func (r *Reconciler) ensure(ctx context.Context, want client.Object, update func
 	return nil
 }
 
-// desired computes the Workload and PodGroup of a job, both owned by it.
-func desired(j GenericJob) (*lockv1.PodGroup, *lockv1.Workload, error) {
-	minCount, err := MinCount(j)
-	if err != nil {
-		return nil, nil, err
-	}
+// desired computes the Workload and PodGroups of a job, all owned by it:
+// one Workload named after the job with a pod group template per group.
+func desired(j GenericJob, groups []Group) ([]*lockv1.PodGroup, *lockv1.Workload, error) {
 	mode, err := DisruptionMode(j)
 	if err != nil {
 		return nil, nil, err
@@ -138,26 +149,33 @@ func desired(j GenericJob) (*lockv1.PodGroup, *lockv1.Workload, error) {
 		APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: obj.GetName(), UID: obj.GetUID(),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 	}
-	meta := metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName(), OwnerReferences: []metav1.OwnerReference{owner}}
-	policy := lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: minCount}}
-	priorityClass := j.PodTemplate().Spec.PriorityClassName
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: name, OwnerReferences: []metav1.OwnerReference{owner}}
+	}
 	wl := &lockv1.Workload{
-		ObjectMeta: meta,
-		Spec: lockv1.WorkloadSpec{
-			ControllerRef: &lockv1.TypedLocalObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: obj.GetName()},
-			PodGroupTemplates: []lockv1.PodGroupTemplate{{
-				Name: TemplateName, SchedulingPolicy: policy, DisruptionMode: mode, PriorityClassName: priorityClass,
-			}},
-		},
+		ObjectMeta: meta(obj.GetName()),
+		Spec:       lockv1.WorkloadSpec{ControllerRef: &lockv1.TypedLocalObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: obj.GetName()}},
 	}
-	pg := &lockv1.PodGroup{
-		ObjectMeta: *meta.DeepCopy(),
-		Spec: lockv1.PodGroupSpec{
-			WorkloadRef:       &lockv1.WorkloadReference{WorkloadName: wl.Name, TemplateName: TemplateName},
-			SchedulingPolicy:  *policy.DeepCopy(),
-			DisruptionMode:    mode.DeepCopy(),
-			PriorityClassName: priorityClass,
-		},
+	var pgs []*lockv1.PodGroup
+	templates := map[string]bool{}
+	for _, g := range groups {
+		policy := lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: g.MinCount}}
+		if !templates[g.Template] {
+			// Groups of one template (a LeaderWorkerSet's replicas) share it.
+			templates[g.Template] = true
+			wl.Spec.PodGroupTemplates = append(wl.Spec.PodGroupTemplates, lockv1.PodGroupTemplate{
+				Name: g.Template, SchedulingPolicy: policy, DisruptionMode: mode.DeepCopy(), PriorityClassName: g.PriorityClassName,
+			})
+		}
+		pgs = append(pgs, &lockv1.PodGroup{
+			ObjectMeta: meta(g.Name),
+			Spec: lockv1.PodGroupSpec{
+				WorkloadRef:       &lockv1.WorkloadReference{WorkloadName: wl.Name, TemplateName: g.Template},
+				SchedulingPolicy:  *policy.DeepCopy(),
+				DisruptionMode:    mode.DeepCopy(),
+				PriorityClassName: g.PriorityClassName,
+			},
+		})
 	}
-	return pg, wl, nil
+	return pgs, wl, nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +17,7 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 )
 
 // cacheOptions keeps only the members of groups in the pod cache: the
@@ -40,8 +41,15 @@ func setupCaches(ctx context.Context, mgr ctrl.Manager) (reads, *deviceIndex, er
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGroup, groupIndexValue); err != nil {
 		return reads{}, nil, err
 	}
-	for _, o := range []client.Object{&batchv1.Job{}, &lockv1.PodGroup{}, &schedulingv1.PriorityClass{},
-		&resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}} {
+	watched := []client.Object{&lockv1.PodGroup{}, &schedulingv1.PriorityClass{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
+	served, err := servedIntegrations(mgr)
+	if err != nil {
+		return reads{}, nil, err
+	}
+	for _, integ := range served {
+		watched = append(watched, integ.NewObject())
+	}
+	for _, o := range watched {
 		if _, err := c.GetInformer(ctx, o); err != nil {
 			return reads{}, nil, fmt.Errorf("informer for %T: %w", o, err)
 		}
@@ -57,4 +65,23 @@ func setupCaches(ctx context.Context, mgr ctrl.Manager) (reads, *deviceIndex, er
 		}
 	}
 	return reads{Cached: mgr.GetClient(), Live: mgr.GetAPIReader()}, devices, nil
+}
+
+// servedIntegrations are the integrations whose kind the API server serves
+// now (a JobSet's Jobs are batch/v1, always served). The informers of the
+// others are started on first use, should their CRDs be installed later.
+func servedIntegrations(mgr ctrl.Manager) ([]jobintegration.Integration, error) {
+	var out []jobintegration.Integration
+	for _, integ := range integrationSet {
+		gvk := integ.GVK()
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				ctrl.Log.WithName("webhook").Info("Integration not served by the API server (yet): its informer starts on first use", "kind", gvk.String())
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, integ)
+	}
+	return out, nil
 }

@@ -9,15 +9,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 )
 
 // Paths the server serves.
 const (
-	pathJobMutate      = "/mutate-jobs"
 	pathPodMutate      = "/mutate-pods"
 	pathPodValidate    = "/validate-pods"
 	pathPodGroup       = "/validate-podgroups"
-	pathJob            = "/validate-jobs"
 	mutatingConfigName = "lockstep"
 	validatingConfig   = "lockstep"
 )
@@ -39,8 +38,32 @@ const (
 	podTargetsLockstep = `object.spec.schedulerName == "lockstep" || ` + isMember
 	podWasMember       = `oldObject != null && has(oldObject.metadata.labels) && "` + lockv1.PodGroupLabel + `" in oldObject.metadata.labels`
 	podNeedsDefaults   = `(` + isMember + ` && object.spec.schedulerName != "lockstep") || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && (` + ownedByJob + ` || has(object.spec.schedulingGroup)))`
-	jobTargetsLockstep = `object.spec.template.spec.schedulerName == "lockstep"`
 )
+
+// podNeedsDefaultsOf is podNeedsDefaults, also matching the unlabelled
+// Lockstep pods of integrations whose group is set per pod (a
+// LeaderWorkerSet's, created by the StatefulSet controller).
+func podNeedsDefaultsOf(set jobintegration.Set) string {
+	var extra []string
+	for _, integ := range set {
+		if m, ok := integ.(interface{ PodAdmissionMatch() string }); ok {
+			extra = append(extra, m.PodAdmissionMatch())
+		}
+	}
+	if len(extra) == 0 {
+		return podNeedsDefaults
+	}
+	return podNeedsDefaults + ` || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && (` + strings.Join(extra, " || ") + `))`
+}
+
+// Paths of an integration's job webhooks (e.g. /mutate-jobs, /validate-jobsets).
+func pathJobMutate(integ jobintegration.Integration) string   { return "/mutate-" + integ.Resource() }
+func pathJobValidate(integ jobintegration.Integration) string { return "/validate-" + integ.Resource() }
+
+func integrationRule(integ jobintegration.Integration, ops ...admissionv1.OperationType) admissionv1.RuleWithOperations {
+	gvk := integ.GVK()
+	return rule(gvk.Group, gvk.Version, integ.Resource(), ops...)
+}
 
 // fromJobController matches a pod creation by the Job controller, as one
 // of users (the identities the cluster's Job controller runs as).
@@ -110,16 +133,8 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 				Name: "pods.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodMutate),
 				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
-				MatchConditions:    []admissionv1.MatchCondition{{Name: "needs-defaults", Expression: podNeedsDefaults}},
+				MatchConditions:    []admissionv1.MatchCondition{{Name: "needs-defaults", Expression: podNeedsDefaultsOf(integrationSet)}},
 				ReinvocationPolicy: ptr.To(admissionv1.IfNeededReinvocationPolicy),
-			},
-			{
-				// Ignore: an optimization only — without it the pod webhook
-				// labels each rank.
-				Name: "jobs.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobMutate),
-				Rules:         []admissionv1.RuleWithOperations{rule("batch", "v1", "jobs", admissionv1.Create)},
-				FailurePolicy: ignore, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
-				MatchConditions: []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: jobTargetsLockstep}},
 			},
 		},
 	}
@@ -132,12 +147,6 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 			},
 			{
-				Name: "jobs.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJob),
-				Rules:         []admissionv1.RuleWithOperations{rule("batch", "v1", "jobs", admissionv1.Create, admissionv1.Update)},
-				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
-				MatchConditions: []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: jobTargetsLockstep}},
-			},
-			{
 				Name: "pods.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodValidate),
 				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create, admissionv1.Update)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
@@ -147,6 +156,23 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 				},
 			},
 		},
+	}
+	for _, integ := range integrationSet {
+		match := []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: integ.AdmissionMatch()}}
+		mutating.Webhooks = append(mutating.Webhooks, admissionv1.MutatingWebhook{
+			// Ignore: an optimization only — without it the pod webhook
+			// labels each pod.
+			Name: integ.Resource() + ".mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobMutate(integ)),
+			Rules:         []admissionv1.RuleWithOperations{integrationRule(integ, admissionv1.Create)},
+			FailurePolicy: ignore, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: match,
+		})
+		validating.Webhooks = append(validating.Webhooks, admissionv1.ValidatingWebhook{
+			Name: integ.Resource() + ".validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobValidate(integ)),
+			Rules:         []admissionv1.RuleWithOperations{integrationRule(integ, admissionv1.Create, admissionv1.Update)},
+			FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: match,
+		})
 	}
 	return mutating, validating
 }

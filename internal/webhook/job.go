@@ -5,58 +5,87 @@ import (
 	"errors"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
-	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 )
 
-// JobValidator rejects Jobs targeting Lockstep whose gang annotations or
-// priority class cannot work.
+// JobValidator rejects jobs of one integration (a Job, a JobSet, …)
+// targeting Lockstep whose gang annotations or priority class cannot work.
 type JobValidator struct {
 	reads
-	// Claims warns, once per Job, about the template's claims (its pods'
+	Integration jobintegration.Integration
+	// Claims warns, once per job, about the templates' claims (its pods'
 	// admission is skipped when the Job controller creates them).
 	Claims *claimChecks
 }
 
-var _ admission.Validator[*batchv1.Job] = (*JobValidator)(nil)
+var _ admission.CustomValidator = (*JobValidator)(nil)
 
-// ValidateCreate implements admission.Validator.
-func (v *JobValidator) ValidateCreate(ctx context.Context, job *batchv1.Job) (admission.Warnings, error) {
-	warnings, err := v.validate(ctx, job)
-	if v.Claims != nil && jobintegration.TargetsLockstep(jobint.Integration{}.Wrap(job)) {
-		ns := namespaceOf(ctx, job.Namespace)
-		for _, pc := range job.Spec.Template.Spec.ResourceClaims {
-			warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
+func (v *JobValidator) wrap(o runtime.Object) (jobintegration.GenericJob, error) {
+	obj, ok := o.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T", o)
+	}
+	return v.Integration.Wrap(obj), nil
+}
+
+// ValidateCreate implements admission.CustomValidator.
+func (v *JobValidator) ValidateCreate(ctx context.Context, o runtime.Object) (admission.Warnings, error) {
+	j, err := v.wrap(o)
+	if err != nil {
+		return nil, err
+	}
+	warnings, err := v.validate(ctx, j)
+	if v.Claims != nil && jobintegration.TargetsLockstep(j) {
+		ns := namespaceOf(ctx, j.Object().GetNamespace())
+		for _, r := range j.Roles() {
+			for _, pc := range r.Template.Spec.ResourceClaims {
+				warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
+			}
 		}
 	}
 	return warnings, err
 }
 
-// ValidateUpdate implements admission.Validator: the new Job must be valid,
-// and its disruption mode cannot change — the gang's PodGroup fixes it at
-// creation (a minCount change is applied to the live gang).
-func (v *JobValidator) ValidateUpdate(ctx context.Context, old, job *batchv1.Job) (admission.Warnings, error) {
-	warnings, err := v.validate(ctx, job)
+// ValidateUpdate implements admission.CustomValidator: the new job must be
+// valid, and its disruption mode and gang scope cannot change — the gang's
+// PodGroups fix them at creation (a minCount change is applied to the live
+// gang).
+func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Object) (admission.Warnings, error) {
+	j, err := v.wrap(o)
 	if err != nil {
+		return nil, err
+	}
+	old, err := v.wrap(oldObj)
+	if err != nil {
+		return nil, err
+	}
+	warnings, err := v.validate(ctx, j)
+	if err != nil || !integrationSet.Gang(old) {
 		return warnings, err
 	}
+	kind := j.GVK().Kind
+	var errs field.ErrorList
 	key := jobintegration.DisruptionModeAnnotation
-	was, is := modeOf(old.Annotations[key]), modeOf(job.Annotations[key])
-	if was != is && gangJob(jobint.Integration{}.Wrap(old)) {
-		return warnings, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, job.Name, field.ErrorList{
-			field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
-				fmt.Sprintf("the gang's disruption mode is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the Job to change it", was)),
-		})
+	if was, is := modeOf(old.Object().GetAnnotations()[key]), modeOf(j.Object().GetAnnotations()[key]); was != is {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
+			fmt.Sprintf("the gang's disruption mode is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
 	}
-	return warnings, nil
+	if was, is := jobintegration.Scope(old), jobintegration.Scope(j); was != is {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(jobintegration.GangScopeAnnotation),
+			fmt.Sprintf("the gang scope is fixed when the PodGroups are created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
+	}
+	if len(errs) == 0 {
+		return warnings, nil
+	}
+	return warnings, apierrors.NewInvalid(j.GVK().GroupKind(), j.Object().GetName(), errs)
 }
 
 // modeOf normalizes the disruption-mode annotation ("" is all).
@@ -67,63 +96,89 @@ func modeOf(v string) string {
 	return v
 }
 
-// ValidateDelete implements admission.Validator.
-func (v *JobValidator) ValidateDelete(context.Context, *batchv1.Job) (admission.Warnings, error) {
+// ValidateDelete implements admission.CustomValidator.
+func (v *JobValidator) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func (v *JobValidator) validate(ctx context.Context, job *batchv1.Job) (admission.Warnings, error) {
-	j := jobint.Integration{}.Wrap(job)
-	if !jobintegration.TargetsLockstep(j) {
+func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob) (admission.Warnings, error) {
+	obj := j.Object()
+	if !jobintegration.TargetsLockstep(j) || integrationSet.Parent(obj) != nil {
+		// A job another integration controls (a JobSet's Job) was
+		// checked as part of its parent.
 		return nil, nil
 	}
 	meta := field.NewPath("metadata", "annotations")
+	ann := obj.GetAnnotations()
 	var errs field.ErrorList
 	var nq *jobintegration.NotQualified
 	if _, err := jobintegration.MinCount(j); errors.As(err, &nq) {
-		errs = append(errs, field.Invalid(meta.Key(jobintegration.MinCountAnnotation), job.Annotations[jobintegration.MinCountAnnotation], nq.Error()))
+		errs = append(errs, field.Invalid(meta.Key(jobintegration.MinCountAnnotation), ann[jobintegration.MinCountAnnotation], nq.Error()))
 	}
 	if _, err := jobintegration.DisruptionMode(j); errors.As(err, &nq) {
-		errs = append(errs, field.Invalid(meta.Key(jobintegration.DisruptionModeAnnotation), job.Annotations[jobintegration.DisruptionModeAnnotation], nq.Error()))
+		errs = append(errs, field.Invalid(meta.Key(jobintegration.DisruptionModeAnnotation), ann[jobintegration.DisruptionModeAnnotation], nq.Error()))
 	}
-	tmpl := field.NewPath("spec", "template", "spec")
-	errs = append(errs, validatePriority(ctx, v.Cached, tmpl, job.Spec.Template.Spec.PriorityClassName, nil)...)
-	if g := job.Spec.Template.Labels[lockv1.PodGroupLabel]; g != "" && g != job.Name {
-		// The Job's pods will join g: it must not be another Job's gang.
-		if pg, err := v.podGroup(ctx, namespaceOf(ctx, job.Namespace), g); err == nil {
-			if ref := metav1.GetControllerOf(pg); ref != nil && ref.Kind == "Job" && ref.Name != job.Name {
-				errs = append(errs, field.Forbidden(field.NewPath("spec", "template", "metadata", "labels").Key(lockv1.PodGroupLabel),
-					fmt.Sprintf("PodGroup %s is the gang of Job %s: only that Job's pods join it", g, ref.Name)))
-			}
+	if nq := jobintegration.ScopeError(j); nq != nil {
+		errs = append(errs, field.Invalid(meta.Key(jobintegration.GangScopeAnnotation), ann[jobintegration.GangScopeAnnotation], nq.Error()))
+	}
+	ns := namespaceOf(ctx, obj.GetNamespace())
+	for _, r := range j.Roles() {
+		errs = append(errs, validatePriority(ctx, v.Cached, r.Path.Child("spec"), r.Template.Spec.PriorityClassName, nil)...)
+		// The role's pods join the group its template names: it must not be
+		// another job's gang.
+		g := r.Template.Labels[lockv1.PodGroupLabel]
+		if g == "" || g == obj.GetName() {
+			continue
+		}
+		pg, err := v.podGroup(ctx, ns, g)
+		if err != nil {
+			continue
+		}
+		if ref := metav1.GetControllerOf(pg); ref != nil && integrationSet.ForKind(ref.APIVersion, ref.Kind) != nil && ref.UID != obj.GetUID() {
+			errs = append(errs, field.Forbidden(r.Path.Child("metadata", "labels").Key(lockv1.PodGroupLabel),
+				fmt.Sprintf("PodGroup %s is the gang of %s %s: only its pods join it", g, ref.Kind, ref.Name)))
 		}
 	}
 	var warnings admission.Warnings
-	if nq := j.Qualify(); nq != nil && !j.InTreeGang() {
+	if _, err := jobintegration.Groups(j); errors.As(err, &nq) && !j.InTreeGang() {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())
 	}
 	if len(errs) == 0 {
 		return warnings, nil
 	}
-	return warnings, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, job.Name, errs)
+	return warnings, apierrors.NewInvalid(j.GVK().GroupKind(), obj.GetName(), errs)
 }
 
-// JobDefaulter writes a gang Job's group into its pod template at creation,
-// so the Job controller creates every rank already in its group and no
+// JobDefaulter writes a gang job's groups into its pod templates at
+// creation, so its controller creates every pod already in its group and no
 // per-pod webhook call is needed for it. It is an optimization: with it off
-// (or for a Job with generateName, whose name admission does not know yet),
-// the pod webhook labels each rank instead.
-type JobDefaulter struct{}
+// (or for a job with generateName, whose name admission does not know yet),
+// the pod webhook labels each pod instead.
+type JobDefaulter struct {
+	Integration jobintegration.Integration
+}
 
-var _ admission.Defaulter[*batchv1.Job] = JobDefaulter{}
+var _ admission.CustomDefaulter = JobDefaulter{}
 
-// Default implements admission.Defaulter.
-func (JobDefaulter) Default(_ context.Context, job *batchv1.Job) error {
-	if job.Name == "" || !gangJob(jobint.Integration{}.Wrap(job)) {
+// Default implements admission.CustomDefaulter.
+func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
+	obj, ok := o.(client.Object)
+	if !ok || obj.GetName() == "" {
 		return nil
 	}
-	if job.Spec.Template.Labels == nil {
-		job.Spec.Template.Labels = map[string]string{}
+	j := d.Integration.Wrap(obj)
+	if _, perPod := j.(jobintegration.PodGrouper); perPod {
+		return nil
 	}
-	job.Spec.Template.Labels[lockv1.PodGroupLabel] = job.Name
+	groups, ok := integrationSet.GangGroups(j)
+	if !ok {
+		return nil
+	}
+	for _, r := range j.Roles() {
+		if r.Template.Labels == nil {
+			r.Template.Labels = map[string]string{}
+		}
+		r.Template.Labels[lockv1.PodGroupLabel] = jobintegration.GroupFor(groups, r.Name)
+	}
 	return nil
 }

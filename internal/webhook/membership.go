@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +14,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
-	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -40,14 +39,54 @@ type reads struct {
 	Live   client.Reader
 }
 
-// job returns the pod's owning Job, from the cache or, on a miss, live.
-func (r reads) job(ctx context.Context, ns, name string) (*batchv1.Job, error) {
-	job := &batchv1.Job{}
-	err := r.Cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, job)
+// Get implements jobintegration.Getter: the cache, or on a miss the API
+// server (a job's first pods follow it within milliseconds).
+func (r reads) Get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	err := r.Cached.Get(ctx, key, obj)
 	if apierrors.IsNotFound(err) && r.Live != nil {
-		err = r.Live.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, job)
+		err = r.Live.Get(ctx, key, obj)
 	}
-	return job, err
+	return err
+}
+
+// integrationSet are the integrations whose jobs the webhook admits.
+var integrationSet = integrations.All()
+
+// ownerJob is the job a pod belongs to (through the integrations), read,
+// or nil when it has none or it no longer exists.
+func (r reads) ownerJob(ctx context.Context, ns string, pod *corev1.Pod) (*jobintegration.Owner, jobintegration.GenericJob, error) {
+	if pod.Namespace != ns {
+		cp := *pod
+		cp.Namespace = ns
+		pod = &cp
+	}
+	owner, err := integrationSet.OwnerOf(ctx, r, pod)
+	if err != nil || owner == nil {
+		return owner, nil, err
+	}
+	obj := owner.Integration.NewObject()
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: owner.Name}, obj); err != nil {
+		return owner, nil, client.IgnoreNotFound(err)
+	}
+	if obj.GetUID() != owner.UID {
+		return owner, nil, nil
+	}
+	return owner, owner.Integration.Wrap(obj), nil
+}
+
+// groupOf is the group a pod of j joins: the one Lockstep makes for its
+// role when j is a gang, else the one the role's template names.
+func groupOf(j jobintegration.GenericJob, pod *corev1.Pod) string {
+	if groups, ok := integrationSet.GangGroups(j); ok {
+		return jobintegration.GroupOf(j, groups, pod)
+	}
+	role := j.RoleOf(pod)
+	for _, r := range j.Roles() {
+		if r.Name == role {
+			return r.Template.Labels[lockv1.PodGroupLabel]
+		}
+	}
+	return ""
 }
 
 func (r reads) podGroup(ctx context.Context, ns, name string) (*lockv1.PodGroup, error) {
@@ -70,34 +109,28 @@ func (r reads) members(ctx context.Context, ns, group string) ([]corev1.Pod, err
 }
 
 // membership checks that a new pod may join the group its label names:
-// a pod owned by a Job joins only that Job's group (the one Lockstep made
-// for it, or the one its template names), and a group a Job owns takes only
-// that Job's pods. Membership is a label resolved in the pod's own
-// namespace, so no pod can name a group of another namespace.
+// a pod of a job (a Job, a JobSet, …) joins only its job's group (the one
+// Lockstep made for its role, or the one its template names), and a group a
+// job owns takes only that job's pods. Membership is a label resolved in
+// the pod's own namespace, so no pod can name a group of another namespace.
 func (r reads) membership(ctx context.Context, ns string, pod *corev1.Pod, group string, pg *lockv1.PodGroup) (field.ErrorList, error) {
-	ownerName, ownerUID := ownerJobRef(pod)
-	if ownerName != "" {
-		job, err := r.job(ctx, ns, ownerName)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-		if err == nil && job.UID == ownerUID {
-			want := job.Spec.Template.Labels[lockv1.PodGroupLabel]
-			if gangJob(jobint.Integration{}.Wrap(job)) {
-				want = job.Name
-			}
-			if group != want {
-				return field.ErrorList{field.Forbidden(labelPath, fmt.Sprintf(
-					"a pod of Job %s joins only that Job's PodGroup (%s), not %q: remove the label or set it on the Job's pod template", ownerName, orNone(want), group))}, nil
-			}
+	owner, j, err := r.ownerJob(ctx, ns, pod)
+	if err != nil {
+		return nil, err
+	}
+	if j != nil {
+		if want := groupOf(j, pod); group != want {
+			kind := j.GVK().Kind
+			return field.ErrorList{field.Forbidden(labelPath, fmt.Sprintf(
+				"a pod of %s %s joins only that %s's PodGroup (%s), not %q: remove the label or set it on the %s's pod template", kind, owner.Name, kind, orNone(want), group, kind))}, nil
 		}
 	}
 	if pg == nil {
 		return nil, nil
 	}
-	if ref := metav1.GetControllerOf(pg); ref != nil && ref.Kind == "Job" && ref.APIVersion == batchv1.SchemeGroupVersion.String() && ref.UID != ownerUID {
+	if ref := metav1.GetControllerOf(pg); ref != nil && integrationSet.ForKind(ref.APIVersion, ref.Kind) != nil && (owner == nil || owner.UID != ref.UID) {
 		return field.ErrorList{field.Forbidden(labelPath, fmt.Sprintf(
-			"PodGroup %s is the gang of Job %s: only that Job's pods join it (create your own PodGroup for other pods)", group, ref.Name))}, nil
+			"PodGroup %s is the gang of %s %s: only that %s's pods join it (create your own PodGroup for other pods)", group, ref.Kind, ref.Name, ref.Kind))}, nil
 	}
 	return nil, nil
 }
@@ -182,28 +215,9 @@ func podPriority(p *corev1.Pod) int32 {
 	return 0
 }
 
-// ownerJobRef is the pod's controlling Job, if any.
-func ownerJobRef(pod *corev1.Pod) (string, types.UID) {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "Job" && o.APIVersion == batchv1.SchemeGroupVersion.String() && o.Controller != nil && *o.Controller {
-			return o.Name, o.UID
-		}
-	}
-	return "", ""
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "none"
 	}
 	return s
-}
-
-// gangJob reports whether the job integration makes j a Lockstep gang.
-func gangJob(j jobintegration.GenericJob) bool {
-	if !jobintegration.TargetsLockstep(j) || j.InTreeGang() || j.Qualify() != nil {
-		return false
-	}
-	_, err := jobintegration.MinCount(j)
-	return err == nil
 }

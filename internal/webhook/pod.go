@@ -7,12 +7,11 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 )
 
 // PodDefaulter defaults pods that target Lockstep:
@@ -20,11 +19,12 @@ import (
 //   - a pod naming its group in the upstream field spec.schedulingGroup gets
 //     the membership label too: an API server that does not serve the field
 //     drops it after this webhook, and the pod would schedule alone;
-//   - a pod of a Job that Lockstep makes a gang joins the Job's PodGroup at
-//     creation, so no rank is ever created outside its group.
+//   - a pod of a job that Lockstep makes a gang (a Job, a JobSet, …) joins
+//     its role's PodGroup at creation, so no rank is ever created outside
+//     its group.
 //
-// It reads the Job from the cache, and from the API server only when the
-// cache has not seen it yet (a Job's first pods follow it within
+// It reads the job from the cache, and from the API server only when the
+// cache has not seen it yet (a job's first pods follow it within
 // milliseconds).
 type PodDefaulter struct {
 	reads
@@ -47,28 +47,33 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		pod.Labels[lockv1.PodGroupLabel] = *sg.PodGroupName
 		return nil
 	}
-	owner, _ := ownerJobRef(pod)
-	if owner == "" {
+	ns := namespaceOf(ctx, pod.Namespace)
+	owner, j, err := d.ownerJob(ctx, ns, pod)
+	if err != nil {
+		return fmt.Errorf("reading the pod's owner: %w", err)
+	}
+	if owner == nil {
 		return nil
 	}
-	ns := namespaceOf(ctx, pod.Namespace)
-	logger := ctrl.LoggerFrom(ctx).WithValues("job", ns+"/"+owner)
-	job, err := d.job(ctx, ns, owner)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			logger.Info("Pod of a Job that does not exist: not put in a group")
-			return nil
-		}
-		return fmt.Errorf("reading the pod's Job %s/%s: %w", ns, owner, err)
+	logger := ctrl.LoggerFrom(ctx).WithValues("owner", owner.Integration.GVK().Kind+" "+ns+"/"+owner.Name)
+	if j == nil {
+		logger.Info("Pod of a job that does not exist: not put in a group")
+		return nil
 	}
-	if !gangJob(jobint.Integration{}.Wrap(job)) {
-		logger.V(2).Info("Pod of a Job that is not a gang: not put in a group")
+	groups, ok := integrationSet.GangGroups(j)
+	if !ok {
+		logger.V(2).Info("Pod of a job that is not a gang: not put in a group")
+		return nil
+	}
+	g := jobintegration.GroupOf(j, groups, pod)
+	if g == "" {
+		logger.Info("Pod of a gang job in none of its roles: not put in a group", "role", j.RoleOf(pod))
 		return nil
 	}
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	pod.Labels[lockv1.PodGroupLabel] = job.Name
+	pod.Labels[lockv1.PodGroupLabel] = g
 	return nil
 }
 

@@ -11,8 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/jobset"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -78,6 +81,43 @@ func TestPodValidatorWarnsOnPresetNodeNameWithClaims(t *testing.T) {
 	for _, w := range warnings {
 		if strings.Contains(w, "spec.nodeName") {
 			t.Errorf("warned without nodeName: %q", w)
+		}
+	}
+}
+
+// A gang JobSet's groups are written into its replicated jobs' templates at
+// admission (one group, or one per replicated job), so its Jobs' pods are
+// created in their groups; a JobSet that is not a gang is left alone.
+func TestJobDefaulterWritesJobSetGroups(t *testing.T) {
+	mk := func(scope string) *jobsetv1.JobSet {
+		js := builders.JobSet("team-a", "trainer",
+			builders.ReplicatedJob("driver", 1, 1, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj()),
+			builders.ReplicatedJob("workers", 2, 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj()))
+		if scope != "" {
+			js.Annotations = map[string]string{jobintegration.GangScopeAnnotation: scope}
+		}
+		return js
+	}
+	d := JobDefaulter{Integration: jobset.Integration{}}
+	for scope, want := range map[string][]string{"": {"trainer", "trainer"}, jobintegration.ScopeRole: {"trainer-driver", "trainer-workers"}} {
+		js := mk(scope)
+		if err := d.Default(context.Background(), js); err != nil {
+			t.Fatal(err)
+		}
+		for i, rj := range js.Spec.ReplicatedJobs {
+			if got := rj.Template.Spec.Template.Labels[lockv1.PodGroupLabel]; got != want[i] {
+				t.Errorf("scope %q: replicated job %s's template joins %q, want %q", scope, rj.Name, got, want[i])
+			}
+		}
+	}
+	js := mk("")
+	js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.SchedulerName = ""
+	if err := d.Default(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if g, ok := rj.Template.Spec.Template.Labels[lockv1.PodGroupLabel]; ok {
+			t.Errorf("a JobSet that is not a gang got group %q on %s", g, rj.Name)
 		}
 	}
 }

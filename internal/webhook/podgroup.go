@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	jobint "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 )
 
 // PodGroupValidator rejects PodGroups that can only deadlock, that would
@@ -58,7 +58,7 @@ func (v *PodGroupValidator) validate(ctx context.Context, pg *lockv1.PodGroup, e
 	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
 		if size, job, ok := v.ownerJobSize(ctx, ns, pg); ok && g.MinCount > size {
 			errs = append(errs, field.Invalid(spec.Child("schedulingPolicy", "gang", "minCount"), g.MinCount,
-				fmt.Sprintf("larger than Job %s can ever run (parallelism %d): the gang would wait forever; set minCount to at most %d or raise the Job's parallelism", job, size, size)))
+				fmt.Sprintf("larger than %s can ever run (%d pods at once): the gang would wait forever; set minCount to at most %d or raise its parallelism", job, size, size)))
 		}
 	}
 	if len(errs) == 0 {
@@ -67,19 +67,34 @@ func (v *PodGroupValidator) validate(ctx context.Context, pg *lockv1.PodGroup, e
 	return apierrors.NewInvalid(schema.GroupKind{Group: lockv1.GroupVersion.Group, Kind: "PodGroup"}, pg.Name, errs)
 }
 
-// ownerJobSize returns the parallelism of the Job that owns the group.
+// ownerJobSize returns the size of the group's job: how many pods the
+// group has when the job runs whole.
 func (v *PodGroupValidator) ownerJobSize(ctx context.Context, ns string, pg *lockv1.PodGroup) (int32, string, bool) {
+	var ref metav1.OwnerReference
+	var integ jobintegration.Integration
 	for _, o := range pg.OwnerReferences {
-		if o.Kind != "Job" || o.APIVersion != batchv1.SchemeGroupVersion.String() {
-			continue
+		if integ = integrationSet.ForKind(o.APIVersion, o.Kind); integ != nil {
+			ref = o
+			break
 		}
-		job, err := v.job(ctx, ns, o.Name)
-		if err != nil {
-			return 0, "", false
-		}
-		return (&jobint.Job{Job: job}).Size(), o.Name, true
 	}
-	return 0, "", false
+	if integ == nil {
+		return 0, "", false
+	}
+	obj := integ.NewObject()
+	if err := v.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, obj); err != nil || obj.GetUID() != ref.UID {
+		return 0, "", false
+	}
+	j := integ.Wrap(obj)
+	size := jobintegration.Size(j)
+	if groups, err := jobintegration.Groups(j); err == nil {
+		for _, g := range groups {
+			if g.Name == pg.Name {
+				size = g.Size
+			}
+		}
+	}
+	return size, ref.Kind + " " + ref.Name, true
 }
 
 // validatePriority: a named class must exist, and an explicit priority must

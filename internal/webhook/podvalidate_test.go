@@ -15,12 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
 
 func validator(objs ...client.Object) *PodValidator {
-	c := fake.NewClientBuilder().WithScheme(podgroup.Scheme()).WithObjects(objs...).
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(objs...).
 		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
 	r := reads{Cached: c, Live: c}
 	return &PodValidator{reads: r, Claims: &claimChecks{reads: r, Devices: newDeviceIndex(c, nil)}}
@@ -51,11 +52,40 @@ func TestPodValidatorCreate(t *testing.T) {
 	jobGroup.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: ptr.To(true)}}
 	other := builders.IndexedJob("team-a", "other", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
 	other.UID = "other-uid"
+	// A JobSet gang: its child Job's pods carry the JobSet's labels.
+	js := builders.JobSet("team-a", "trainer", builders.ReplicatedJob("workers", 1, 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj()))
+	js.UID = "js-uid"
+	jsGroup := builders.GangPodGroup("team-a", "trainer", 2)
+	jsGroup.OwnerReferences = []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "trainer", UID: "js-uid", Controller: ptr.To(true)}}
+	child := builders.IndexedJob("team-a", "trainer-workers-0", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Member("trainer").Obj())
+	child.UID = "child-uid"
+	child.OwnerReferences = jsGroup.OwnerReferences
+	jsPod := func(group string, job *batchv1.Job) *corev1.Pod {
+		p := ownedBy(newMember("p", group, 0, ""), job)
+		p.Labels["jobset.sigs.k8s.io/jobset-name"] = "trainer"
+		p.Labels["jobset.sigs.k8s.io/replicatedjob-name"] = "workers"
+		return p
+	}
 	cases := map[string]struct {
 		objs    []client.Object
 		pod     *corev1.Pod
 		wantErr []string
 	}{
+		"a JobSet's pod joins its gang": {
+			objs: []client.Object{js, jsGroup, child}, pod: jsPod("trainer", child),
+		},
+		"a JobSet's pod cannot be put in another group": {
+			objs: []client.Object{js, jsGroup, child, plain}, pod: jsPod("plain", child),
+			wantErr: []string{"a pod of JobSet trainer joins only that JobSet's PodGroup (trainer), not \"plain\""},
+		},
+		"a pod with a JobSet's labels but another Job cannot join the JobSet's gang": {
+			objs: []client.Object{js, jsGroup, child, gangJob}, pod: jsPod("trainer", gangJob),
+			wantErr: []string{"a pod of Job train joins only that Job's PodGroup (train), not \"trainer\""},
+		},
+		"a bare pod cannot join a JobSet's gang": {
+			objs: []client.Object{js, jsGroup}, pod: newMember("p", "trainer", 0, ""),
+			wantErr: []string{"PodGroup trainer is the gang of JobSet trainer: only that JobSet's pods join it"},
+		},
 		"a class-less pod cannot join a group that names a higher class": {
 			objs: []client.Object{high, elevated}, pod: newMember("p", "elevated", 0, ""),
 			wantErr: []string{"spec.priorityClassName", "priority 0 differs from PodGroup elevated's priorityClassName system-cluster-critical (2000000000)", "set priorityClassName: system-cluster-critical on the pod"},

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -20,6 +19,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 podgroup.Scheme(),
+		Scheme:                 integrations.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		WebhookServer:          crwebhook.NewServer(crwebhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir}),
 		LeaderElection:         false, // every replica serves
@@ -108,8 +108,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	srv.Register(pathPodMutate, podMutate)
 	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
 	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r}))
-	srv.Register(pathJob, admission.WithValidator[*batchv1.Job](scheme, &JobValidator{reads: r, Claims: claims}))
-	srv.Register(pathJobMutate, admission.WithDefaulter[*batchv1.Job](scheme, JobDefaulter{}))
+	for _, integ := range integrationSet {
+		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, Integration: integ, Claims: claims}))
+		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ}))
+	}
 	if err := addProbes(mgr, srv, rot); err != nil {
 		return err
 	}

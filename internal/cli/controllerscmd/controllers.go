@@ -1,5 +1,5 @@
-// Package controllerscmd implements `lockstep controllers`: the Job
-// integration and the gang integrity controller.
+// Package controllerscmd implements `lockstep controllers`: the job
+// integrations (Job, JobSet, …) and the gang integrity controller.
 package controllerscmd
 
 import (
@@ -22,8 +22,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
-	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
-	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 )
 
 // NewCommand returns `lockstep controllers`.
@@ -44,7 +43,7 @@ func NewCommand() *cobra.Command {
 			cfg.UserAgent = "lockstep-controllers"
 			cfg.QPS, cfg.Burst = 100, 200
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme:                  podgroup.Scheme(),
+				Scheme:                  integrations.Scheme(),
 				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "lockstep-controllers",
@@ -82,19 +81,26 @@ func NewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			integrations := []jobintegration.Integration{job.Integration{}}
+			all := integrations.All()
 			integrityCtl := &integrity.Reconciler{
 				Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), Kube: kube,
-				NodeGrace: nodeGrace, TaintRules: taintRules, Integrations: integrations,
+				NodeGrace: nodeGrace, TaintRules: taintRules, Integrations: all,
 			}
 			if err := integrityCtl.SetupWithManager(mgr); err != nil {
 				return err
 			}
-			for _, integ := range integrations {
-				r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ}
+			enabler := &jobintegration.Enabler{Discovery: dc, Integrations: all, Interval: 30 * time.Second, Setup: func(integ jobintegration.Integration) error {
+				r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ, Integrations: all}
 				if err := r.SetupWithManager(mgr); err != nil {
 					return err
 				}
+				return integrityCtl.WatchOwners(integ)
+			}}
+			if err := enabler.Prepare(); err != nil {
+				return err
+			}
+			if err := mgr.Add(enabler); err != nil {
+				return err
 			}
 			return mgr.Start(cmd.Context())
 		},

@@ -16,14 +16,17 @@ import (
 func NewExplainCommand() *cobra.Command {
 	f := newFlags("json", "yaml", "wide", "name")
 	cmd := &cobra.Command{
-		Use:   "explain (podgroup|job|pod) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
-		Short: "Say why a gang (PodGroup, Job) or pod is pending: the answer first, then the evidence",
-		Long: `Say why a gang (PodGroup, Job) or pod is pending: the answer first, then the evidence.
+		Use:   "explain (podgroup|job|jobset|lws|pod) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
+		Short: "Say why a gang (PodGroup, Job, JobSet, LeaderWorkerSet) or pod is pending: the answer first, then the evidence",
+		Long: `Say why a gang (PodGroup, Job, JobSet, LeaderWorkerSet) or pod is pending: the answer first, then the evidence.
+A job kind (job, jobset, lws) resolves to its PodGroup: with several gangs (per replicated job,
+per LeaderWorkerSet replica), the first that is not running whole.
 
 Lists of evidence (claims, nodes with matching devices, tainted devices) show their first
 ` + fmt.Sprint(listLimit) + ` entries; -o wide shows all of them, -o json|yaml all of them as data.`,
 		Example: `  lockstep explain podgroup train-b -n ml-team
-  kubectl lockstep explain job/train -n ml-team -o yaml`,
+  kubectl lockstep explain job/train -n ml-team -o yaml
+  lockstep explain jobset llama-pretrain -n ml-team`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.validate(); err != nil {

@@ -2,13 +2,18 @@
 package job
 
 import (
+	"context"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 )
 
@@ -23,8 +28,30 @@ func (Integration) Name() string { return "batch/job" }
 // GVK implements Integration.
 func (Integration) GVK() schema.GroupVersionKind { return batchv1.SchemeGroupVersion.WithKind("Job") }
 
+// Resource implements Integration.
+func (Integration) Resource() string { return "jobs" }
+
+// Aliases implements Integration.
+func (Integration) Aliases() []string { return []string{"job", "jobs"} }
+
+// AddToScheme implements Integration (batch/v1 is in client-go's scheme).
+func (Integration) AddToScheme(s *runtime.Scheme) error { return batchv1.AddToScheme(s) }
+
+// AdmissionMatch implements Integration.
+func (Integration) AdmissionMatch() string {
+	return `object.spec.template.spec.schedulerName == "` + lockv1.SchedulerName + `"`
+}
+
 // NewObject implements Integration.
 func (Integration) NewObject() client.Object { return &batchv1.Job{} }
+
+// OwnerOf implements Integration: the pod's controller, when it is a Job.
+func (i Integration) OwnerOf(_ context.Context, _ jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {
+	if ref, ok := jobintegration.ControllerOf(pod, i.GVK()); ok {
+		return ref.Name, ref.UID, nil
+	}
+	return "", "", nil
+}
 
 // Wrap implements Integration.
 func (Integration) Wrap(o client.Object) jobintegration.GenericJob { return &Job{o.(*batchv1.Job)} }
@@ -40,10 +67,16 @@ func (j *Job) Object() client.Object { return j.Job }
 // GVK implements GenericJob.
 func (j *Job) GVK() schema.GroupVersionKind { return batchv1.SchemeGroupVersion.WithKind("Job") }
 
-// PodTemplate implements GenericJob.
-func (j *Job) PodTemplate() *corev1.PodTemplateSpec { return &j.Spec.Template }
+// Roles implements GenericJob: one role, the Job's template, parallelism
+// pods at once.
+func (j *Job) Roles() []jobintegration.Role {
+	return []jobintegration.Role{{Name: jobintegration.TemplateName, Template: &j.Spec.Template, Count: j.Size(), Path: field.NewPath("spec", "template")}}
+}
 
-// Size implements GenericJob: parallelism (default 1).
+// RoleOf implements GenericJob.
+func (j *Job) RoleOf(*corev1.Pod) string { return jobintegration.TemplateName }
+
+// Size is parallelism (default 1).
 func (j *Job) Size() int32 {
 	if j.Spec.Parallelism == nil {
 		return 1

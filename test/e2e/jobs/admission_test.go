@@ -76,7 +76,7 @@ func TestAdmissionRejectsWithActionableMessages(t *testing.T) {
 				pg.Spec.SchedulingPolicy.Gang.MinCount = 4
 				pg.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: small.Name, UID: small.UID}}
 			}),
-			wantErr: []string{"spec.schedulingPolicy.gang.minCount", "larger than Job small can ever run (parallelism 2)", "at most 2"},
+			wantErr: []string{"spec.schedulingPolicy.gang.minCount", "larger than Job small can ever run (2 pods at once)", "at most 2"},
 		},
 		"Job: min-count annotation above parallelism": {
 			create:  withJob(func(j *batchv1.Job) { j.Annotations = map[string]string{"scheduling.lockstep.dev/min-count": "9"} }),

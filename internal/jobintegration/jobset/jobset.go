@@ -1,0 +1,226 @@
+// Package jobset is the JobSet (jobset.x-k8s.io/v1alpha2) integration. It
+// also covers Kubeflow Trainer v2's TrainJob, which runs as a JobSet.
+//
+// A JobSet is one gang of every pod of every replicated job by default — a
+// distributed job needs all its ranks — named after the JobSet. With the
+// annotation scheduling.lockstep.dev/gang-scope: role, each replicated job
+// is a gang of its own (<jobset>-<replicated job>), independent of the
+// others; that is also the default when the JobSet starts its replicated
+// jobs in order (startupPolicy InOrder, or dependsOn, as TrainJob's
+// initializers do), since a gang over jobs that wait for each other could
+// never be placed.
+package jobset
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+)
+
+// Integration is the JobSet integration.
+type Integration struct{}
+
+var _ jobintegration.Integration = Integration{}
+
+var gvk = jobsetv1.GroupVersion.WithKind("JobSet")
+
+// Name implements Integration.
+func (Integration) Name() string { return "jobset" }
+
+// GVK implements Integration.
+func (Integration) GVK() schema.GroupVersionKind { return gvk }
+
+// Resource implements Integration.
+func (Integration) Resource() string { return "jobsets" }
+
+// Aliases implements Integration.
+func (Integration) Aliases() []string { return []string{"jobset", "jobsets", "js"} }
+
+// AddToScheme implements Integration.
+func (Integration) AddToScheme(s *runtime.Scheme) error { return jobsetv1.AddToScheme(s) }
+
+// AdmissionMatch implements Integration: any replicated job's pods target
+// Lockstep (Qualify refuses a JobSet whose replicated jobs disagree).
+func (Integration) AdmissionMatch() string {
+	return `has(object.spec.replicatedJobs) && object.spec.replicatedJobs.exists(r, has(r.template.spec.template.spec.schedulerName) && r.template.spec.template.spec.schedulerName == "` + lockv1.SchedulerName + `")`
+}
+
+// NewObject implements Integration.
+func (Integration) NewObject() client.Object { return &jobsetv1.JobSet{} }
+
+// Wrap implements Integration.
+func (Integration) Wrap(o client.Object) jobintegration.GenericJob {
+	return &JobSet{o.(*jobsetv1.JobSet)}
+}
+
+// OwnerOf implements Integration: a JobSet's pods are controlled by its
+// child Jobs, which the JobSet controls.
+func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {
+	ref, ok := jobintegration.ControllerOf(pod, batchv1.SchemeGroupVersion.WithKind("Job"))
+	if !ok || pod.Labels[jobsetv1.JobSetNameKey] == "" {
+		return "", "", nil
+	}
+	job := &batchv1.Job{}
+	if err := get.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		return "", "", err
+	}
+	if job.UID != ref.UID {
+		return "", "", nil
+	}
+	if owner, ok := jobintegration.ControllerOf(job, gvk); ok {
+		return owner.Name, owner.UID, nil
+	}
+	return "", "", nil
+}
+
+// JobSet adapts a JobSet.
+type JobSet struct{ *jobsetv1.JobSet }
+
+var _ jobintegration.GenericJob = (*JobSet)(nil)
+
+// Object implements GenericJob.
+func (j *JobSet) Object() client.Object { return j.JobSet }
+
+// GVK implements GenericJob.
+func (j *JobSet) GVK() schema.GroupVersionKind { return gvk }
+
+// Roles implements GenericJob: one role per replicated job, replicas ×
+// parallelism pods at once.
+func (j *JobSet) Roles() []jobintegration.Role {
+	roles := make([]jobintegration.Role, 0, len(j.Spec.ReplicatedJobs))
+	for i := range j.Spec.ReplicatedJobs {
+		rj := &j.Spec.ReplicatedJobs[i]
+		roles = append(roles, jobintegration.Role{
+			Name: rj.Name, Template: &rj.Template.Spec.Template, Count: replicas(rj) * parallelism(&rj.Template.Spec),
+			Path: field.NewPath("spec", "replicatedJobs").Key(rj.Name).Child("template", "spec", "template"),
+		})
+	}
+	return roles
+}
+
+func replicas(rj *jobsetv1.ReplicatedJob) int32 {
+	if rj.Replicas == 0 {
+		return 1 // the CRD's default
+	}
+	return rj.Replicas
+}
+
+func parallelism(s *batchv1.JobSpec) int32 {
+	if s.Parallelism == nil {
+		return 1
+	}
+	return *s.Parallelism
+}
+
+// RoleOf implements GenericJob: the replicated job the JobSet controller
+// labels its pods with.
+func (j *JobSet) RoleOf(pod *corev1.Pod) string { return pod.Labels[jobsetv1.ReplicatedJobNameKey] }
+
+// ordered reports whether the JobSet starts its replicated jobs one after
+// another, and how.
+func (j *JobSet) ordered() (string, bool) {
+	if sp := j.Spec.StartupPolicy; sp != nil && sp.StartupPolicyOrder == jobsetv1.InOrder {
+		return "startupPolicy InOrder", true
+	}
+	for _, rj := range j.Spec.ReplicatedJobs {
+		if len(rj.DependsOn) > 0 {
+			return fmt.Sprintf("replicated job %s dependsOn %s", rj.Name, rj.DependsOn[0].Name), true
+		}
+	}
+	return "", false
+}
+
+// DefaultScope is role when the replicated jobs start in order: a gang
+// over jobs that wait for each other could never be placed.
+func (j *JobSet) DefaultScope() string {
+	if _, ok := j.ordered(); ok {
+		return jobintegration.ScopeRole
+	}
+	return jobintegration.ScopeJob
+}
+
+// Qualify implements GenericJob: every replicated job's pods target
+// Lockstep or none do; each child Job runs all its pods at once
+// (completions equal to parallelism); no template names another group;
+// one gang over replicated jobs that start in order is refused.
+func (j *JobSet) Qualify() *jobintegration.NotQualified {
+	rjs := j.Spec.ReplicatedJobs
+	if len(rjs) == 0 {
+		return &jobintegration.NotQualified{Condition: "it has no replicated jobs", Fix: "add spec.replicatedJobs"}
+	}
+	first := rjs[0].Template.Spec.Template.Spec.SchedulerName
+	scope := jobintegration.Scope(j)
+	for i := range rjs {
+		rj := &rjs[i]
+		spec := &rj.Template.Spec
+		if s := spec.Template.Spec.SchedulerName; s != first {
+			return &jobintegration.NotQualified{
+				Condition: fmt.Sprintf("replicated job %s's pods name scheduler %q, replicated job %s's %q", rj.Name, s, rjs[0].Name, first),
+				Fix:       "set schedulerName: " + lockv1.SchedulerName + " on every replicated job's pod template",
+			}
+		}
+		if p := parallelism(spec); spec.Completions != nil && *spec.Completions != p {
+			return &jobintegration.NotQualified{
+				Condition: fmt.Sprintf("replicated job %s: completions (%d) differs from parallelism (%d)", rj.Name, *spec.Completions, p),
+				Fix:       fmt.Sprintf("set completions: %d so all its pods run at once", p),
+			}
+		}
+		own := j.Name
+		if scope == jobintegration.ScopeRole && len(rjs) > 1 {
+			own = j.Name + "-" + rj.Name
+		}
+		if jobintegration.HasGroup(&spec.Template, own) {
+			return &jobintegration.NotQualified{
+				Condition: fmt.Sprintf("replicated job %s's pod template already names a pod group", rj.Name),
+				Fix:       "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the groups, or manage that PodGroup yourself",
+			}
+		}
+	}
+	if how, ok := j.ordered(); ok && scope == jobintegration.ScopeJob && len(rjs) > 1 {
+		return &jobintegration.NotQualified{
+			Condition: "one gang over replicated jobs that start one after another (" + how + ") could never be placed",
+			Fix:       "remove the " + jobintegration.GangScopeAnnotation + " annotation (each replicated job is then a gang of its own) or start the replicated jobs together",
+		}
+	}
+	return nil
+}
+
+// InTreeGang implements GenericJob: JobSet v1alpha2 has no gang policy.
+func (j *JobSet) InTreeGang() bool { return false }
+
+// Stopped implements GenericJob.
+func (j *JobSet) Stopped() (string, bool, bool) {
+	if j.Spec.Suspend != nil && *j.Spec.Suspend {
+		return "suspended", false, true
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Status != "True" {
+			continue
+		}
+		switch jobsetv1.JobSetConditionType(c.Type) {
+		case jobsetv1.JobSetCompleted:
+			return "complete", false, false
+		case jobsetv1.JobSetFailed:
+			return "failed: " + c.Reason, true, false
+		}
+	}
+	return "", false, false
+}
+
+// Wants implements GenericJob: a JobSet is not resized in place.
+func (j *JobSet) Wants(int32) bool { return true }
