@@ -10,7 +10,8 @@ TEST_TIMEOUT ?= 45m
 
 .PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify image plugin fmt clean
 
-## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37) and kwok
+## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37), kwok,
+## and the JobSet, LeaderWorkerSet and Kueue controllers the integration tests run (hack/integrations)
 build: lockstep tools
 
 lockstep:
@@ -95,6 +96,7 @@ verify: generate
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/k8s && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/tools && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	for m in hack/integrations/*/; do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -4,6 +4,8 @@
 #     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
 #   kwok, controller-gen, helm, ociimage  (module hack/tools)
 #   krew, validate-krew-manifest          (module hack/krew)
+#   jobset-, lws-, kueue-controller       (modules hack/integrations/*: the
+#     peers' controllers the integration tests run, each at its go.mod's version)
 # A binary is rebuilt only when the version recorded beside it differs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,6 +61,19 @@ for name in krew validate-krew-manifest; do
     echo "building $name $v"
     (cd "$root/hack/krew" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "sigs.k8s.io/krew/cmd/$name")
     echo "$v" > "$bin/.versions/$name"
+  fi
+done
+# Other projects' controllers (module hack/integrations/<name> each, so that
+# their dependencies meet neither Lockstep's nor each other's).
+for dir in "$root"/hack/integrations/*/; do
+  name=$(basename "$dir")
+  mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
+  pkg=$(sed -n 's/^import _ "\(.*\)"/\1/p' "$dir/tools.go")
+  v=$(modversion "$dir" "$mod")
+  if stale "$name-controller" "$v"; then
+    echo "building the $name controller $v"
+    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/$name-controller" "$pkg")
+    echo "$v" > "$bin/.versions/$name-controller"
   fi
 done
 # The image builder is this repository's own code: its version is its sources'.

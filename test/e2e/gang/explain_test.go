@@ -2,10 +2,7 @@ package gang
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,24 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lockstep-dev/lockstep/internal/explain"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
-
-// explainCLI runs `lockstep explain -o json` as a user would.
-func explainCLI(t *testing.T, h *harness.Harness, ns, kind, name string) *explain.Report {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(h.BinDir, "lockstep"), "explain", kind, name, "-n", ns, "--kubeconfig", h.Kubeconfig, "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("lockstep explain: %v", err)
-	}
-	var r explain.Report
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("decoding explain -o json: %v\n%s", err, out)
-	}
-	return &r
-}
 
 func TestExplainNamesTheGPUShortage(t *testing.T) {
 	h := harness.Get(t)
@@ -44,7 +26,7 @@ func TestExplainNamesTheGPUShortage(t *testing.T) {
 	gpuMembers(t, ctx, h, ns, "second", 4, "1")
 	waitCondition(t, ctx, h, ns, "second", metav1.ConditionFalse, "Unschedulable")
 
-	r := explainCLI(t, h, ns, "podgroup", "second")
+	r := h.Explain(t, ns, "podgroup", "second")
 	want := "PodGroup " + ns + "/second is pending: minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use)"
 	if r.Answer != want {
 		t.Errorf("answer:\n want %q\n got  %q", want, r.Answer)
@@ -70,7 +52,7 @@ func TestExplainNamesTheGPUShortage(t *testing.T) {
 		t.Errorf("preemption: want %q (the scheduler's own search), got %q", want, r.Preemption)
 	}
 	// A pod of the group explains the group too.
-	if p := explainCLI(t, h, ns, "pod", "second-0"); p.Answer != want {
+	if p := h.Explain(t, ns, "pod", "second-0"); p.Answer != want {
 		t.Errorf("explain pod: want the group's answer, got %q", p.Answer)
 	}
 }
@@ -89,7 +71,7 @@ func TestExplainNamesTheTaint(t *testing.T) {
 		}
 	}
 	waitCondition(t, ctx, h, ns, "pinned", metav1.ConditionFalse, "Unschedulable")
-	r := explainCLI(t, h, ns, "podgroup", "pinned")
+	r := h.Explain(t, ns, "podgroup", "pinned")
 	for _, want := range []string{"node(s) had untolerated taint {example.com/maintenance: true}", "didn't match Pod's node affinity/selector"} {
 		if !strings.Contains(r.Answer, want) {
 			t.Errorf("answer %q: want it to contain %q", r.Answer, want)
@@ -109,7 +91,7 @@ func TestExplainGroupWithoutPods(t *testing.T) {
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, time.Minute)
 	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "empty", 8))
-	r := explainCLI(t, h, ns, "podgroup", "empty")
+	r := h.Explain(t, ns, "podgroup", "empty")
 	if !strings.Contains(r.Answer, "has no pods yet: 0 of minCount 8 exist") {
 		t.Errorf("answer %q: want it to say the pods do not exist yet", r.Answer)
 	}

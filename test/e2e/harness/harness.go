@@ -38,6 +38,9 @@ type Options struct {
 	// ReadyTimeout bounds the cluster's start; zero is 3 minutes (large
 	// simulated clusters take longer to populate).
 	ReadyTimeout time.Duration
+	// Controllers are other projects' controllers (JobSet, Kueue, …) to
+	// run beside Lockstep, started in order once the cluster is up.
+	Controllers []Controller
 }
 
 // MustParseSpec parses a cluster spec for Options.Spec; it panics on a bad
@@ -62,6 +65,8 @@ type Harness struct {
 	// RepoRoot is the checkout the tests run in; BinDir is RepoRoot/bin.
 	RepoRoot string
 	BinDir   string
+	// stops end what the harness started beside the cluster.
+	stops []func()
 }
 
 var current *Harness
@@ -120,7 +125,19 @@ func setup(opts Options) (*Harness, func(failed bool) error, error) {
 		_ = c.Down()
 		return nil, nil, err
 	}
+	for _, ctl := range opts.Controllers {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		err := h.StartController(ctx, ctl)
+		cancel()
+		if err != nil {
+			h.stop()
+			_ = c.Down()
+			return nil, nil, fmt.Errorf("starting the %s controller: %w", ctl.Name, err)
+		}
+		fmt.Fprintf(os.Stderr, "harness: %s controller running\n", ctl.Name)
+	}
 	teardown := func(failed bool) error {
+		h.stop()
 		if failed {
 			fmt.Fprintf(os.Stderr, "harness: tests failed; component logs kept in %s\n", filepath.Join(c.Dir(), "logs"))
 		}
@@ -133,6 +150,13 @@ func setup(opts Options) (*Harness, func(failed bool) error, error) {
 		return nil
 	}
 	return h, teardown, nil
+}
+
+func (h *Harness) stop() {
+	for i := len(h.stops) - 1; i >= 0; i-- {
+		h.stops[i]()
+	}
+	h.stops = nil
 }
 
 // startCluster starts a cluster on free loopback ports in a fresh directory

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/explain"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -148,4 +150,18 @@ func tail(s string, n int) string {
 		}
 	}
 	return s
+}
+
+// Explain runs `lockstep explain TYPE NAME -o json` as a user would.
+func (h *Harness) Explain(t testing.TB, ns, kind, name string) *explain.Report {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(h.BinDir, "lockstep"), "explain", kind, name, "-n", ns, "--kubeconfig", h.Kubeconfig, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("lockstep explain %s %s: %v", kind, name, err)
+	}
+	var r explain.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("decoding explain -o json: %v\n%s", err, out)
+	}
+	return &r
 }

@@ -1,0 +1,349 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lockstep-dev/lockstep/internal/certs"
+)
+
+// Controller is another project's controller the tests run beside
+// Lockstep, as its users run it: its own binary, built from the Go module
+// proxy into bin/<Name>-controller by hack/build-tools.sh (module
+// hack/integrations/<Name> pins the version), its CRDs and its admission
+// webhooks from the same module version, registered with the API server.
+type Controller struct {
+	Name string
+	// Module is the Go module the controller, its CRDs and its webhook
+	// manifests come from.
+	Module string
+	// CRDs is the module's directory of CRD manifests.
+	CRDs string
+	// Webhooks is the module's webhook configuration manifest; only the
+	// webhooks of KeepWebhooks' resources are registered (the others serve
+	// kinds the tests do not use, or every pod of the cluster).
+	Webhooks     string
+	KeepWebhooks []string
+	// ObjectSelectors narrow webhooks by name, as the project's own
+	// kustomize patches do (its pod webhook only for its own pods).
+	ObjectSelectors map[string]*metav1.LabelSelector
+	// Config renders the controller's configuration file.
+	Config func(p ControllerPorts) string
+	// Namespace the controller expects to exist.
+	Namespace string
+	// FixedCertDirs are directories the controller reads a serving
+	// certificate from that its configuration cannot move (Kueue's metrics
+	// certificate path is fixed at /etc/kueue/metrics/certs when it does
+	// not manage certificates itself); the harness writes its pair there too.
+	FixedCertDirs []string
+	Args          []string
+}
+
+// ControllerPorts are where a started controller serves.
+type ControllerPorts struct {
+	Webhook, Health int
+	CertDir         string
+	Namespace       string
+}
+
+// JobSetController is sigs.k8s.io/jobset's controller manager.
+var JobSetController = Controller{
+	Name: "jobset", Module: "sigs.k8s.io/jobset", Namespace: "jobset-system",
+	CRDs: "config/components/crd/bases", Webhooks: "config/components/webhook/manifests.yaml", KeepWebhooks: []string{"jobsets"},
+	Config: managerConfig("config.jobset.x-k8s.io/v1alpha1"),
+}
+
+// managerConfig is the configuration file of a kubebuilder controller
+// manager of the given config API (JobSet's and LWS's share its shape):
+// no leader election, certificates from the harness, webhook and health
+// on loopback, no metrics.
+func managerConfig(apiVersion string) func(ControllerPorts) string {
+	return func(p ControllerPorts) string {
+		return fmt.Sprintf(`apiVersion: %s
+kind: Configuration
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+`, apiVersion, p.Webhook, p.CertDir, p.Health)
+	}
+}
+
+// LWSController is sigs.k8s.io/lws's controller manager; its pod webhook
+// (which labels a group's pods with their group index) sees only its own
+// pods, as its release manifests have it.
+var LWSController = Controller{
+	Name: "lws", Module: "sigs.k8s.io/lws", Namespace: "lws-system",
+	CRDs: "config/crd/bases", Webhooks: "config/webhook/manifests.yaml", KeepWebhooks: []string{"leaderworkersets", "pods"},
+	ObjectSelectors: map[string]*metav1.LabelSelector{
+		"mpod.kb.io": {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "leaderworkerset.sigs.k8s.io/name", Operator: metav1.LabelSelectorOpExists}}},
+		"vpod.kb.io": {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "leaderworkerset.sigs.k8s.io/name", Operator: metav1.LabelSelectorOpExists}}},
+	},
+	Config: managerConfig("config.lws.x-k8s.io/v1alpha1"),
+}
+
+// KueueController is sigs.k8s.io/kueue's controller manager, with the
+// batch/v1 Job and JobSet integrations and without its visibility API
+// server (an aggregated API the local control plane does not route).
+var KueueController = Controller{
+	Name: "kueue", Module: "sigs.k8s.io/kueue", Namespace: "kueue-system", FixedCertDirs: []string{"/etc/kueue/metrics/certs"},
+	CRDs: "config/components/crd/bases", Webhooks: "config/components/webhook/manifests.yaml",
+	KeepWebhooks: []string{"jobs", "jobsets", "workloads", "clusterqueues", "resourceflavors", "cohorts"},
+	Args:         []string{"--feature-gates=VisibilityOnDemand=false"},
+	Config: func(p ControllerPorts) string {
+		return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: %s
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+integrations:
+  frameworks:
+  - batch/job
+  - jobset.x-k8s.io/jobset
+`, p.Namespace, p.Webhook, p.CertDir, p.Health)
+	},
+}
+
+// StartController installs c's CRDs and webhooks and runs it until the
+// package's cluster goes down (teardown kills it; its log is kept with the
+// cluster's on failure). It returns once the controller is ready and its
+// webhooks answer.
+func (h *Harness) StartController(ctx context.Context, c Controller) error {
+	bin := filepath.Join(h.BinDir, c.Name+"-controller")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s: %w (make build builds it)", bin, err)
+	}
+	modDir, err := h.moduleDir(c)
+	if err != nil {
+		return err
+	}
+	kubectl := func(args ...string) error {
+		out, err := exec.CommandContext(ctx, filepath.Join(h.BinDir, "kubectl"), append([]string{"--kubeconfig", h.Kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	crds := filepath.Join(modDir, c.CRDs)
+	if err := kubectl("apply", "--server-side", "--force-conflicts", "-f", crds); err != nil {
+		return err
+	}
+	if err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crds); err != nil {
+		return err
+	}
+	if c.Namespace != "" {
+		_, err := h.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	dir := filepath.Join(h.Cluster.Dir(), c.Name)
+	p := ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: c.Namespace}
+	base := FreeBasePort()
+	p.Webhook, p.Health = base, base+1
+	caPEM, pair, err := writeServingCert(p.CertDir)
+	if err != nil {
+		return err
+	}
+	for _, d := range c.FixedCertDirs {
+		if err := writePair(d, pair); err != nil {
+			return fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
+		}
+	}
+	if err := h.installWebhooks(ctx, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(c.Config(p)), 0o644); err != nil {
+		return err
+	}
+	logPath := filepath.Join(h.Cluster.Dir(), "logs", c.Name+"-controller.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, append([]string{"--config=" + cfgPath}, c.Args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+h.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	h.stops = append(h.stops, func() { _ = cmd.Process.Kill(); <-exited })
+	return waitServing(ctx, c.Name, p, exited, logPath)
+}
+
+// moduleDir is where the Go module cache holds c's module, at the version
+// hack/integrations/<name> requires.
+func (h *Harness) moduleDir(c Controller) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", c.Module)
+	cmd.Dir = filepath.Join(h.RepoRoot, "hack", "integrations", c.Name)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w", c.Module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// writeServingCert writes a serving certificate for 127.0.0.1 signed by a
+// fresh CA into dir (tls.crt, tls.key), and returns the CA and the pair.
+func writeServingCert(dir string) ([]byte, *certs.Pair, error) {
+	ca, err := certs.NewCA("e2e-controller-ca", 24*time.Hour)
+	if err != nil {
+		return nil, nil, err
+	}
+	pair, err := ca.Issue(certs.Request{CommonName: "127.0.0.1", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Validity: 24 * time.Hour})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ca.CertPEM, pair, writePair(dir, pair)
+}
+
+func writePair(dir string, pair *certs.Pair) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pair.CertPEM, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "tls.key"), pair.KeyPEM, 0o600)
+}
+
+// installWebhooks registers the manifest's webhooks for KeepWebhooks'
+// resources, pointed at the local process.
+func (h *Harness) installWebhooks(ctx context.Context, c Controller, manifest string, caPEM []byte, port int) error {
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		return err
+	}
+	at := func(cc admissionv1.WebhookClientConfig) admissionv1.WebhookClientConfig {
+		path := ""
+		if cc.Service != nil && cc.Service.Path != nil {
+			path = *cc.Service.Path
+		}
+		return admissionv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:" + strconv.Itoa(port) + path), CABundle: caPEM}
+	}
+	kept := func(rules []admissionv1.RuleWithOperations) bool {
+		for _, r := range rules {
+			for _, res := range r.Resources {
+				if slices.Contains(c.KeepWebhooks, res) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, doc := range bytes.Split(b, []byte("\n---")) {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &kind); err != nil {
+			return err
+		}
+		switch kind.Kind {
+		case "MutatingWebhookConfiguration":
+			cfg := &admissionv1.MutatingWebhookConfiguration{}
+			if err := yaml.Unmarshal(doc, cfg); err != nil {
+				return err
+			}
+			out := &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
+			for _, w := range cfg.Webhooks {
+				if kept(w.Rules) {
+					w.ClientConfig = at(w.ClientConfig)
+					if sel, ok := c.ObjectSelectors[w.Name]; ok {
+						w.ObjectSelector = sel
+					}
+					out.Webhooks = append(out.Webhooks, w)
+				}
+			}
+			if _, err := h.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		case "ValidatingWebhookConfiguration":
+			cfg := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := yaml.Unmarshal(doc, cfg); err != nil {
+				return err
+			}
+			out := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
+			for _, w := range cfg.Webhooks {
+				if kept(w.Rules) {
+					w.ClientConfig = at(w.ClientConfig)
+					if sel, ok := c.ObjectSelectors[w.Name]; ok {
+						w.ObjectSelector = sel
+					}
+					out.Webhooks = append(out.Webhooks, w)
+				}
+			}
+			if _, err := h.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitServing waits until the controller reports ready and its webhook
+// port accepts TLS.
+func waitServing(ctx context.Context, name string, p ControllerPorts, exited <-chan struct{}, logPath string) error {
+	client := &http.Client{Timeout: time.Second}
+	for {
+		ready := false
+		if resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(p.Health) + "/readyz"); err == nil {
+			ready = resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+		}
+		if ready {
+			conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.Webhook), &tls.Config{InsecureSkipVerify: true})
+			if err == nil {
+				conn.Close()
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%s controller exited:\n%s", name, tail(string(b), 30))
+		case <-ctx.Done():
+			b, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%s controller not ready: %w\n%s", name, ctx.Err(), tail(string(b), 30))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

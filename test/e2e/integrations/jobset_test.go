@@ -1,0 +1,246 @@
+package integrations
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/test/builders"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+var jobsets = jobsetv1.GroupVersion.WithResource("jobsets")
+
+func gpuPod() *corev1.Pod {
+	return builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").ClaimTemplate("gpu", "one-gpu").Obj()
+}
+
+func oneGPUTemplate(t *testing.T, ctx context.Context, h *harness.Harness, ns string) {
+	t.Helper()
+	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// trainer is a JobSet of a driver (1 pod) and workers (2 Jobs × 2 pods):
+// 5 GPUs, one per pod.
+func trainer(ns, name string) *jobsetv1.JobSet {
+	return builders.JobSet(ns, name,
+		builders.ReplicatedJob("driver", 1, 1, gpuPod()),
+		builders.ReplicatedJob("workers", 2, 2, gpuPod()))
+}
+
+func createJobSet(t *testing.T, ctx context.Context, h *harness.Harness, js *jobsetv1.JobSet) {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Dynamic.Resource(jobsets).Namespace(js.Namespace).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jobSetPods counts a JobSet's pods (by the JobSet controller's label),
+// those bound, and whether every one is in group (by replicated job when
+// groups has one entry per replicated job).
+func jobSetPods(ctx context.Context, h *harness.Harness, ns, name string, groupOf func(rjob string) string) (total, bound int, grouped bool, err error) {
+	pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: jobsetv1.JobSetNameKey + "=" + name})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	grouped = len(pods.Items) > 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			bound++
+		}
+		if p.Labels[lockv1.PodGroupLabel] != groupOf(p.Labels[jobsetv1.ReplicatedJobNameKey]) {
+			grouped = false
+		}
+	}
+	return len(pods.Items), bound, grouped, nil
+}
+
+// Two JobSets that together need more GPUs than exist (5 + 5 of 8), with
+// nothing Lockstep-specific but schedulerName: one runs whole, the other
+// holds nothing and explains why; deleting the first lets the second run.
+func TestJobSetsAreGangs(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	oneGPUTemplate(t, ctx, h, ns)
+	for _, name := range []string{"train-a", "train-b"} {
+		createJobSet(t, ctx, h, trainer(ns, name))
+	}
+	self := func(name string) func(string) string { return func(string) string { return name } }
+	var winner, loser string
+	harness.Eventually(t, ctx, "one JobSet 5/5 bound, every pod in its JobSet's group", func(ctx context.Context) (bool, string, error) {
+		_, a, ga, err := jobSetPods(ctx, h, ns, "train-a", self("train-a"))
+		if err != nil {
+			return false, "", err
+		}
+		_, b, gb, err := jobSetPods(ctx, h, ns, "train-b", self("train-b"))
+		if err != nil {
+			return false, "", err
+		}
+		switch {
+		case a == 5:
+			winner, loser = "train-a", "train-b"
+		case b == 5:
+			winner, loser = "train-b", "train-a"
+		}
+		return winner != "" && ga && gb, fmt.Sprintf("train-a %d bound (grouped %v), train-b %d (grouped %v)", a, ga, b, gb), nil
+	})
+	harness.Eventually(t, ctx, loser+" waiting whole with a condition saying why", func(ctx context.Context) (bool, string, error) {
+		total, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
+		if err != nil {
+			return false, "", err
+		}
+		c, err := h.ScheduledCondition(ctx, ns, loser)
+		if err != nil || c == nil {
+			return false, "no condition", err
+		}
+		return total == 5 && bound == 0 && c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "no free device of class gpu.example.com"),
+			fmt.Sprintf("%d pods, %d bound; %s: %s", total, bound, c.Reason, c.Message), nil
+	})
+	pg, err := h.PodGroup(ctx, ns, winner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].Kind != "JobSet" || pg.OwnerReferences[0].Name != winner {
+		t.Errorf("PodGroup owner: want JobSet %s, got %+v", winner, pg.OwnerReferences)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 5 {
+		t.Errorf("PodGroup spec: want one gang of minCount 5 over both replicated jobs, got %+v", pg.Spec)
+	}
+	// The JobSet's Jobs are part of its gang, not gangs of their own.
+	for _, job := range []string{winner + "-driver-0", winner + "-workers-0", winner + "-workers-1"} {
+		if _, err := h.PodGroup(ctx, ns, job); !apierrors.IsNotFound(err) {
+			t.Errorf("child Job %s has a PodGroup of its own (err %v)", job, err)
+		}
+	}
+	r := h.Explain(t, ns, "jobset", loser)
+	if r.Unit != "PodGroup "+ns+"/"+loser || !r.Gang || r.MinCount != 5 || r.Bound != 0 || !strings.Contains(r.Answer, "no free device of class gpu.example.com") {
+		t.Errorf("explain jobset %s: unit %q gang %v minCount %d bound %d answer %q", loser, r.Unit, r.Gang, r.MinCount, r.Bound, r.Answer)
+	}
+	if err := h.Dynamic.Resource(jobsets).Namespace(ns).Delete(ctx, winner, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, ctx, loser+" gets all 5 GPUs once "+winner+" is gone", func(ctx context.Context) (bool, string, error) {
+		_, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
+		return bound == 5, fmt.Sprintf("%d bound", bound), err
+	})
+	h.NoLifecycleRestart(t, ctx, ns, loser)
+}
+
+// A JobSet whose workers start only once its driver is ready (dependsOn,
+// as Trainer v2's TrainJob runtimes start their initializers first) could
+// never be one gang: each replicated job is a gang of its own, and the
+// workers are placed whole after the driver runs.
+func TestJobSetWithDependenciesIsAGangPerReplicatedJob(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	oneGPUTemplate(t, ctx, h, ns)
+	js := trainer(ns, "ordered")
+	js.Spec.ReplicatedJobs[1].DependsOn = []jobsetv1.DependsOn{{Name: "driver", Status: jobsetv1.DependencyReady}}
+	createJobSet(t, ctx, h, js)
+	groupOf := func(rjob string) string { return "ordered-" + rjob }
+	harness.Eventually(t, ctx, "driver and then all 4 workers bound, each in its replicated job's group", func(ctx context.Context) (bool, string, error) {
+		total, bound, grouped, err := jobSetPods(ctx, h, ns, "ordered", groupOf)
+		return total == 5 && bound == 5 && grouped, fmt.Sprintf("%d pods, %d bound, grouped %v", total, bound, grouped), err
+	})
+	for rjob, minCount := range map[string]int32{"driver": 1, "workers": 4} {
+		pg, err := h.PodGroup(ctx, ns, groupOf(rjob))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != minCount || pg.Spec.WorkloadRef == nil || pg.Spec.WorkloadRef.TemplateName != rjob {
+			t.Errorf("PodGroup %s: want gang minCount %d from template %s, got %+v", pg.Name, minCount, rjob, pg.Spec)
+		}
+	}
+	// The gang scope is fixed with the groups.
+	u, err := h.Dynamic.Resource(jobsets).Namespace(ns).Get(ctx, "ordered", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetAnnotations(map[string]string{jobintegration.GangScopeAnnotation: jobintegration.ScopeJob})
+	_, err = h.Dynamic.Resource(jobsets).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "gang scope is fixed") {
+		t.Errorf("changing the gang scope of a live JobSet: want a refusal naming it, got %v", err)
+	}
+}
+
+// When a rank fails, JobSet's failurePolicy recreates every child Job (a
+// new restart attempt): the new attempt's pods join the same gang and are
+// placed whole again as its next incarnation; with maxRestarts used up the
+// JobSet fails and its gang holds nothing.
+func TestJobSetRestartIsPlacedWholeAgain(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	oneGPUTemplate(t, ctx, h, ns)
+	js := trainer(ns, "flaky")
+	js.Spec.FailurePolicy = &jobsetv1.FailurePolicy{MaxRestarts: 1}
+	// Worker rank 1 of every worker Job fails 10 s after it starts, in every
+	// attempt (the simulator reads this annotation).
+	js.Spec.ReplicatedJobs[1].Template.Spec.Template.Annotations = map[string]string{"sim.lockstep.dev/fail-after-by-index": "1h,10s"}
+	createJobSet(t, ctx, h, js)
+	attemptBound := func(ctx context.Context, attempt string) (int, error) {
+		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: jobsetv1.JobSetNameKey + "=flaky,jobset.sigs.k8s.io/restart-attempt=" + attempt})
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" && p.Labels[lockv1.PodGroupLabel] == "flaky" {
+				n++
+			}
+		}
+		return n, nil
+	}
+	for _, attempt := range []string{"0", "1"} {
+		harness.Eventually(t, ctx, "restart attempt "+attempt+" bound whole (5/5) in the JobSet's gang", func(ctx context.Context) (bool, string, error) {
+			n, err := attemptBound(ctx, attempt)
+			return n == 5, fmt.Sprintf("%d of attempt %s bound", n, attempt), err
+		})
+	}
+	harness.Eventually(t, ctx, "the JobSet failed after its one restart, its gang holding nothing", func(ctx context.Context) (bool, string, error) {
+		u, err := h.Dynamic.Resource(jobsets).Namespace(ns).Get(ctx, "flaky", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		obj := &jobsetv1.JobSet{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+			return false, "", err
+		}
+		failed := false
+		for _, c := range obj.Status.Conditions {
+			failed = failed || c.Type == string(jobsetv1.JobSetFailed) && c.Status == metav1.ConditionTrue
+		}
+		running, err := h.RunningPods(ctx, ns, "flaky")
+		if err != nil {
+			return false, "", err
+		}
+		return failed && obj.Status.Restarts == 1 && len(running) == 0, fmt.Sprintf("failed %v, restarts %d, %d running", failed, obj.Status.Restarts, len(running)), nil
+	})
+	st, err := h.State(ctx, ns, "flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Incarnation == nil || st.Incarnation.Number != 2 {
+		t.Errorf("want the gang's second incarnation to be the last (one per JobSet attempt), got %s", st)
+	}
+}

@@ -1,0 +1,154 @@
+package integrations
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/test/builders"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+var kueue = schema.GroupVersion{Group: "kueue.x-k8s.io", Version: "v1beta2"}
+
+const extendedGPU = corev1.ResourceName("example.com/gpu")
+
+func applyKueue(t *testing.T, ctx context.Context, h *harness.Harness, resource, ns, manifest string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	r := h.Dynamic.Resource(kueue.WithResource(resource))
+	var err error
+	if ns == "" {
+		_, err = r.Create(ctx, u, metav1.CreateOptions{})
+		t.Cleanup(func() { _ = r.Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}) })
+	} else {
+		_, err = r.Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("creating %s %s: %v", resource, u.GetName(), err)
+	}
+}
+
+func clusterQueue(name, ns string, gpus int) string {
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %s}
+spec:
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: %s}
+  resourceGroups:
+  - coveredResources: [cpu, example.com/gpu]
+    flavors:
+    - name: %s
+      resources:
+      - {name: cpu, nominalQuota: "64"}
+      - {name: example.com/gpu, nominalQuota: "%d"}
+`, name, ns, name, gpus)
+}
+
+// Kueue decides when, Lockstep where: a ClusterQueue with 4 GPUs of quota
+// and two 4-rank Jobs (example.com/gpu: 1 per rank, served by DRA) → Kueue
+// admits one, Lockstep binds it whole; the other stays suspended and holds
+// nothing; raising the quota admits the second, which Lockstep binds whole.
+func TestKueueAdmitsLockstepPlaces(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended-"+ns, "gpu.example.com", string(extendedGPU)))
+	// One flavor, one ClusterQueue per test namespace (named after it).
+	applyKueue(t, ctx, h, "resourceflavors", "", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\n", ns))
+	applyKueue(t, ctx, h, "clusterqueues", "", clusterQueue(ns, ns, 4))
+	applyKueue(t, ctx, h, "localqueues", ns, fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: team, namespace: %s}\nspec: {clusterQueue: %s}\n", ns, ns))
+	for _, name := range []string{"train-a", "train-b"} {
+		pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").Req(extendedGPU, "1").Obj()
+		job := builders.IndexedJob(ns, name, 4, pod)
+		job.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team"}
+		if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Kueue's webhook suspended it at creation.
+		got, err := h.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Suspend == nil || !*got.Spec.Suspend {
+			t.Fatalf("Job %s not suspended by Kueue at creation", name)
+		}
+	}
+	state := func(ctx context.Context, name string) (suspended bool, pods, bound int, err error) {
+		job, err := h.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, 0, 0, err
+		}
+		list, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
+		if err != nil {
+			return false, 0, 0, err
+		}
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return job.Spec.Suspend != nil && *job.Spec.Suspend, len(list.Items), bound, nil
+	}
+	var admitted, waiting string
+	harness.Eventually(t, ctx, "Kueue admits one Job, Lockstep binds it 4/4; the other stays suspended with no pods", func(ctx context.Context) (bool, string, error) {
+		sa, pa, ba, err := state(ctx, "train-a")
+		if err != nil {
+			return false, "", err
+		}
+		sb, pb, bb, err := state(ctx, "train-b")
+		if err != nil {
+			return false, "", err
+		}
+		switch {
+		case !sa && ba == 4 && sb && pb == 0:
+			admitted, waiting = "train-a", "train-b"
+		case !sb && bb == 4 && sa && pa == 0:
+			admitted, waiting = "train-b", "train-a"
+		}
+		return admitted != "", fmt.Sprintf("train-a suspended %v, %d pods, %d bound; train-b suspended %v, %d pods, %d bound", sa, pa, ba, sb, pb, bb), nil
+	})
+	r := h.Explain(t, ns, "job", waiting)
+	if want := "Job " + waiting + " is suspended (e.g. held by a queue such as Kueue)"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
+		t.Errorf("explain job %s: want no members and %q, got members %d, bound %d: %q", waiting, want, r.Members, r.Bound, r.Answer)
+	}
+	// Raise the quota: Kueue admits the second; Lockstep places it whole.
+	cq, err := h.Dynamic.Resource(kueue.WithResource("clusterqueues")).Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+	flavors := groups[0].(map[string]any)["flavors"].([]any)
+	flavors[0].(map[string]any)["resources"].([]any)[1].(map[string]any)["nominalQuota"] = "8"
+	if err := unstructured.SetNestedSlice(cq.Object, groups, "spec", "resourceGroups"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Dynamic.Resource(kueue.WithResource("clusterqueues")).Update(ctx, cq, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, ctx, waiting+" admitted and bound 4/4 after the quota is raised, "+admitted+" untouched", func(ctx context.Context) (bool, string, error) {
+		s, p, b, err := state(ctx, waiting)
+		if err != nil {
+			return false, "", err
+		}
+		_, _, ba, err := state(ctx, admitted)
+		return !s && b == 4 && ba == 4, fmt.Sprintf("%s suspended %v, %d pods, %d bound; %s %d bound", waiting, s, p, b, admitted, ba), err
+	})
+	for _, name := range []string{admitted, waiting} {
+		h.NoLifecycleRestart(t, ctx, ns, name)
+	}
+}

@@ -1,0 +1,32 @@
+// Package integrations checks Lockstep beside the real controllers of the
+// projects it integrates, each built from the Go module proxy at a pinned
+// version (hack/integrations): JobSets become gangs (one over every
+// replicated job, or one per replicated job), each LeaderWorkerSet replica
+// is a gang, and Kueue decides when a
+// workload may start while Lockstep decides where, all or nothing. The
+// cluster is 4 nodes × 2 GPUs (eks profile: no feature gate).
+package integrations
+
+import (
+	"testing"
+
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+const clusterYAML = `nodePools:
+- name: worker
+  count: 4
+  capacity: {cpu: "16", memory: 64Gi, pods: "110"}
+  devices:
+  - driver: gpu.example.com
+    count: 2
+`
+
+func TestMain(m *testing.M) {
+	harness.Main(m, harness.Options{
+		Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(clusterYAML),
+		// JobSet first: Kueue's JobSet integration needs its CRD.
+		Controllers: []harness.Controller{harness.JobSetController, harness.LWSController, harness.KueueController},
+	})
+}
