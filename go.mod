@@ -7,7 +7,10 @@ godebug default=go1.26
 require (
 	github.com/blang/semver/v4 v4.0.0
 	github.com/google/go-cmp v0.7.0
+	github.com/kubeflow/mpi-operator v0.6.0
+	github.com/kubeflow/training-operator v1.8.1
 	github.com/prometheus/client_golang v1.24.0
+	github.com/ray-project/kuberay/ray-operator v1.5.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sync v0.22.0
 	k8s.io/api v0.37.2
@@ -18,7 +21,7 @@ require (
 	k8s.io/component-helpers v0.37.2
 	k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/klog/v2 v2.140.0
-	k8s.io/kube-scheduler v0.0.0
+	k8s.io/kube-scheduler v0.31.8
 	k8s.io/kubernetes v1.37.2
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
 	sigs.k8s.io/controller-runtime v0.25.2
@@ -71,6 +74,7 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
@@ -92,10 +96,10 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
-	k8s.io/cloud-provider v0.0.0 // indirect
+	k8s.io/cloud-provider v0.31.8 // indirect
 	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/controller-manager v0.37.2 // indirect
-	k8s.io/csi-translation-lib v0.0.0 // indirect
+	k8s.io/csi-translation-lib v0.31.8 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect

@@ -51,12 +51,16 @@ func Groups(j GenericJob) ([]Group, error) {
 		out = pg.Groups()
 	} else if Scope(j) == ScopeRole && len(roles) > 1 {
 		for _, r := range roles {
-			out = append(out, Group{Name: name + "-" + r.Name, Template: r.Name, MinCount: r.Count, Size: r.Count, Roles: []string{r.Name}})
+			if !r.Solo {
+				out = append(out, Group{Name: name + "-" + r.Name, Template: r.Name, MinCount: r.Count, Size: r.Count, Roles: []string{r.Name}})
+			}
 		}
 	} else {
 		g := Group{Name: name, Template: TemplateName, MinCount: minCount, Size: Size(j)}
 		for _, r := range roles {
-			g.Roles = append(g.Roles, r.Name)
+			if !r.Solo {
+				g.Roles = append(g.Roles, r.Name)
+			}
 		}
 		out = []Group{g}
 	}

@@ -2,6 +2,7 @@ package jobintegration
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,10 @@ type Role struct {
 	Count    int32
 	// Path is the template's field path in the job, for errors.
 	Path *field.Path
+	// Solo: the role's pods join no group and are scheduled one by one
+	// (an MPI launcher created only once its workers run: counting it in
+	// their gang would deadlock it).
+	Solo bool
 }
 
 // GenericJob is what the framework needs to know about one job object.
@@ -132,21 +137,54 @@ func HasGroup(t *corev1.PodTemplateSpec, own string) bool {
 	return sg != nil && sg.PodGroupName != nil
 }
 
-// Size is how many pods of the job run at once when it runs whole.
+// Size is how many pods of the job's gang run at once when it runs whole
+// (its Solo roles' pods are not in it).
 func Size(j GenericJob) int32 {
 	var n int32
 	for _, r := range j.Roles() {
-		n += r.Count
+		if !r.Solo {
+			n += r.Count
+		}
 	}
 	return n
 }
 
-// MinCount is the job's size unless the annotation lowers it; the error
-// explains a bad annotation.
+// MinCounter is a GenericJob whose kind states its own minimum (a training
+// job's schedulingPolicy.minAvailable, an elastic job's minReplicas, a Ray
+// cluster's worker groups' minReplicas): the gang's minCount unless the
+// annotation overrides it.
+type MinCounter interface {
+	// KindMinCount is the kind's minimum, ok false when the job states none.
+	KindMinCount() (n int32, ok bool)
+}
+
+// FieldValidator is a GenericJob with checks of its kind's own fields,
+// refused at admission (the webhook adds them to its own).
+type FieldValidator interface {
+	ValidateFields() field.ErrorList
+}
+
+// Warner is a GenericJob that warns at admission about what it sets that
+// Lockstep does not use (a Volcano queue name), so nothing is silently
+// ignored.
+type Warner interface {
+	Warnings() []string
+}
+
+// MinCount is the job's size unless the annotation (or else its kind's
+// own minimum, MinCounter) lowers it; the error explains a bad annotation.
 func MinCount(j GenericJob) (int32, error) {
 	v, ok := j.Object().GetAnnotations()[MinCountAnnotation]
 	size := Size(j)
 	if !ok {
+		if mc, ok := j.(MinCounter); ok {
+			if n, ok := mc.KindMinCount(); ok {
+				if n < 1 || n > size {
+					return 0, &NotQualified{Condition: fmt.Sprintf("its minimum of %d pods is not between 1 and its size (%d)", n, size), Fix: "lower the minimum, or raise the replicas"}
+				}
+				return n, nil
+			}
+		}
 		return size, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 32)

@@ -112,14 +112,21 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	ann := obj.GetAnnotations()
 	var errs field.ErrorList
 	var nq *jobintegration.NotQualified
-	if _, err := jobintegration.MinCount(j); errors.As(err, &nq) {
-		errs = append(errs, field.Invalid(meta.Key(jobintegration.MinCountAnnotation), ann[jobintegration.MinCountAnnotation], nq.Error()))
+	// (The kind's own minimum, without the annotation, is checked with its
+	// fields.)
+	if v, set := ann[jobintegration.MinCountAnnotation]; set {
+		if _, err := jobintegration.MinCount(j); errors.As(err, &nq) {
+			errs = append(errs, field.Invalid(meta.Key(jobintegration.MinCountAnnotation), v, nq.Error()))
+		}
 	}
 	if _, err := jobintegration.DisruptionMode(j); errors.As(err, &nq) {
 		errs = append(errs, field.Invalid(meta.Key(jobintegration.DisruptionModeAnnotation), ann[jobintegration.DisruptionModeAnnotation], nq.Error()))
 	}
 	if nq := jobintegration.ScopeError(j); nq != nil {
 		errs = append(errs, field.Invalid(meta.Key(jobintegration.GangScopeAnnotation), ann[jobintegration.GangScopeAnnotation], nq.Error()))
+	}
+	if fv, ok := j.(jobintegration.FieldValidator); ok {
+		errs = append(errs, fv.ValidateFields()...)
 	}
 	ns := namespaceOf(ctx, obj.GetNamespace())
 	for _, r := range j.Roles() {
@@ -142,6 +149,9 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	var warnings admission.Warnings
 	if _, err := jobintegration.Groups(j); errors.As(err, &nq) && !j.InTreeGang() {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())
+	}
+	if w, ok := j.(jobintegration.Warner); ok {
+		warnings = append(warnings, w.Warnings()...)
 	}
 	if len(errs) == 0 {
 		return warnings, nil
@@ -175,10 +185,14 @@ func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 		return nil
 	}
 	for _, r := range j.Roles() {
+		g := jobintegration.GroupFor(groups, r.Name)
+		if g == "" {
+			continue // a Solo role's pods join no group
+		}
 		if r.Template.Labels == nil {
 			r.Template.Labels = map[string]string{}
 		}
-		r.Template.Labels[lockv1.PodGroupLabel] = jobintegration.GroupFor(groups, r.Name)
+		r.Template.Labels[lockv1.PodGroupLabel] = g
 	}
 	return nil
 }

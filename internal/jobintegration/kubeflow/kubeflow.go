@@ -1,0 +1,351 @@
+// Package kubeflow is the integration of the Kubeflow training operator's
+// (v1) jobs: PyTorchJob, TFJob, XGBoostJob and PaddleJob (kubeflow.org/v1).
+// They share one shape — replica specs by type (Master, Worker, PS, …) and
+// a run policy — and the operator creates their pods itself, controlled by
+// the job and labelled with their replica type.
+//
+// A job is one gang of every replica (a distributed job needs every rank),
+// named after the job; its minCount is the job's size, or what the job
+// states itself: spec.runPolicy.schedulingPolicy.minAvailable (which the
+// operator gives Volcano and the coscheduling plugin), else for an elastic
+// PyTorchJob or PaddleJob the elastic policy's minReplicas workers plus the
+// other replicas.
+package kubeflow
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kfv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+)
+
+// Kind is one of the training operator's job kinds.
+type Kind struct {
+	kind, resource string
+	// specsField is the JSON name of the kind's replica specs.
+	specsField string
+	aliases    []string
+	newObject  func() client.Object
+	// parts reads a job of the kind.
+	parts func(client.Object) parts
+}
+
+// parts are the fields every kind has, and the elastic minimum of those
+// that scale their workers.
+type parts struct {
+	specs      map[kfv1.ReplicaType]*kfv1.ReplicaSpec
+	run        *kfv1.RunPolicy
+	status     *kfv1.JobStatus
+	elasticMin *int32
+}
+
+// The kinds.
+var (
+	PyTorchJob = &Kind{
+		kind: kfv1.PyTorchJobKind, resource: kfv1.PyTorchJobPlural, specsField: "pytorchReplicaSpecs",
+		aliases:   []string{"pytorchjob", "pytorchjobs"},
+		newObject: func() client.Object { return &kfv1.PyTorchJob{} },
+		parts: func(o client.Object) parts {
+			j := o.(*kfv1.PyTorchJob)
+			p := parts{specs: j.Spec.PyTorchReplicaSpecs, run: &j.Spec.RunPolicy, status: &j.Status}
+			if e := j.Spec.ElasticPolicy; e != nil {
+				p.elasticMin = e.MinReplicas
+			}
+			return p
+		},
+	}
+	TFJob = &Kind{
+		kind: kfv1.TFJobKind, resource: kfv1.TFJobPlural, specsField: "tfReplicaSpecs",
+		aliases:   []string{"tfjob", "tfjobs"},
+		newObject: func() client.Object { return &kfv1.TFJob{} },
+		parts: func(o client.Object) parts {
+			j := o.(*kfv1.TFJob)
+			return parts{specs: j.Spec.TFReplicaSpecs, run: &j.Spec.RunPolicy, status: &j.Status}
+		},
+	}
+	XGBoostJob = &Kind{
+		kind: kfv1.XGBoostJobKind, resource: kfv1.XGBoostJobPlural, specsField: "xgbReplicaSpecs",
+		aliases:   []string{"xgboostjob", "xgboostjobs"},
+		newObject: func() client.Object { return &kfv1.XGBoostJob{} },
+		parts: func(o client.Object) parts {
+			j := o.(*kfv1.XGBoostJob)
+			return parts{specs: j.Spec.XGBReplicaSpecs, run: &j.Spec.RunPolicy, status: &j.Status}
+		},
+	}
+	PaddleJob = &Kind{
+		kind: kfv1.PaddleJobKind, resource: kfv1.PaddleJobPlural, specsField: "paddleReplicaSpecs",
+		aliases:   []string{"paddlejob", "paddlejobs"},
+		newObject: func() client.Object { return &kfv1.PaddleJob{} },
+		parts: func(o client.Object) parts {
+			j := o.(*kfv1.PaddleJob)
+			p := parts{specs: j.Spec.PaddleReplicaSpecs, run: &j.Spec.RunPolicy, status: &j.Status}
+			if e := j.Spec.ElasticPolicy; e != nil {
+				p.elasticMin = e.MinReplicas
+			}
+			return p
+		},
+	}
+)
+
+var _ jobintegration.Integration = PyTorchJob
+
+// Name implements Integration.
+func (k *Kind) Name() string { return "kubeflow.org/" + strings.ToLower(k.kind) }
+
+// GVK implements Integration.
+func (k *Kind) GVK() schema.GroupVersionKind { return kfv1.GroupVersion.WithKind(k.kind) }
+
+// Resource implements Integration.
+func (k *Kind) Resource() string { return k.resource }
+
+// Aliases implements Integration.
+func (k *Kind) Aliases() []string { return k.aliases }
+
+// NewObject implements Integration.
+func (k *Kind) NewObject() client.Object { return k.newObject() }
+
+// AddToScheme implements Integration: the operator's group, every kind.
+func (k *Kind) AddToScheme(s *runtime.Scheme) error { return kfv1.AddToScheme(s) }
+
+// AdmissionMatch implements Integration: any replica's pods target
+// Lockstep (Qualify refuses a job whose replicas disagree).
+func (k *Kind) AdmissionMatch() string {
+	specs := "object.spec." + k.specsField
+	return `has(` + specs + `) && ` + specs + `.exists(t, has(` + specs + `[t].template.spec) && has(` + specs + `[t].template.spec.schedulerName) && ` +
+		specs + `[t].template.spec.schedulerName == "` + lockv1.SchedulerName + `")`
+}
+
+// OwnerOf implements Integration: the operator creates the pods, controlled
+// by the job.
+func (k *Kind) OwnerOf(_ context.Context, _ jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {
+	if ref, ok := jobintegration.ControllerOf(pod, k.GVK()); ok {
+		return ref.Name, ref.UID, nil
+	}
+	return "", "", nil
+}
+
+// Wrap implements Integration.
+func (k *Kind) Wrap(o client.Object) jobintegration.GenericJob {
+	return &Job{kind: k, obj: o, parts: k.parts(o)}
+}
+
+// Job adapts a training job of any of the kinds.
+type Job struct {
+	kind *Kind
+	obj  client.Object
+	parts
+}
+
+var (
+	_ jobintegration.GenericJob     = (*Job)(nil)
+	_ jobintegration.MinCounter     = (*Job)(nil)
+	_ jobintegration.FieldValidator = (*Job)(nil)
+	_ jobintegration.Warner         = (*Job)(nil)
+)
+
+// Object implements GenericJob.
+func (j *Job) Object() client.Object { return j.obj }
+
+// GVK implements GenericJob.
+func (j *Job) GVK() schema.GroupVersionKind { return j.kind.GVK() }
+
+// types are the job's replica types, the coordinating ones (Master, Chief,
+// Launcher) first, then by name.
+func (j *Job) types() []kfv1.ReplicaType {
+	ts := make([]kfv1.ReplicaType, 0, len(j.specs))
+	for t, s := range j.specs {
+		if s != nil {
+			ts = append(ts, t)
+		}
+	}
+	rank := func(t kfv1.ReplicaType) int {
+		switch strings.ToLower(string(t)) {
+		case "master", "chief", "launcher":
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(ts, func(a, b kfv1.ReplicaType) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(string(a), string(b))
+	})
+	return ts
+}
+
+// Roles implements GenericJob: one role per replica type, named as the
+// operator labels the pods (lower case), replicas pods each.
+func (j *Job) Roles() []jobintegration.Role {
+	path := field.NewPath("spec", j.kind.specsField)
+	roles := make([]jobintegration.Role, 0, len(j.specs))
+	for _, t := range j.types() {
+		s := j.specs[t]
+		roles = append(roles, jobintegration.Role{Name: strings.ToLower(string(t)), Template: &s.Template, Count: replicas(s), Path: path.Key(string(t)).Child("template")})
+	}
+	return roles
+}
+
+func replicas(s *kfv1.ReplicaSpec) int32 {
+	if s.Replicas == nil {
+		return 1 // the operator's default
+	}
+	return *s.Replicas
+}
+
+// RoleOf implements GenericJob.
+func (j *Job) RoleOf(pod *corev1.Pod) string { return pod.Labels[kfv1.ReplicaTypeLabel] }
+
+// KindMinCount implements MinCounter: schedulingPolicy.minAvailable, else
+// the elastic minimum of workers beside every other replica.
+func (j *Job) KindMinCount() (int32, bool) {
+	if sp := j.run.SchedulingPolicy; sp != nil && sp.MinAvailable != nil {
+		return *sp.MinAvailable, true
+	}
+	if j.elasticMin == nil {
+		return 0, false
+	}
+	var n int32
+	for _, r := range j.Roles() {
+		if r.Name == "worker" {
+			n += min(*j.elasticMin, r.Count)
+		} else {
+			n += r.Count
+		}
+	}
+	return n, true
+}
+
+// ValidateFields implements FieldValidator.
+func (j *Job) ValidateFields() field.ErrorList {
+	return ValidatePolicy(j, policyOf(j.run.SchedulingPolicy))
+}
+
+// Warnings implements Warner.
+func (j *Job) Warnings() []string { return PolicyWarnings(j, policyOf(j.run.SchedulingPolicy)) }
+
+func policyOf(sp *kfv1.SchedulingPolicy) *SchedulingPolicy {
+	if sp == nil {
+		return nil
+	}
+	return &SchedulingPolicy{MinAvailable: sp.MinAvailable, Queue: sp.Queue, MinResources: sp.MinResources != nil, PriorityClass: sp.PriorityClass, ScheduleTimeoutSeconds: sp.ScheduleTimeoutSeconds}
+}
+
+// SchedulingPolicy is the gang scheduling policy the Kubeflow operators'
+// jobs carry in spec.runPolicy.schedulingPolicy (the training operator's
+// and the MPI operator's types differ only in package), for Volcano and
+// the coscheduling plugin.
+type SchedulingPolicy struct {
+	MinAvailable           *int32
+	Queue                  string
+	MinResources           bool
+	PriorityClass          string
+	ScheduleTimeoutSeconds *int32
+}
+
+// ValidatePolicy refuses a minAvailable outside the job's gang and a policy
+// priority class its pods do not have (a gang's priority is its pods',
+// which admission checks; a group priority of its own would lend them one).
+func ValidatePolicy(j jobintegration.GenericJob, sp *SchedulingPolicy) field.ErrorList {
+	if sp == nil {
+		return nil
+	}
+	path := field.NewPath("spec", "runPolicy", "schedulingPolicy")
+	var errs field.ErrorList
+	if size := jobintegration.Size(j); sp.MinAvailable != nil && (*sp.MinAvailable < 1 || *sp.MinAvailable > size) {
+		errs = append(errs, field.Invalid(path.Child("minAvailable"), *sp.MinAvailable, fmt.Sprintf("must be between 1 and the %d pods of the job's gang: the gang could never start", size)))
+	}
+	if sp.PriorityClass != "" {
+		for _, r := range j.Roles() {
+			if pc := r.Template.Spec.PriorityClassName; pc != sp.PriorityClass {
+				errs = append(errs, field.Invalid(path.Child("priorityClass"), sp.PriorityClass,
+					fmt.Sprintf("the %s pods' priorityClassName is %q: Lockstep gives a gang its pods' priority; set priorityClassName: %s on every replica template, or remove schedulingPolicy.priorityClass", r.Name, pc, sp.PriorityClass)))
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// PolicyWarnings names the policy fields Volcano and the coscheduling
+// plugin read that Lockstep does not, so none is silently ignored.
+func PolicyWarnings(j jobintegration.GenericJob, sp *SchedulingPolicy) []string {
+	if sp == nil || !jobintegration.TargetsLockstep(j) {
+		return nil
+	}
+	var out []string
+	if sp.Queue != "" {
+		out = append(out, "spec.runPolicy.schedulingPolicy.queue is a Volcano queue and has no effect on Lockstep; to queue the job behind quota, use Kueue (label kueue.x-k8s.io/queue-name)")
+	}
+	if sp.MinResources {
+		out = append(out, "spec.runPolicy.schedulingPolicy.minResources has no effect on Lockstep: a gang's resources are its pods' requests")
+	}
+	if sp.ScheduleTimeoutSeconds != nil {
+		out = append(out, "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds has no effect on Lockstep: a gang waits whole until it fits (spec.runPolicy.activeDeadlineSeconds bounds the job)")
+	}
+	return out
+}
+
+// Qualify implements GenericJob: every replica's pods target the same
+// scheduler, and no template names another group.
+func (j *Job) Qualify() *jobintegration.NotQualified {
+	roles := j.Roles()
+	if len(roles) == 0 {
+		return &jobintegration.NotQualified{Condition: "it has no replica specs", Fix: "add spec." + j.kind.specsField}
+	}
+	first := roles[0].Template.Spec.SchedulerName
+	for _, r := range roles {
+		if s := r.Template.Spec.SchedulerName; s != first {
+			return &jobintegration.NotQualified{
+				Condition: fmt.Sprintf("the %s pods name scheduler %q, the %s pods %q", r.Name, s, roles[0].Name, first),
+				Fix:       "set schedulerName: " + lockv1.SchedulerName + " on every replica's pod template",
+			}
+		}
+		if jobintegration.HasGroup(r.Template, j.obj.GetName()) {
+			return &jobintegration.NotQualified{
+				Condition: "the " + r.Name + " pod template already names a pod group",
+				Fix:       "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the group, or manage that PodGroup yourself",
+			}
+		}
+	}
+	return nil
+}
+
+// InTreeGang implements GenericJob: the operator creates no upstream
+// PodGroup.
+func (j *Job) InTreeGang() bool { return false }
+
+// Stopped implements GenericJob.
+func (j *Job) Stopped() (string, bool, bool) {
+	if j.run.Suspend != nil && *j.run.Suspend {
+		return "suspended", false, true
+	}
+	for _, c := range j.status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case kfv1.JobSucceeded:
+			return "complete", false, false
+		case kfv1.JobFailed:
+			return "failed: " + c.Reason, true, false
+		}
+	}
+	return "", false, false
+}
+
+// Wants implements GenericJob: an elastic job's workers come and go by
+// replica count; none is removed by index.
+func (j *Job) Wants(int32) bool { return true }

@@ -1,0 +1,234 @@
+// Package mpijob is the MPIJob (kubeflow.org/v2beta1, the MPI operator's)
+// integration: a launcher — a batch/v1 Job the operator creates — and
+// workers, pods the operator creates itself.
+//
+// An MPIJob is one gang named after it. With launcherCreationPolicy
+// AtStartup (the default) the launcher is created with the workers and is
+// in the gang (minCount workers + 1): it is placed only together with every
+// worker, so it never holds a node while the workers wait. With
+// WaitForWorkersReady the operator creates the launcher only once every
+// worker is ready, so the gang is the workers alone (minCount workers) and
+// the launcher is scheduled by itself afterwards — counting it, as the
+// operator's own PodGroups do (minMember workers + 1), is the launcher
+// deadlock of kubeflow/mpi-operator#608: the workers wait for a launcher
+// that waits for them. spec.runPolicy.schedulingPolicy.minAvailable, when
+// set, is the minCount (at most the gang's size).
+package mpijob
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mpiv2 "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/kubeflow"
+)
+
+// Integration is the MPIJob integration.
+type Integration struct{}
+
+var _ jobintegration.Integration = Integration{}
+
+var gvk = mpiv2.SchemeGroupVersionKind
+
+// The roles, as the operator labels its pods (training.kubeflow.org/job-role).
+const (
+	roleLauncher = "launcher"
+	roleWorker   = "worker"
+)
+
+// Name implements Integration.
+func (Integration) Name() string { return "kubeflow.org/mpijob" }
+
+// GVK implements Integration.
+func (Integration) GVK() schema.GroupVersionKind { return gvk }
+
+// Resource implements Integration.
+func (Integration) Resource() string { return "mpijobs" }
+
+// Aliases implements Integration.
+func (Integration) Aliases() []string { return []string{"mpijob", "mpijobs"} }
+
+// NewObject implements Integration.
+func (Integration) NewObject() client.Object { return &mpiv2.MPIJob{} }
+
+// Wrap implements Integration.
+func (Integration) Wrap(o client.Object) jobintegration.GenericJob { return &MPIJob{o.(*mpiv2.MPIJob)} }
+
+// AddToScheme implements Integration.
+func (Integration) AddToScheme(s *runtime.Scheme) error { return mpiv2.AddToScheme(s) }
+
+// AdmissionMatch implements Integration: the workers' pods target Lockstep.
+func (Integration) AdmissionMatch() string {
+	return `has(object.spec.mpiReplicaSpecs) && "Worker" in object.spec.mpiReplicaSpecs && has(object.spec.mpiReplicaSpecs.Worker.template.spec) && has(object.spec.mpiReplicaSpecs.Worker.template.spec.schedulerName) && object.spec.mpiReplicaSpecs.Worker.template.spec.schedulerName == "` + lockv1.SchedulerName + `"`
+}
+
+// OwnerOf implements Integration: a worker is controlled by the MPIJob, the
+// launcher's pod by the launcher Job, which the MPIJob controls.
+func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {
+	if ref, ok := jobintegration.ControllerOf(pod, gvk); ok {
+		return ref.Name, ref.UID, nil
+	}
+	ref, ok := jobintegration.ControllerOf(pod, batchv1.SchemeGroupVersion.WithKind("Job"))
+	if !ok || pod.Labels[mpiv2.JobRoleLabel] != roleLauncher {
+		return "", "", nil
+	}
+	job := &batchv1.Job{}
+	if err := get.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		return "", "", err
+	}
+	if job.UID != ref.UID {
+		return "", "", nil
+	}
+	if owner, ok := jobintegration.ControllerOf(job, gvk); ok {
+		return owner.Name, owner.UID, nil
+	}
+	return "", "", nil
+}
+
+// MPIJob adapts an MPIJob.
+type MPIJob struct{ *mpiv2.MPIJob }
+
+var (
+	_ jobintegration.GenericJob     = (*MPIJob)(nil)
+	_ jobintegration.MinCounter     = (*MPIJob)(nil)
+	_ jobintegration.FieldValidator = (*MPIJob)(nil)
+	_ jobintegration.Warner         = (*MPIJob)(nil)
+)
+
+// Object implements GenericJob.
+func (m *MPIJob) Object() client.Object { return m.MPIJob }
+
+// GVK implements GenericJob.
+func (m *MPIJob) GVK() schema.GroupVersionKind { return gvk }
+
+// launcherLater reports whether the operator creates the launcher only
+// once the workers are ready.
+func (m *MPIJob) launcherLater() bool {
+	return m.Spec.LauncherCreationPolicy == mpiv2.LauncherCreationPolicyWaitForWorkersReady
+}
+
+// Roles implements GenericJob: the launcher (Solo when it comes after the
+// workers) and the workers.
+func (m *MPIJob) Roles() []jobintegration.Role {
+	path := field.NewPath("spec", "mpiReplicaSpecs")
+	var roles []jobintegration.Role
+	if s := m.Spec.MPIReplicaSpecs[mpiv2.MPIReplicaTypeLauncher]; s != nil {
+		roles = append(roles, jobintegration.Role{Name: roleLauncher, Template: &s.Template, Count: replicas(s, 1), Path: path.Key(string(mpiv2.MPIReplicaTypeLauncher)).Child("template"), Solo: m.launcherLater()})
+	}
+	if s := m.Spec.MPIReplicaSpecs[mpiv2.MPIReplicaTypeWorker]; s != nil {
+		roles = append(roles, jobintegration.Role{Name: roleWorker, Template: &s.Template, Count: replicas(s, 0), Path: path.Key(string(mpiv2.MPIReplicaTypeWorker)).Child("template")})
+	}
+	return roles
+}
+
+// replicas is the spec's count, or the operator's default for it.
+func replicas(s *mpiv2.ReplicaSpec, def int32) int32 {
+	if s.Replicas == nil {
+		return def
+	}
+	return *s.Replicas
+}
+
+// RoleOf implements GenericJob.
+func (m *MPIJob) RoleOf(pod *corev1.Pod) string { return pod.Labels[mpiv2.JobRoleLabel] }
+
+func (m *MPIJob) policy() *kubeflow.SchedulingPolicy {
+	sp := m.Spec.RunPolicy.SchedulingPolicy
+	if sp == nil {
+		return nil
+	}
+	return &kubeflow.SchedulingPolicy{MinAvailable: sp.MinAvailable, Queue: sp.Queue, MinResources: sp.MinResources != nil, PriorityClass: sp.PriorityClass, ScheduleTimeoutSeconds: sp.ScheduleTimeoutSeconds}
+}
+
+// KindMinCount implements MinCounter: schedulingPolicy.minAvailable.
+func (m *MPIJob) KindMinCount() (int32, bool) {
+	if sp := m.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.MinAvailable != nil {
+		return *sp.MinAvailable, true
+	}
+	return 0, false
+}
+
+// ValidateFields implements FieldValidator: the scheduling policy, and a
+// minAvailable that counts a launcher created only after the workers (the
+// launcher deadlock) is refused with the reason.
+func (m *MPIJob) ValidateFields() field.ErrorList {
+	if sp := m.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.MinAvailable != nil && m.launcherLater() && *sp.MinAvailable > jobintegration.Size(m) {
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "runPolicy", "schedulingPolicy", "minAvailable"), *sp.MinAvailable,
+			fmt.Sprintf("with launcherCreationPolicy WaitForWorkersReady the launcher is created only once the workers run, so a gang of more than the %d workers would wait for it forever: set minAvailable to at most %d, or remove it", jobintegration.Size(m), jobintegration.Size(m)))}
+	}
+	return kubeflow.ValidatePolicy(m, m.policy())
+}
+
+// Warnings implements Warner.
+func (m *MPIJob) Warnings() []string { return kubeflow.PolicyWarnings(m, m.policy()) }
+
+// Qualify implements GenericJob: launcher and workers target the same
+// scheduler, there are workers, and no template names another group.
+func (m *MPIJob) Qualify() *jobintegration.NotQualified {
+	roles := m.Roles()
+	var workers *jobintegration.Role
+	for i := range roles {
+		if roles[i].Name == roleWorker {
+			workers = &roles[i]
+		}
+	}
+	if workers == nil || workers.Count == 0 {
+		return &jobintegration.NotQualified{Condition: "it has no workers", Fix: "set spec.mpiReplicaSpecs.Worker.replicas"}
+	}
+	for _, r := range roles {
+		if s, w := r.Template.Spec.SchedulerName, workers.Template.Spec.SchedulerName; s != w {
+			return &jobintegration.NotQualified{
+				Condition: fmt.Sprintf("the %s pods name scheduler %q, the workers %q", r.Name, s, w),
+				Fix:       "set schedulerName: " + lockv1.SchedulerName + " on the launcher's and the workers' pod templates",
+			}
+		}
+		if jobintegration.HasGroup(r.Template, m.Name) {
+			return &jobintegration.NotQualified{
+				Condition: "the " + r.Name + " pod template already names a pod group",
+				Fix:       "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the group, or manage that PodGroup yourself",
+			}
+		}
+	}
+	return nil
+}
+
+// InTreeGang implements GenericJob: without its gang-scheduling flag the
+// operator creates no PodGroup.
+func (m *MPIJob) InTreeGang() bool { return false }
+
+// Stopped implements GenericJob.
+func (m *MPIJob) Stopped() (string, bool, bool) {
+	if m.Spec.RunPolicy.Suspend != nil && *m.Spec.RunPolicy.Suspend {
+		return "suspended", false, true
+	}
+	for _, c := range m.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case mpiv2.JobSucceeded:
+			return "complete", false, false
+		case mpiv2.JobFailed:
+			return "failed: " + c.Reason, true, false
+		}
+	}
+	return "", false, false
+}
+
+// Wants implements GenericJob.
+func (m *MPIJob) Wants(int32) bool { return true }

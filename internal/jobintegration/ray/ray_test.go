@@ -1,0 +1,123 @@
+package ray
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+)
+
+func template() corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: lockv1.SchedulerName}}
+}
+
+func clusterSpec() rayv1.RayClusterSpec {
+	return rayv1.RayClusterSpec{
+		HeadGroupSpec: rayv1.HeadGroupSpec{Template: template()},
+		WorkerGroupSpecs: []rayv1.WorkerGroupSpec{
+			{GroupName: "gpu", Replicas: ptr.To[int32](2), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](4), NumOfHosts: 2, Template: template()},
+			{GroupName: "cpu", Replicas: ptr.To[int32](3), MinReplicas: ptr.To[int32](0), MaxReplicas: ptr.To[int32](2), Template: template()},
+		},
+	}
+}
+
+func TestGroups(t *testing.T) {
+	suspendedGroup := clusterSpec()
+	suspendedGroup.WorkerGroupSpecs[0].Suspend = ptr.To(true)
+	belowMin := clusterSpec()
+	belowMin.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
+	clash := clusterSpec()
+	clash.WorkerGroupSpecs[1].GroupName = "head"
+	for name, tc := range map[string]struct {
+		spec    rayv1.RayClusterSpec
+		want    []jobintegration.Group
+		wantErr bool
+	}{
+		// gpu: 2 replicas × 2 hosts, at least 1 × 2; cpu: 3 replicas capped
+		// at 2, none required.
+		"the head and every group's minimum": {spec: clusterSpec(),
+			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 3, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
+		"a suspended group counts no pods": {spec: suspendedGroup,
+			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 1, Size: 3, Roles: []string{"head", "gpu", "cpu"}}}},
+		"replicas below minReplicas run minReplicas": {spec: belowMin,
+			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 3, Size: 5, Roles: []string{"head", "gpu", "cpu"}}}},
+		"a worker group named head": {spec: clash, wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "ray"}, Spec: tc.spec}
+			got, err := jobintegration.Groups(Cluster{}.Wrap(rc))
+			if tc.wantErr != (err != nil) {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("groups (-want,+got):\n%s", diff)
+			}
+		})
+	}
+	rj := &rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: "batch"}, Spec: rayv1.RayJobSpec{ClusterSelector: map[string]string{"ray.io/cluster": "shared"}}}
+	if _, err := jobintegration.Groups(Job{}.Wrap(rj)); err == nil {
+		t.Error("a RayJob on an existing cluster: want not a gang")
+	}
+}
+
+// A RayCluster's pods belong to it; a RayJob's to the RayJob through the
+// RayCluster it controls. Roles are the head and the worker groups.
+func TestOwnerAndRole(t *testing.T) {
+	ctl := func(kind, name string, uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
+	}
+	ofJob := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "batch-x7k2p", UID: "rc-uid", OwnerReferences: ctl("RayJob", "batch", "rj-uid")}}
+	alone := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ray", UID: "alone-uid"}}
+	scheme := runtime.NewScheme()
+	if err := (Cluster{}).AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ofJob, alone).Build()
+	pod := func(cluster string, uid types.UID, labels map[string]string) *corev1.Pod {
+		labels[clusterLabel] = cluster
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Labels: labels, OwnerReferences: ctl("RayCluster", cluster, uid)}}
+	}
+	head := pod("ray", "alone-uid", map[string]string{nodeTypeLabel: "head", groupLabel: "headgroup"})
+	worker := pod("batch-x7k2p", "rc-uid", map[string]string{nodeTypeLabel: "worker", groupLabel: "gpu"})
+	for name, tc := range map[string]struct {
+		integ jobintegration.Integration
+		pod   *corev1.Pod
+		want  string
+	}{
+		"a RayCluster's head":                {integ: Cluster{}, pod: head, want: "ray"},
+		"a RayJob's worker, via its cluster": {integ: Job{}, pod: worker, want: "batch"},
+		"a RayCluster's pod is no RayJob's":  {integ: Job{}, pod: head},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, _, err := tc.integ.OwnerOf(context.Background(), getter{c}, tc.pod)
+			if err != nil || got != tc.want {
+				t.Errorf("OwnerOf = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	s := shape{}
+	if r := s.RoleOf(head); r != "head" {
+		t.Errorf("head's role %q", r)
+	}
+	if r := s.RoleOf(worker); r != "gpu" {
+		t.Errorf("worker's role %q, want its group gpu", r)
+	}
+}
+
+type getter struct{ c client.Client }
+
+func (g getter) Get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	return g.c.Get(ctx, key, obj)
+}
