@@ -240,6 +240,15 @@ func ScopeError(j GenericJob) *NotQualified {
 	}
 }
 
+// ControlledByMatch is a CEL expression true for an admitted pod with an
+// owner reference to gvk: the pod admission match of a kind whose
+// controller creates its pods itself, so a pod that arrives without its
+// group (its job's template mutation was skipped) is labelled by the pod
+// webhook rather than scheduled alone.
+func ControlledByMatch(gvk schema.GroupVersionKind) string {
+	return `(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == "` + gvk.Kind + `" && o.apiVersion == "` + gvk.GroupVersion().String() + `"))`
+}
+
 // controllerIs reports whether ref is a controller reference to gvk.
 func controllerIs(ref metav1.OwnerReference, gvk schema.GroupVersionKind) bool {
 	return ref.Controller != nil && *ref.Controller && ref.Kind == gvk.Kind && ref.APIVersion == gvk.GroupVersion().String()

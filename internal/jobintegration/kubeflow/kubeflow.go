@@ -127,6 +127,9 @@ func (k *Kind) AdmissionMatch() string {
 		specs + `[t].template.spec.schedulerName == "` + lockv1.SchedulerName + `")`
 }
 
+// PodAdmissionMatch: the job's pods, which the operator creates itself.
+func (k *Kind) PodAdmissionMatch() string { return jobintegration.ControlledByMatch(k.GVK()) }
+
 // OwnerOf implements Integration: the operator creates the pods, controlled
 // by the job.
 func (k *Kind) OwnerOf(_ context.Context, _ jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {

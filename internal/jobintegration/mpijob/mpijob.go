@@ -74,6 +74,10 @@ func (Integration) AdmissionMatch() string {
 	return `has(object.spec.mpiReplicaSpecs) && "Worker" in object.spec.mpiReplicaSpecs && has(object.spec.mpiReplicaSpecs.Worker.template.spec) && has(object.spec.mpiReplicaSpecs.Worker.template.spec.schedulerName) && object.spec.mpiReplicaSpecs.Worker.template.spec.schedulerName == "` + lockv1.SchedulerName + `"`
 }
 
+// PodAdmissionMatch: the workers, which the operator creates itself (the
+// launcher's pod is a Job's, which the pod webhook already takes).
+func (Integration) PodAdmissionMatch() string { return jobintegration.ControlledByMatch(gvk) }
+
 // OwnerOf implements Integration: a worker is controlled by the MPIJob, the
 // launcher's pod by the launcher Job, which the MPIJob controls.
 func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {

@@ -88,6 +88,10 @@ func headMatch(spec string) string {
 	return `has(` + t + `.spec) && has(` + t + `.spec.schedulerName) && ` + t + `.spec.schedulerName == "` + lockv1.SchedulerName + `"`
 }
 
+// PodAdmissionMatch: the cluster's pods, which the operator creates
+// itself (a RayJob's too: its cluster's).
+func (Cluster) PodAdmissionMatch() string { return jobintegration.ControlledByMatch(clusterGVK) }
+
 // OwnerOf implements Integration: the pod's controller, when it is a
 // RayCluster.
 func (Cluster) OwnerOf(_ context.Context, _ jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {
