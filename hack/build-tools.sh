@@ -4,7 +4,7 @@
 #     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
 #   kwok, controller-gen, helm, ociimage  (module hack/tools)
 #   krew, validate-krew-manifest          (module hack/krew)
-#   jobset-, lws-, kueue-controller       (modules hack/integrations/*: the
+#   <name>-controller                     (modules hack/integrations/<name>: the
 #     peers' controllers the integration tests run, each at its go.mod's version)
 # A binary is rebuilt only when the version recorded beside it differs.
 set -euo pipefail

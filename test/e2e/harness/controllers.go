@@ -56,6 +56,23 @@ type Controller struct {
 	// not manage certificates itself); the harness writes its pair there too.
 	FixedCertDirs []string
 	Args          []string
+	// Flags are the command line of a controller configured by flags
+	// alone (no Config): where it serves, given its ports.
+	Flags func(p ControllerPorts) []string
+	// Secrets are empty Secrets the controller expects in its namespace
+	// (a certificate rotator's, which it fills itself).
+	Secrets []string
+	// NoWebhookServer: the controller serves no admission webhooks (the
+	// harness waits for its health endpoint alone).
+	NoWebhookServer bool
+	// ReadyPath is its readiness endpoint on the health port; "" is
+	// /readyz.
+	ReadyPath string
+	// HealthPort is a health port the controller cannot be told to move
+	// (0: the harness picks one).
+	HealthPort int
+	// Env is added to the controller's environment.
+	Env []string
 }
 
 // ControllerPorts are where a started controller serves.
@@ -63,6 +80,18 @@ type ControllerPorts struct {
 	Webhook, Health int
 	CertDir         string
 	Namespace       string
+	// dir is the controller's own directory.
+	dir string
+}
+
+// File writes a file the controller reads into its directory and returns
+// its path.
+func (p ControllerPorts) File(name, content string) string {
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		panic(err)
+	}
+	return path
 }
 
 // JobSetController is sigs.k8s.io/jobset's controller manager.
@@ -141,6 +170,45 @@ integrations:
 	},
 }
 
+// TrainingOperatorController is Kubeflow's training operator (v1) with its
+// PyTorchJob controller only. Its webhooks are not registered (their
+// configuration would need the operator's own certificate rotation to be
+// injected); it validates nothing the tests rely on. Its rotator fills the
+// Secret it expects, and it serves the pair the harness writes to the fixed
+// directory it reads. The workers' init container (which waits for the
+// master's DNS name) is configured away: the simulated nodes run no DNS.
+var TrainingOperatorController = Controller{
+	Name: "training", Module: "github.com/kubeflow/training-operator", Namespace: "kubeflow",
+	CRDs: "manifests/base/crds/kubeflow.org_pytorchjobs.yaml", FixedCertDirs: []string{"/tmp/k8s-webhook-server/serving-certs"},
+	Secrets: []string{"training-operator-webhook-cert"},
+	Flags: func(p ControllerPorts) []string {
+		return []string{"--enable-scheme=pytorchjob", "--leader-elect=false", "--metrics-bind-address=0",
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.Health), "--webhook-server-port=" + strconv.Itoa(p.Webhook),
+			"--pytorch-init-container-template-file=" + p.File("init-containers.yaml", "[]\n")}
+	},
+}
+
+// MPIOperatorController is Kubeflow's MPI operator (MPIJob v2beta1). It
+// has no webhooks; it always elects a leader (in its lock namespace) and
+// serves its health check on :8080, which no flag moves.
+var MPIOperatorController = Controller{
+	Name: "mpi", Module: "github.com/kubeflow/mpi-operator", Namespace: "mpi-operator",
+	CRDs: "manifests/base/kubeflow.org_mpijobs.yaml", NoWebhookServer: true, HealthPort: 8080, ReadyPath: "/healthz",
+	Flags: func(ControllerPorts) []string { return []string{"-lock-namespace=mpi-operator", "-monitoring-port=0"} },
+}
+
+// KubeRayController is the KubeRay operator (RayCluster, RayJob,
+// RayService). It runs no webhooks by default; the workers' init container
+// (which waits for the head's GCS over the network) is turned off: the
+// simulated nodes run no containers.
+var KubeRayController = Controller{
+	Name: "ray", Module: "github.com/ray-project/kuberay/ray-operator", CRDs: "config/crd/bases", NoWebhookServer: true,
+	Env: []string{"ENABLE_INIT_CONTAINER_INJECTION=false"},
+	Flags: func(p ControllerPorts) []string {
+		return []string{"--enable-leader-election=false", "--metrics-addr=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.Health)}
+	},
+}
+
 // StartController installs c's CRDs and webhooks and runs it until the
 // package's cluster goes down (teardown kills it; its log is kept with the
 // cluster's on failure). It returns once the controller is ready and its
@@ -175,9 +243,12 @@ func (h *Harness) StartController(ctx context.Context, c Controller) error {
 		}
 	}
 	dir := filepath.Join(h.Cluster.Dir(), c.Name)
-	p := ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: c.Namespace}
+	p := ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: c.Namespace, dir: dir}
 	base := FreeBasePort()
 	p.Webhook, p.Health = base, base+1
+	if c.HealthPort != 0 {
+		p.Health = c.HealthPort
+	}
 	caPEM, pair, err := writeServingCert(p.CertDir)
 	if err != nil {
 		return err
@@ -187,20 +258,35 @@ func (h *Harness) StartController(ctx context.Context, c Controller) error {
 			return fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
 		}
 	}
-	if err := h.installWebhooks(ctx, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
-		return err
+	if c.Webhooks != "" {
+		if err := h.installWebhooks(ctx, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
+			return err
+		}
 	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(c.Config(p)), 0o644); err != nil {
-		return err
+	for _, name := range c.Secrets {
+		_, err := h.Client.CoreV1().Secrets(c.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	args := c.Args
+	if c.Config != nil {
+		cfgPath := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(cfgPath, []byte(c.Config(p)), 0o644); err != nil {
+			return err
+		}
+		args = append([]string{"--config=" + cfgPath}, args...)
+	}
+	if c.Flags != nil {
+		args = append(c.Flags(p), args...)
 	}
 	logPath := filepath.Join(h.Cluster.Dir(), "logs", c.Name+"-controller.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, append([]string{"--config=" + cfgPath}, c.Args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+h.Kubeconfig)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+h.Kubeconfig), c.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -209,7 +295,7 @@ func (h *Harness) StartController(ctx context.Context, c Controller) error {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	h.stops = append(h.stops, func() { _ = cmd.Process.Kill(); <-exited })
-	return waitServing(ctx, c.Name, p, exited, logPath)
+	return waitServing(ctx, c, p, exited, logPath)
 }
 
 // moduleDir is where the Go module cache holds c's module, at the version
@@ -321,13 +407,20 @@ func (h *Harness) installWebhooks(ctx context.Context, c Controller, manifest st
 
 // waitServing waits until the controller reports ready and its webhook
 // port accepts TLS.
-func waitServing(ctx context.Context, name string, p ControllerPorts, exited <-chan struct{}, logPath string) error {
+func waitServing(ctx context.Context, c Controller, p ControllerPorts, exited <-chan struct{}, logPath string) error {
 	client := &http.Client{Timeout: time.Second}
+	name, path := c.Name, c.ReadyPath
+	if path == "" {
+		path = "/readyz"
+	}
 	for {
 		ready := false
-		if resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(p.Health) + "/readyz"); err == nil {
+		if resp, err := client.Get("http://127.0.0.1:" + strconv.Itoa(p.Health) + path); err == nil {
 			ready = resp.StatusCode == http.StatusOK
 			resp.Body.Close()
+		}
+		if ready && c.NoWebhookServer {
+			return nil
 		}
 		if ready {
 			conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.Webhook), &tls.Config{InsecureSkipVerify: true})

@@ -1,0 +1,185 @@
+package operators
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	mpiv2 "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
+	kfv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+var (
+	pytorchJobs = kfv1.GroupVersion.WithResource("pytorchjobs")
+	mpiJobs     = mpiv2.SchemeGroupVersion.WithResource("mpijobs")
+	rayClusters = rayv1.GroupVersion.WithResource("rayclusters")
+	rayJobs     = rayv1.GroupVersion.WithResource("rayjobs")
+)
+
+// A PyTorchJob of a master and 2 workers, 2 GPUs each.
+func TestPyTorchJobsAreGangs(t *testing.T) {
+	twoInstances(t, workload{
+		kind: "PyTorchJob", alias: "pytorchjob", gvr: pytorchJobs, size: 3, minCount: 3,
+		selector: func(name string) string { return kfv1.JobNameLabel + "=" + name },
+		make: func(ns, name string) runtime.Object {
+			replica := func(n int32) *kfv1.ReplicaSpec {
+				return &kfv1.ReplicaSpec{Replicas: ptr.To(n), RestartPolicy: kfv1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: gpuSpec("pytorch", 2)}}
+			}
+			return &kfv1.PyTorchJob{
+				TypeMeta:   metav1.TypeMeta{APIVersion: kfv1.GroupVersion.String(), Kind: kfv1.PyTorchJobKind},
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: kfv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kfv1.ReplicaType]*kfv1.ReplicaSpec{
+					kfv1.PyTorchJobReplicaTypeMaster: replica(1), kfv1.PyTorchJobReplicaTypeWorker: replica(2),
+				}},
+			}
+		},
+	})
+}
+
+// mpiJob is an MPIJob of a launcher (no GPU) and 3 workers of 2 GPUs.
+func mpiJob(ns, name string, policy mpiv2.LauncherCreationPolicy) *mpiv2.MPIJob {
+	return &mpiv2.MPIJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: mpiv2.SchemeGroupVersion.String(), Kind: mpiv2.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: mpiv2.MPIJobSpec{LauncherCreationPolicy: policy, MPIReplicaSpecs: map[mpiv2.MPIReplicaType]*mpiv2.ReplicaSpec{
+			mpiv2.MPIReplicaTypeLauncher: {Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{Spec: gpuSpec("launcher", 0)}},
+			mpiv2.MPIReplicaTypeWorker:   {Replicas: ptr.To[int32](3), Template: corev1.PodTemplateSpec{Spec: gpuSpec("worker", 2)}},
+		}},
+	}
+}
+
+// An MPIJob whose launcher is created with its workers (the default): the
+// launcher is in the gang, placed only with every worker.
+func TestMPIJobsAreGangs(t *testing.T) {
+	twoInstances(t, workload{
+		kind: "MPIJob", alias: "mpijob", gvr: mpiJobs, size: 4, minCount: 4,
+		selector: func(name string) string { return mpiv2.JobNameLabel + "=" + name },
+		make: func(ns, name string) runtime.Object {
+			return mpiJob(ns, name, mpiv2.LauncherCreationPolicyAtStartup)
+		},
+	})
+}
+
+// With launcherCreationPolicy WaitForWorkersReady the operator creates the
+// launcher only once every worker is ready: the gang is the workers alone
+// (a gang counting the launcher, as the operator's own PodGroups do, could
+// never start), and the launcher is then scheduled by itself.
+func TestMPIJobLauncherAfterWorkersIsNoDeadlock(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	gpuTemplates(t, ctx, h, ns)
+	create(t, ctx, h, mpiJobs, mpiJob(ns, "later", mpiv2.LauncherCreationPolicyWaitForWorkersReady))
+	harness.Eventually(t, ctx, "3 workers bound in the gang, then the launcher bound alone", func(ctx context.Context) (bool, string, error) {
+		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: mpiv2.JobNameLabel + "=later"})
+		if err != nil {
+			return false, "", err
+		}
+		workers, launcher, state := 0, false, ""
+		for _, p := range pods.Items {
+			g, bound := p.Labels[lockv1.PodGroupLabel], p.Spec.NodeName != ""
+			switch p.Labels[mpiv2.JobRoleLabel] {
+			case "worker":
+				if bound && g == "later" {
+					workers++
+				}
+			case "launcher":
+				launcher = bound && g == ""
+			}
+			state += fmt.Sprintf(" %s(group %q, node %q)", p.Name, g, p.Spec.NodeName)
+		}
+		return workers == 3 && launcher, state, nil
+	})
+	pg, err := h.PodGroup(ctx, ns, "later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 3 {
+		t.Errorf("PodGroup spec: want a gang of the 3 workers, got %+v", pg.Spec)
+	}
+	// The launcher's Job is the MPIJob's part, not a gang of its own.
+	if _, err := h.PodGroup(ctx, ns, "later-launcher"); !apierrors.IsNotFound(err) {
+		t.Errorf("the launcher Job has a PodGroup of its own (err %v)", err)
+	}
+}
+
+// rayCluster is a head (no GPU) and a worker group of 3 × 2 GPUs, all
+// required (minReplicas 3).
+func rayCluster() rayv1.RayClusterSpec {
+	return rayv1.RayClusterSpec{
+		HeadGroupSpec: rayv1.HeadGroupSpec{RayStartParams: map[string]string{}, Template: corev1.PodTemplateSpec{Spec: gpuSpec("ray-head", 0)}},
+		WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{
+			GroupName: "gpu", Replicas: ptr.To[int32](3), MinReplicas: ptr.To[int32](3), MaxReplicas: ptr.To[int32](6),
+			RayStartParams: map[string]string{}, Template: corev1.PodTemplateSpec{Spec: gpuSpec("ray-worker", 2)},
+		}},
+	}
+}
+
+func TestRayClustersAreGangs(t *testing.T) {
+	twoInstances(t, workload{
+		kind: "RayCluster", alias: "raycluster", gvr: rayClusters, size: 4, minCount: 4,
+		selector: func(name string) string { return "ray.io/cluster=" + name },
+		make: func(ns, name string) runtime.Object {
+			return &rayv1.RayCluster{
+				TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec:       rayCluster(),
+			}
+		},
+	})
+}
+
+// A RayJob's cluster (a RayCluster the RayJob controls, named by KubeRay)
+// is the RayJob's gang, named after the RayJob; the RayCluster has none of
+// its own.
+func TestRayJobIsAGang(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	gpuTemplates(t, ctx, h, ns)
+	spec := rayCluster()
+	create(t, ctx, h, rayJobs, &rayv1.RayJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "batch"},
+		Spec:       rayv1.RayJobSpec{Entrypoint: "python train.py", RayClusterSpec: &spec},
+	})
+	var cluster string
+	harness.Eventually(t, ctx, "the RayJob's 4 pods bound in its group", func(ctx context.Context) (bool, string, error) {
+		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: lockv1.PodGroupLabel + "=batch"})
+		if err != nil {
+			return false, "", err
+		}
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+			cluster = p.Labels["ray.io/cluster"]
+		}
+		return len(pods.Items) == 4 && bound == 4, fmt.Sprintf("%d pods, %d bound", len(pods.Items), bound), nil
+	})
+	pg, err := h.PodGroup(ctx, ns, "batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].Kind != "RayJob" {
+		t.Errorf("PodGroup owner: want RayJob batch, got %+v", pg.OwnerReferences)
+	}
+	if _, err := h.PodGroup(ctx, ns, cluster); !apierrors.IsNotFound(err) {
+		t.Errorf("the RayJob's RayCluster %s has a PodGroup of its own (err %v)", cluster, err)
+	}
+	if r := h.Explain(t, ns, "rayjob", "batch"); r.Unit != "PodGroup "+ns+"/batch" || !r.Gang || r.MinCount != 4 || r.Bound != 4 {
+		t.Errorf("explain rayjob batch: unit %q gang %v minCount %d bound %d", r.Unit, r.Gang, r.MinCount, r.Bound)
+	}
+}
