@@ -130,6 +130,7 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	}
 	ns := namespaceOf(ctx, obj.GetNamespace())
 	for _, r := range j.Roles() {
+		errs = append(errs, prunedClaims(j, r)...)
 		errs = append(errs, validatePriority(ctx, v.Cached, r.Path.Child("spec"), r.Template.Spec.PriorityClassName, nil)...)
 		// The role's pods join the group its template names: it must not be
 		// another job's gang.
@@ -195,4 +196,21 @@ func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 		r.Template.Labels[lockv1.PodGroupLabel] = g
 	}
 	return nil
+}
+
+// prunedClaims refuses a template's resource claim that names no source: a
+// CRD whose pod template schema is older than Kubernetes 1.31's (the
+// Kubeflow training operator v1.8.1's) silently drops resourceClaimName and
+// resourceClaimTemplateName, and every pod its controller creates would be
+// refused by the API server — better refused here, saying why.
+func prunedClaims(j jobintegration.GenericJob, r jobintegration.Role) field.ErrorList {
+	var errs field.ErrorList
+	for i, pc := range r.Template.Spec.ResourceClaims {
+		if pc.ResourceClaimName == nil && pc.ResourceClaimTemplateName == nil {
+			errs = append(errs, field.Required(r.Path.Child("spec", "resourceClaims").Index(i),
+				fmt.Sprintf("resource claim %q names neither resourceClaimName nor resourceClaimTemplateName, so every pod of the %s would be refused; if you set one, the %s CRD's pod template schema is older than Kubernetes 1.31's and dropped it: install a newer CRD, or ask for the devices as an extended resource that a DRA DeviceClass serves (extendedResourceName)",
+					pc.Name, j.GVK().Kind, j.GVK().Kind)))
+		}
+	}
+	return errs
 }
