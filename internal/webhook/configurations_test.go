@@ -1,0 +1,93 @@
+package webhook
+
+import (
+	"testing"
+
+	"github.com/google/cel-go/cel"
+)
+
+// celEnv declares what the API server gives a webhook match condition.
+func celEnv(t *testing.T) *cel.Env {
+	t.Helper()
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func eval(t *testing.T, env *cel.Env, expr string, vars map[string]any) bool {
+	t.Helper()
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("compiling %s: %v", expr, iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := prg.Eval(vars)
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return out.Value().(bool)
+}
+
+// Every match condition of every webhook compiles (the API server refuses a
+// configuration whose condition does not).
+func TestMatchConditionsCompile(t *testing.T) {
+	env := celEnv(t)
+	m, v := Configurations(Endpoint{URL: "https://127.0.0.1:9443"}, []string{"system:serviceaccount:kube-system:job-controller"})
+	var exprs []string
+	for _, w := range m.Webhooks {
+		for _, c := range w.MatchConditions {
+			exprs = append(exprs, c.Expression)
+		}
+	}
+	for _, w := range v.Webhooks {
+		for _, c := range w.MatchConditions {
+			exprs = append(exprs, c.Expression)
+		}
+	}
+	for _, e := range exprs {
+		if _, iss := env.Compile(e); iss.Err() != nil {
+			t.Errorf("%s: %v", e, iss.Err())
+		}
+	}
+}
+
+// The pod defaulting webhook sees a Lockstep pod that an operator created
+// without its group (its job's template mutation was skipped), and no pod
+// that needs nothing.
+func TestPodDefaultsMatchOperatorPods(t *testing.T) {
+	env := celEnv(t)
+	expr := podNeedsDefaultsOf(integrationSet)
+	pod := func(scheduler string, labels map[string]any, ownerAPIVersion, ownerKind string) map[string]any {
+		meta := map[string]any{"name": "p"}
+		if labels != nil {
+			meta["labels"] = labels
+		}
+		if ownerKind != "" {
+			meta["ownerReferences"] = []any{map[string]any{"apiVersion": ownerAPIVersion, "kind": ownerKind, "name": "j", "uid": "u", "controller": true}}
+		}
+		return map[string]any{"metadata": meta, "spec": map[string]any{"schedulerName": scheduler}}
+	}
+	for name, tc := range map[string]struct {
+		pod  map[string]any
+		want bool
+	}{
+		"a PyTorchJob's pod without its group":     {pod: pod("lockstep", nil, "kubeflow.org/v1", "PyTorchJob"), want: true},
+		"an MPIJob's worker without its group":     {pod: pod("lockstep", nil, "kubeflow.org/v2beta1", "MPIJob"), want: true},
+		"a RayCluster's pod without its group":     {pod: pod("lockstep", nil, "ray.io/v1", "RayCluster"), want: true},
+		"a Job's pod without its group":            {pod: pod("lockstep", nil, "batch/v1", "Job"), want: true},
+		"a PyTorchJob's pod in its group":          {pod: pod("lockstep", map[string]any{"scheduling.lockstep.dev/pod-group": "j"}, "kubeflow.org/v1", "PyTorchJob")},
+		"a PyTorchJob's pod for another scheduler": {pod: pod("default-scheduler", nil, "kubeflow.org/v1", "PyTorchJob")},
+		"a ReplicaSet's Lockstep pod":              {pod: pod("lockstep", nil, "apps/v1", "ReplicaSet")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := eval(t, env, expr, map[string]any{"object": tc.pod, "oldObject": nil, "request": map[string]any{}}); got != tc.want {
+				t.Errorf("match = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
