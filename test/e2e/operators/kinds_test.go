@@ -3,12 +3,14 @@ package operators
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -27,14 +29,17 @@ var (
 	rayJobs     = rayv1.GroupVersion.WithResource("rayjobs")
 )
 
-// A PyTorchJob of a master and 2 workers, 2 GPUs each.
+// A PyTorchJob of a master and 2 workers, 2 GPUs each. The training
+// operator's v1.8.1 CRD predates the resource claim fields of Kubernetes
+// 1.31 (the API server prunes them), so its pods ask for GPUs as an
+// extended resource that a DRA DeviceClass serves.
 func TestPyTorchJobsAreGangs(t *testing.T) {
 	twoInstances(t, workload{
-		kind: "PyTorchJob", alias: "pytorchjob", gvr: pytorchJobs, size: 3, minCount: 3,
+		kind: "PyTorchJob", alias: "pytorchjob", gvr: pytorchJobs, size: 3, minCount: 3, extended: true,
 		selector: func(name string) string { return kfv1.JobNameLabel + "=" + name },
 		make: func(ns, name string) runtime.Object {
 			replica := func(n int32) *kfv1.ReplicaSpec {
-				return &kfv1.ReplicaSpec{Replicas: ptr.To(n), RestartPolicy: kfv1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: gpuSpec("pytorch", 2)}}
+				return &kfv1.ReplicaSpec{Replicas: ptr.To(n), RestartPolicy: kfv1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: extendedGPUSpec("pytorch", 2)}}
 			}
 			return &kfv1.PyTorchJob{
 				TypeMeta:   metav1.TypeMeta{APIVersion: kfv1.GroupVersion.String(), Kind: kfv1.PyTorchJobKind},
@@ -45,6 +50,30 @@ func TestPyTorchJobsAreGangs(t *testing.T) {
 			}
 		},
 	})
+}
+
+// The training operator's CRD drops a template's resourceClaimTemplateName
+// (its schema predates it): Lockstep refuses such a PyTorchJob, saying so,
+// instead of leaving every pod to be refused by the API server.
+func TestPyTorchJobWithAPrunedClaimIsRefused(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, time.Minute)
+	job := &kfv1.PyTorchJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kfv1.GroupVersion.String(), Kind: kfv1.PyTorchJobKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"},
+		Spec: kfv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kfv1.ReplicaType]*kfv1.ReplicaSpec{
+			kfv1.PyTorchJobReplicaTypeWorker: {Replicas: ptr.To[int32](2), Template: corev1.PodTemplateSpec{Spec: gpuSpec("pytorch", 1)}},
+		}},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Dynamic.Resource(pytorchJobs).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "CRD's pod template schema is older than Kubernetes 1.31's") {
+		t.Errorf("want the PyTorchJob refused, naming the pruned claim source; got %v", err)
+	}
 }
 
 // mpiJob is an MPIJob of a launcher (no GPU) and 3 workers of 2 GPUs.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,6 +30,19 @@ func gpuSpec(container string, gpus int) corev1.PodSpec {
 	}
 	spec := b.Obj().Spec
 	spec.Containers[0].Name = container
+	return spec
+}
+
+// extendedGPU is the extended resource a DRA DeviceClass serves
+// (extendedResourceName), for kinds whose CRD cannot carry a claim.
+const extendedGPU = corev1.ResourceName("example.com/gpu")
+
+// extendedGPUSpec is gpuSpec asking for its GPUs as extendedGPU.
+func extendedGPUSpec(container string, gpus int) corev1.PodSpec {
+	spec := gpuSpec(container, 0)
+	q := resource.MustParse(fmt.Sprint(gpus))
+	spec.Containers[0].Resources.Requests[extendedGPU] = q
+	spec.Containers[0].Resources.Limits = corev1.ResourceList{extendedGPU: q}
 	return spec
 }
 
@@ -69,6 +83,9 @@ type workload struct {
 	// size is how many pods an instance has, minCount its gang's.
 	size     int
 	minCount int32
+	// extended: its pods ask for GPUs as extendedGPU (a DeviceClass
+	// serving it is created for the test).
+	extended bool
 }
 
 // pods counts an instance's pods, those bound, and whether every one is in
@@ -99,6 +116,11 @@ func twoInstances(t *testing.T, w workload) {
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
 	gpuTemplates(t, ctx, h, ns)
+	class := "gpu.example.com"
+	if w.extended {
+		class = "gpu-extended"
+		h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass(class, "gpu.example.com", string(extendedGPU)))
+	}
 	for _, name := range []string{"a", "b"} {
 		create(t, ctx, h, w.gvr, w.make(ns, name))
 	}
@@ -129,7 +151,7 @@ func twoInstances(t *testing.T, w workload) {
 		if err != nil || c == nil {
 			return false, "no condition", err
 		}
-		return total == w.size && bound == 0 && c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "no free device of class gpu.example.com"),
+		return total == w.size && bound == 0 && c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "no free device of class "+class),
 			fmt.Sprintf("%d pods, %d bound; %s: %s", total, bound, c.Reason, c.Message), nil
 	})
 	pg, err := h.PodGroup(ctx, ns, winner)
@@ -143,7 +165,7 @@ func twoInstances(t *testing.T, w workload) {
 		t.Errorf("PodGroup spec: want a gang of minCount %d, got %+v", w.minCount, pg.Spec)
 	}
 	r := h.Explain(t, ns, w.alias, loser)
-	if r.Unit != "PodGroup "+ns+"/"+loser || !r.Gang || r.MinCount != int(w.minCount) || r.Bound != 0 || !strings.Contains(r.Answer, "no free device of class gpu.example.com") {
+	if r.Unit != "PodGroup "+ns+"/"+loser || !r.Gang || r.MinCount != int(w.minCount) || r.Bound != 0 || !strings.Contains(r.Answer, "no free device of class "+class) {
 		t.Errorf("explain %s %s: unit %q gang %v minCount %d bound %d answer %q", w.alias, loser, r.Unit, r.Gang, r.MinCount, r.Bound, r.Answer)
 	}
 	if err := h.Dynamic.Resource(w.gvr).Namespace(ns).Delete(ctx, winner, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
