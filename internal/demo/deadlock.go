@@ -16,7 +16,8 @@ import (
 
 // runDeadlock is seed 004: two 4-rank jobs submitted at the same moment, as
 // two teams would (the Job controller then creates their ranks interleaved).
-func runDeadlock(ctx context.Context, client kubernetes.Interface, m mode, sc scenario, quiet time.Duration) ([]JobState, error) {
+func runDeadlock(ctx context.Context, e env, m mode, sc scenario, quiet time.Duration) ([]JobState, error) {
+	client := e.client
 	if err := setUp(ctx, client, sc); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
@@ -84,12 +85,22 @@ func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, 
 	if err != nil {
 		return res, err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return res, err
+	}
+	// The JobSet scenario runs the real JobSet controller in every column.
+	stop, err := c.StartController(ctx, devcluster.JobSetController, filepath.Dir(o.BinDir))
+	if err != nil {
+		return res, err
+	}
+	defer stop()
 	if err := createPriorityClasses(ctx, client); err != nil {
 		return res, err
 	}
 	for _, sc := range scenarios {
 		fmt.Fprintf(o.Out, "   %s\n", sc.title)
-		jobs, err := sc.run(ctx, client, m, sc, o.Quiet)
+		jobs, err := sc.run(ctx, env{client: client, dynamic: dyn}, m, sc, o.Quiet)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", sc.name, err)
 		}

@@ -11,7 +11,8 @@ import (
 // runPreemption is seed 004's preemption: research (priority 100) runs 4
 // ranks, then production (priority 10000) arrives needing 4 of the 6
 // accelerators, 2 of which are free.
-func runPreemption(ctx context.Context, client kubernetes.Interface, m mode, sc scenario, quiet time.Duration) ([]JobState, error) {
+func runPreemption(ctx context.Context, e env, m mode, sc scenario, quiet time.Duration) ([]JobState, error) {
+	client := e.client
 	if err := setUp(ctx, client, sc); err != nil {
 		return nil, err
 	}

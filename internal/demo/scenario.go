@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -80,7 +81,13 @@ type scenario struct {
 	// jobs in the order they are shown; priorities by name.
 	jobs       []string
 	priorities map[string]int32
-	run        func(ctx context.Context, client kubernetes.Interface, m mode, sc scenario, quiet time.Duration) ([]JobState, error)
+	run        func(ctx context.Context, e env, m mode, sc scenario, quiet time.Duration) ([]JobState, error)
+}
+
+// env is what a scenario talks to.
+type env struct {
+	client  kubernetes.Interface
+	dynamic dynamic.Interface
 }
 
 var scenarios = []scenario{
@@ -108,6 +115,15 @@ whole, holding nothing, and runs again when production ends.`,
 gang's default disruptionMode single it evicts only the 2 pods it needs: research is left partially
 alive, holding 2 accelerators. Lockstep's default (disruptionMode all) takes it whole.`,
 		run: runPreemption,
+	},
+	{
+		name: "jobset", namespace: "ml-jobset", acc: draGPU, jobs: []string{"train-a", "train-b"},
+		title: "JobSets — two JobSets of a driver and 3 workers, 1 GPU per pod, the second submitted while the first runs (2 GPUs free)",
+		moral: `Read it: pod by pod the second JobSet takes the 2 free GPUs and sits holding them, 2 of 4 running.
+kube-scheduler's in-tree gang cannot see a JobSet (JobSet v0.10.1 creates no Workload), so it does
+the same. Lockstep makes each JobSet one gang from schedulerName alone: the second waits whole,
+holding nothing, until 4 GPUs are free.`,
+		run: runJobSets,
 	},
 }
 

@@ -1,4 +1,4 @@
-package harness
+package devcluster
 
 import (
 	"bytes"
@@ -20,14 +20,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-dev/lockstep/internal/certs"
 )
 
-// Controller is another project's controller the tests run beside
-// Lockstep, as its users run it: its own binary, built from the Go module
+// Controller is another project's controller run beside Lockstep (by the
+// e2e tests and the demo), as its users run it: its own binary, built from the Go module
 // proxy into bin/<Name>-controller by hack/build-tools.sh (module
 // hack/integrations/<Name> pins the version), its CRDs and its admission
 // webhooks from the same module version, registered with the API server.
@@ -209,21 +210,29 @@ var KubeRayController = Controller{
 	},
 }
 
-// StartController installs c's CRDs and webhooks and runs it until the
-// package's cluster goes down (teardown kills it; its log is kept with the
-// cluster's on failure). It returns once the controller is ready and its
-// webhooks answer.
-func (h *Harness) StartController(ctx context.Context, c Controller) error {
-	bin := filepath.Join(h.BinDir, c.Name+"-controller")
+// StartController installs c's CRDs and webhooks (from the module the
+// checkout root's hack/integrations/<name> pins) and runs root/bin/<name>-
+// controller against the cluster, its log beside the cluster's. It returns
+// once the controller is ready and its webhooks answer; stop kills it.
+func (cl *Cluster) StartController(ctx context.Context, c Controller, root string) (stop func(), err error) {
+	bin := filepath.Join(root, "bin", c.Name+"-controller")
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("%s: %w (make build builds it)", bin, err)
+		return nil, fmt.Errorf("%s: %w (make build builds it)", bin, err)
 	}
-	modDir, err := h.moduleDir(c)
+	modDir, err := moduleDir(root, c)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	cfg, err := cl.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	kubectl := func(args ...string) error {
-		out, err := exec.CommandContext(ctx, filepath.Join(h.BinDir, "kubectl"), append([]string{"--kubeconfig", h.Kubeconfig}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", cl.Kubeconfig()}, args...)...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -231,78 +240,99 @@ func (h *Harness) StartController(ctx context.Context, c Controller) error {
 	}
 	crds := filepath.Join(modDir, c.CRDs)
 	if err := kubectl("apply", "--server-side", "--force-conflicts", "-f", crds); err != nil {
-		return err
+		return nil, err
 	}
-	if err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crds); err != nil {
-		return err
-	}
-	if c.Namespace != "" {
-		_, err := h.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+	// A CRD just created may have no status yet, which kubectl wait reports
+	// as an error rather than waiting for: retry it briefly.
+	for try := 0; ; try++ {
+		err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
+		if err == nil {
+			break
+		}
+		if try == 10 {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	dir := filepath.Join(h.Cluster.Dir(), c.Name)
+	if c.Namespace != "" {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	dir := filepath.Join(cl.Dir(), c.Name)
 	p := ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: c.Namespace, dir: dir}
-	base := FreeBasePort()
-	p.Webhook, p.Health = base, base+1
+	if p.Webhook, err = freePort(); err != nil {
+		return nil, err
+	}
+	if p.Health, err = freePort(); err != nil {
+		return nil, err
+	}
 	if c.HealthPort != 0 {
 		p.Health = c.HealthPort
 	}
 	caPEM, pair, err := writeServingCert(p.CertDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, d := range c.FixedCertDirs {
 		if err := writePair(d, pair); err != nil {
-			return fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
+			return nil, fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
 		}
 	}
 	if c.Webhooks != "" {
-		if err := h.installWebhooks(ctx, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
-			return err
+		if err := installWebhooks(ctx, client, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
+			return nil, err
 		}
 	}
 	for _, name := range c.Secrets {
-		_, err := h.Client.CoreV1().Secrets(c.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		_, err := client.CoreV1().Secrets(c.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+			return nil, err
 		}
 	}
 	args := c.Args
 	if c.Config != nil {
 		cfgPath := filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(cfgPath, []byte(c.Config(p)), 0o644); err != nil {
-			return err
+			return nil, err
 		}
 		args = append([]string{"--config=" + cfgPath}, args...)
 	}
 	if c.Flags != nil {
 		args = append(c.Flags(p), args...)
 	}
-	logPath := filepath.Join(h.Cluster.Dir(), "logs", c.Name+"-controller.log")
+	logPath := filepath.Join(cl.Dir(), "logs", c.Name+"-controller.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+h.Kubeconfig), c.Env...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig()), c.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	h.stops = append(h.stops, func() { _ = cmd.Process.Kill(); <-exited })
-	return waitServing(ctx, c, p, exited, logPath)
+	stop = func() { _ = cmd.Process.Kill(); <-exited }
+	if err := waitServing(ctx, c, p, exited, logPath); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
 
 // moduleDir is where the Go module cache holds c's module, at the version
 // hack/integrations/<name> requires.
-func (h *Harness) moduleDir(c Controller) (string, error) {
+func moduleDir(root string, c Controller) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", c.Module)
-	cmd.Dir = filepath.Join(h.RepoRoot, "hack", "integrations", c.Name)
+	cmd.Dir = filepath.Join(root, "hack", "integrations", c.Name)
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("locating module %s: %w", c.Module, err)
@@ -336,7 +366,7 @@ func writePair(dir string, pair *certs.Pair) error {
 
 // installWebhooks registers the manifest's webhooks for KeepWebhooks'
 // resources, pointed at the local process.
-func (h *Harness) installWebhooks(ctx context.Context, c Controller, manifest string, caPEM []byte, port int) error {
+func installWebhooks(ctx context.Context, client kubernetes.Interface, c Controller, manifest string, caPEM []byte, port int) error {
 	b, err := os.ReadFile(manifest)
 	if err != nil {
 		return err
@@ -379,7 +409,7 @@ func (h *Harness) installWebhooks(ctx context.Context, c Controller, manifest st
 					out.Webhooks = append(out.Webhooks, w)
 				}
 			}
-			if _, err := h.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
+			if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 		case "ValidatingWebhookConfiguration":
@@ -397,7 +427,7 @@ func (h *Harness) installWebhooks(ctx context.Context, c Controller, manifest st
 					out.Webhooks = append(out.Webhooks, w)
 				}
 			}
-			if _, err := h.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
+			if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 		}
@@ -432,11 +462,30 @@ func waitServing(ctx context.Context, c Controller, p ControllerPorts, exited <-
 		select {
 		case <-exited:
 			b, _ := os.ReadFile(logPath)
-			return fmt.Errorf("%s controller exited:\n%s", name, tail(string(b), 30))
+			return fmt.Errorf("%s controller exited:\n%s", name, tailLines(string(b), 30))
 		case <-ctx.Done():
 			b, _ := os.ReadFile(logPath)
-			return fmt.Errorf("%s controller not ready: %w\n%s", name, ctx.Err(), tail(string(b), 30))
+			return fmt.Errorf("%s controller not ready: %w\n%s", name, ctx.Err(), tailLines(string(b), 30))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tailLines is the last n lines of s.
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -1,7 +1,9 @@
 // Package demo runs `make demo`'s scenarios and checks the tables' story:
 // pod by pod deadlocks (seed 004), Lockstep admits one job whole and the
 // other holds nothing; under preemption (DRA and extended resource)
-// Lockstep runs the urgent job and leaves the evicted one holding nothing.
+// Lockstep runs the urgent job and leaves the evicted one holding nothing;
+// of two JobSets (the real JobSet controller), the second holds GPUs it
+// cannot use pod by pod and nothing under Lockstep.
 package demo
 
 import (
@@ -54,6 +56,15 @@ func TestDemoShowsDeadlockPreemptionAndLockstepFix(t *testing.T) {
 	}
 	if got := sum(lockstep.Scenario("deadlock")); got != (summary{training: 1, idle: 0}) {
 		t.Errorf("Lockstep: want 1 job training and no GPU held by a job that cannot run, got %+v", got)
+	}
+	if got := sum(podByPod.Scenario("jobset")); got != (summary{training: 1, idle: 2}) {
+		t.Errorf("pod by pod: want the second JobSet holding the 2 free GPUs while it cannot run, got %+v", got)
+	}
+	if got := sum(results[1].Scenario("jobset")); got != (summary{training: 1, idle: 2}) {
+		t.Errorf("in-tree gang: want the same as pod by pod (a JobSet has no Workload), got %+v", got)
+	}
+	if got := sum(lockstep.Scenario("jobset")); got != (summary{training: 1, idle: 0}) {
+		t.Errorf("Lockstep: want one JobSet training and the other holding nothing, got %+v", got)
 	}
 	for _, sc := range []string{"preempt-dra", "preempt-accel"} {
 		jobs := lockstep.Scenario(sc).Jobs
