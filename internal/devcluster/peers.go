@@ -400,15 +400,9 @@ func installWebhooks(ctx context.Context, client kubernetes.Interface, c Control
 				return err
 			}
 			out := &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
-			for _, w := range cfg.Webhooks {
-				if kept(w.Rules) {
-					w.ClientConfig = at(w.ClientConfig)
-					if sel, ok := c.ObjectSelectors[w.Name]; ok {
-						w.ObjectSelector = sel
-					}
-					out.Webhooks = append(out.Webhooks, w)
-				}
-			}
+			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.MutatingWebhook) (string, []admissionv1.RuleWithOperations, *admissionv1.WebhookClientConfig, **metav1.LabelSelector) {
+				return w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector
+			}, kept, at, c.ObjectSelectors)
 			if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
 				return err
 			}
@@ -418,21 +412,37 @@ func installWebhooks(ctx context.Context, client kubernetes.Interface, c Control
 				return err
 			}
 			out := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
-			for _, w := range cfg.Webhooks {
-				if kept(w.Rules) {
-					w.ClientConfig = at(w.ClientConfig)
-					if sel, ok := c.ObjectSelectors[w.Name]; ok {
-						w.ObjectSelector = sel
-					}
-					out.Webhooks = append(out.Webhooks, w)
-				}
-			}
+			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.ValidatingWebhook) (string, []admissionv1.RuleWithOperations, *admissionv1.WebhookClientConfig, **metav1.LabelSelector) {
+				return w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector
+			}, kept, at, c.ObjectSelectors)
 			if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// keepWebhooks are the webhooks whose rules kept takes, pointed at the
+// local process (at) and narrowed by their object selectors; fields reads
+// a webhook's name, rules, client config and selector (mutating and
+// validating webhooks share them, not a type).
+func keepWebhooks[W any](ws []W, fields func(*W) (string, []admissionv1.RuleWithOperations, *admissionv1.WebhookClientConfig, **metav1.LabelSelector),
+	kept func([]admissionv1.RuleWithOperations) bool, at func(admissionv1.WebhookClientConfig) admissionv1.WebhookClientConfig, selectors map[string]*metav1.LabelSelector) []W {
+	var out []W
+	for i := range ws {
+		w := &ws[i]
+		name, rules, cc, sel := fields(w)
+		if !kept(rules) {
+			continue
+		}
+		*cc = at(*cc)
+		if s, ok := selectors[name]; ok {
+			*sel = s
+		}
+		out = append(out, *w)
+	}
+	return out
 }
 
 // waitServing waits until the controller reports ready and its webhook

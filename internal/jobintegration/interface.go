@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -238,6 +239,30 @@ func ScopeError(j GenericJob) *NotQualified {
 	default:
 		return &NotQualified{Condition: GangScopeAnnotation + "=" + strconv.Quote(v) + " is not a gang scope", Fix: `use "job" (default: one gang of every pod) or "role" (one gang per role)`}
 	}
+}
+
+// OwnerVia is the job of kind owner that a pod belongs to through its
+// controller of kind via (a pod → its Job → the JobSet that controls the
+// Job), read with get into obj; "" when the chain does not hold (a stale
+// reference, a via object no owner of that kind controls).
+func OwnerVia(ctx context.Context, get Getter, pod *corev1.Pod, via schema.GroupVersionKind, obj client.Object, owner schema.GroupVersionKind) (string, types.UID, error) {
+	ref, ok := ControllerOf(pod, via)
+	if !ok {
+		return "", "", nil
+	}
+	if err := get.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		return "", "", err
+	}
+	if obj.GetUID() != ref.UID {
+		return "", "", nil
+	}
+	if o, ok := ControllerOf(obj, owner); ok {
+		return o.Name, o.UID, nil
+	}
+	return "", "", nil
 }
 
 // ControlledByMatch is a CEL expression true for an admitted pod with an

@@ -17,7 +17,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,24 +67,10 @@ func (Integration) Wrap(o client.Object) jobintegration.GenericJob {
 // OwnerOf implements Integration: a JobSet's pods are controlled by its
 // child Jobs, which the JobSet controls.
 func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {
-	ref, ok := jobintegration.ControllerOf(pod, batchv1.SchemeGroupVersion.WithKind("Job"))
-	if !ok || pod.Labels[jobsetv1.JobSetNameKey] == "" {
+	if pod.Labels[jobsetv1.JobSetNameKey] == "" {
 		return "", "", nil
 	}
-	job := &batchv1.Job{}
-	if err := get.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", "", nil
-		}
-		return "", "", err
-	}
-	if job.UID != ref.UID {
-		return "", "", nil
-	}
-	if owner, ok := jobintegration.ControllerOf(job, gvk); ok {
-		return owner.Name, owner.UID, nil
-	}
-	return "", "", nil
+	return jobintegration.OwnerVia(ctx, get, pod, batchv1.SchemeGroupVersion.WithKind("Job"), &batchv1.Job{}, gvk)
 }
 
 // JobSet adapts a JobSet.

@@ -21,7 +21,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -84,24 +83,10 @@ func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *
 	if ref, ok := jobintegration.ControllerOf(pod, gvk); ok {
 		return ref.Name, ref.UID, nil
 	}
-	ref, ok := jobintegration.ControllerOf(pod, batchv1.SchemeGroupVersion.WithKind("Job"))
-	if !ok || pod.Labels[mpiv2.JobRoleLabel] != roleLauncher {
+	if pod.Labels[mpiv2.JobRoleLabel] != roleLauncher {
 		return "", "", nil
 	}
-	job := &batchv1.Job{}
-	if err := get.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", "", nil
-		}
-		return "", "", err
-	}
-	if job.UID != ref.UID {
-		return "", "", nil
-	}
-	if owner, ok := jobintegration.ControllerOf(job, gvk); ok {
-		return owner.Name, owner.UID, nil
-	}
-	return "", "", nil
+	return jobintegration.OwnerVia(ctx, get, pod, batchv1.SchemeGroupVersion.WithKind("Job"), &batchv1.Job{}, gvk)
 }
 
 // MPIJob adapts an MPIJob.

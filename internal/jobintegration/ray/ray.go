@@ -17,7 +17,6 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -137,24 +136,10 @@ func (Job) AdmissionMatch() string {
 // OwnerOf implements Integration: the pod's RayCluster, when a RayJob
 // controls it.
 func (Job) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *corev1.Pod) (string, types.UID, error) {
-	ref, ok := jobintegration.ControllerOf(pod, clusterGVK)
-	if !ok || pod.Labels[clusterLabel] == "" {
+	if pod.Labels[clusterLabel] == "" {
 		return "", "", nil
 	}
-	rc := &rayv1.RayCluster{}
-	if err := get.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, rc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", "", nil
-		}
-		return "", "", err
-	}
-	if rc.UID != ref.UID {
-		return "", "", nil
-	}
-	if owner, ok := jobintegration.ControllerOf(rc, jobGVK); ok {
-		return owner.Name, owner.UID, nil
-	}
-	return "", "", nil
+	return jobintegration.OwnerVia(ctx, get, pod, clusterGVK, &rayv1.RayCluster{}, jobGVK)
 }
 
 // shape is a Ray cluster's spec, read the same way for both kinds.
