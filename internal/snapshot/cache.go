@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -639,8 +640,10 @@ func (c *Cache) updateClaims(s *Snapshot) {
 		}
 	}
 	clear(c.dirtyClaims)
+	var released []structured.DeviceID
 	for _, ch := range changes {
 		s.ReleaseClaim(ch.old)
+		released = append(released, ClaimDevices(ch.old)...)
 	}
 	for _, ch := range changes {
 		if ch.new == nil {
@@ -649,6 +652,28 @@ func (c *Cache) updateClaims(s *Snapshot) {
 		}
 		s.Claims[ch.key] = ch.new
 		s.HoldClaim(ch.new)
+	}
+	// Two claims can hold one device for a while: the binder's in-memory
+	// claim for a pod's extended resources and the claim it created for
+	// them, both assumed until the informer shows the created one. Releasing
+	// one must not free what the other still holds, so a device released
+	// and not held again is allocated again if another claim has it (a scan
+	// of the claims only when a device was freed).
+	var freed []structured.DeviceID
+	for _, id := range released {
+		if !s.Allocated.Has(id) {
+			freed = append(freed, id)
+		}
+	}
+	if len(freed) == 0 {
+		return
+	}
+	for _, cl := range s.Claims {
+		for _, id := range ClaimDevices(cl) {
+			if slices.Contains(freed, id) {
+				s.Allocate(id)
+			}
+		}
 	}
 }
 

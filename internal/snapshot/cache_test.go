@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 )
 
@@ -510,4 +511,31 @@ func claimNames(s *Snapshot) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// While a pod's extended resources are bound, the binder's in-memory claim
+// and the claim it created hold the same device; dropping the in-memory one
+// (the binding settled, the informer has not shown the created claim's
+// allocation yet) leaves the device held.
+func TestCacheDeviceHeldByTwoClaimsStaysHeld(t *testing.T) {
+	c := NewCache(time.Minute)
+	alloc := &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "p", Device: "0"}}}}
+	ext := map[string]string{resourcev1.ExtendedResourceClaimAnnotation: "true"}
+	inMemory := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-extended-resources", Annotations: ext}, Status: resourcev1.ResourceClaimStatus{Allocation: alloc}}
+	created := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-extended-resources-abcde", Annotations: ext}, Status: resourcev1.ResourceClaimStatus{Allocation: alloc}}
+	device := structured.MakeDeviceID("d", "p", "0")
+	c.AssumeClaim(inMemory, true)
+	if s := c.Update(); !s.Allocated.Has(device) {
+		t.Fatal("the in-memory claim does not hold its device")
+	}
+	c.AssumeClaim(created, true)
+	c.Update()
+	c.ForgetClaim(types.NamespacedName{Namespace: "ns", Name: inMemory.Name})
+	if s := c.Update(); !s.Allocated.Has(device) {
+		t.Error("the device was freed while the created claim still holds it")
+	}
+	c.ForgetClaim(types.NamespacedName{Namespace: "ns", Name: created.Name})
+	if s := c.Update(); s.Allocated.Has(device) {
+		t.Error("the device is still held after both claims are gone")
+	}
 }
