@@ -237,7 +237,14 @@ func (v View) judgeGone(j *judgement) {
 			return
 		}
 	}
+	// The owner scaled its pods down to those that remain: the deleted
+	// ones were removed, not lost.
+	scaledDown := v.Owner != nil && v.Owner.Size > 0 && j.live+j.succeeded >= v.Owner.Size
 	for _, g := range j.gone {
+		if scaledDown && (g.pod == nil || g.pod.Status.Phase != corev1.PodFailed) {
+			j.setOutcome(&j.next.Members[g.i], lockv1.MemberRemoved)
+			continue
+		}
 		if g.pod == nil {
 			j.lose(ReasonMemberLost, fmt.Sprintf("pod %s was deleted", j.next.Members[g.i].Name))
 			continue

@@ -224,6 +224,21 @@ func TestDecideSequences(t *testing.T) {
 				{name: "scaled up again to 4: new ranks 2, 3 bind", do: func(w *world) { w.resize(4); w.create(2, 4); w.bind() }, state: running, incarnation: 1},
 			},
 		},
+		"an owner scaled by count (a Ray cluster's workers) deleting pods down to its new size removes them, never restarts": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "4 bound, the owner wants 4", do: func(w *world) { w.completions = 4; w.owner.Size = 4; w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "the owner wants 2 and deletes 2", do: func(w *world) { w.owner.Size = 2; w.deleting(2); w.deleting(3) }, state: running, incarnation: 1},
+				{name: "the pods go", do: func(w *world) { w.terminate() }, state: running, incarnation: 1},
+			},
+		},
+		"an owner scaled by count losing a pod it still wants restarts the gang": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "4 bound, the owner wants 4", do: func(w *world) { w.completions = 4; w.owner.Size = 4; w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "a pod deleted", do: func(w *world) { w.remove(3) }, restarts: 1, reason: ReasonMemberLost, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 3},
+			},
+		},
 		"bare pods: lowering minCount and deleting the extra pods is a scale-down": {
 			minCount: 4,
 			steps: []step{

@@ -278,7 +278,15 @@ func (r *Reconciler) owner(ctx context.Context, pg *lockv1.PodGroup) (*Owner, er
 		}
 		j := integ.Wrap(obj)
 		why, failed, suspended := j.Stopped()
-		return &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: why, Failed: failed, Suspended: suspended, Wants: j.Wants}, nil
+		o := &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: why, Failed: failed, Suspended: suspended, Wants: j.Wants}
+		if groups, err := jobintegration.Groups(j); err == nil {
+			for _, g := range groups {
+				if g.Name == pg.Name {
+					o.Size = int(g.Size)
+				}
+			}
+		}
+		return o, nil
 	}
 	return nil, nil
 }

@@ -54,4 +54,9 @@ type Owner struct {
 	// Wants reports whether a member with this index is still part of the
 	// owner; false once a scale-down removed the index.
 	Wants func(index int32) bool
+	// Size is how many pods the owner now wants in this group (0: not
+	// known). A member deleted while no fewer than Size remain was scaled
+	// away (a Ray cluster's or an elastic job's workers, which have no
+	// index), not lost.
+	Size int
 }
