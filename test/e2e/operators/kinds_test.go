@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	mpiv2 "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
@@ -211,4 +212,50 @@ func TestRayJobIsAGang(t *testing.T) {
 	if r := h.Explain(t, ns, "rayjob", "batch"); r.Unit != "PodGroup "+ns+"/batch" || !r.Gang || r.MinCount != 4 || r.Bound != 4 {
 		t.Errorf("explain rayjob batch: unit %q gang %v minCount %d bound %d", r.Unit, r.Gang, r.MinCount, r.Bound)
 	}
+}
+
+// Scaling a running Ray cluster's workers down to its minimum and up again
+// (as the Ray autoscaler does) never restarts it: the pods that stay keep
+// running, the new workers join the running gang.
+func TestRayClusterResizeRestartsNothing(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	gpuTemplates(t, ctx, h, ns)
+	spec := rayCluster()
+	spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](1)
+	create(t, ctx, h, rayClusters, &rayv1.RayCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "elastic"},
+		Spec:       spec,
+	})
+	before := h.WaitRunning(t, ctx, ns, "elastic", 4)
+	pg, err := h.PodGroup(ctx, ns, "elastic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 2 {
+		t.Errorf("PodGroup spec: want minCount 2 (the head and 1 required worker), got %+v", pg.Spec)
+	}
+	scale := func(n int) {
+		patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":%d}]`, n)
+		if _, err := h.Dynamic.Resource(rayClusters).Namespace(ns).Patch(ctx, "elastic", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(1)
+	kept := h.WaitRunning(t, ctx, ns, "elastic", 2)
+	for uid := range kept {
+		if _, ok := before[uid]; !ok {
+			t.Errorf("pod %s is new after a scale-down: a member was restarted", uid)
+		}
+	}
+	scale(3)
+	after := h.WaitRunning(t, ctx, ns, "elastic", 4)
+	for uid := range kept {
+		if _, ok := after[uid]; !ok {
+			t.Errorf("pod %s stopped running when the cluster scaled up", uid)
+		}
+	}
+	h.NoLifecycleRestart(t, ctx, ns, "elastic")
 }
