@@ -60,6 +60,9 @@ type Controller struct {
 	// Flags are the command line of a controller configured by flags
 	// alone (no Config): where it serves, given its ports.
 	Flags func(p ControllerPorts) []string
+	// Files are written into the controller's directory before it starts
+	// (name → content; ControllerPorts.File is a file's path).
+	Files map[string]string
 	// Secrets are empty Secrets the controller expects in its namespace
 	// (a certificate rotator's, which it fills itself).
 	Secrets []string
@@ -85,15 +88,8 @@ type ControllerPorts struct {
 	dir string
 }
 
-// File writes a file the controller reads into its directory and returns
-// its path.
-func (p ControllerPorts) File(name, content string) string {
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		panic(err)
-	}
-	return path
-}
+// File is the path of one of the controller's Files.
+func (p ControllerPorts) File(name string) string { return filepath.Join(p.dir, name) }
 
 // JobSetController is sigs.k8s.io/jobset's controller manager.
 var JobSetController = Controller{
@@ -182,10 +178,11 @@ var TrainingOperatorController = Controller{
 	Name: "training", Module: "github.com/kubeflow/training-operator", Namespace: "kubeflow",
 	CRDs: "manifests/base/crds/kubeflow.org_pytorchjobs.yaml", FixedCertDirs: []string{"/tmp/k8s-webhook-server/serving-certs"},
 	Secrets: []string{"training-operator-webhook-cert"},
+	Files:   map[string]string{"init-containers.yaml": "[]\n"},
 	Flags: func(p ControllerPorts) []string {
 		return []string{"--enable-scheme=pytorchjob", "--leader-elect=false", "--metrics-bind-address=0",
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.Health), "--webhook-server-port=" + strconv.Itoa(p.Webhook),
-			"--pytorch-init-container-template-file=" + p.File("init-containers.yaml", "[]\n")}
+			"--pytorch-init-container-template-file=" + p.File("init-containers.yaml")}
 	},
 }
 
@@ -292,6 +289,11 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 	for _, name := range c.Secrets {
 		_, err := client.CoreV1().Secrets(c.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	for name, content := range c.Files {
+		if err := os.WriteFile(p.File(name), []byte(content), 0o644); err != nil {
 			return nil, err
 		}
 	}

@@ -80,11 +80,8 @@ func groupOf(j jobintegration.GenericJob, pod *corev1.Pod) string {
 	if groups, ok := integrationSet.GangGroups(j); ok {
 		return jobintegration.GroupOf(j, groups, pod)
 	}
-	role := j.RoleOf(pod)
-	for _, r := range j.Roles() {
-		if r.Name == role {
-			return r.Template.Labels[lockv1.PodGroupLabel]
-		}
+	if r, ok := roleNamed(j, j.RoleOf(pod)); ok {
+		return r.Template.Labels[lockv1.PodGroupLabel]
 	}
 	return ""
 }

@@ -67,7 +67,11 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	}
 	g := jobintegration.GroupOf(j, groups, pod)
 	if g == "" {
-		logger.Info("Pod of a gang job in none of its roles: not put in a group", "role", j.RoleOf(pod))
+		if r, ok := roleNamed(j, j.RoleOf(pod)); ok && r.Solo {
+			logger.V(2).Info("Pod of a role scheduled alone: not put in a group", "role", r.Name)
+		} else {
+			logger.Info("Pod of a gang job in none of its roles: not put in a group", "role", j.RoleOf(pod))
+		}
 		return nil
 	}
 	if pod.Labels == nil {
@@ -107,4 +111,14 @@ func (m podMutator) Handle(ctx context.Context, req admission.Request) admission
 	resp.Warnings = append(resp.Warnings, fmt.Sprintf("spec.schedulingGroup is not served by this API server (GenericWorkload is off) and is dropped: "+
 		"Lockstep keeps the pod in PodGroup %q through the label %s=%s instead; use the label in your manifests", *p.Spec.SchedulingGroup.PodGroupName, lockv1.PodGroupLabel, *p.Spec.SchedulingGroup.PodGroupName))
 	return resp
+}
+
+// roleNamed is the job's role of that name.
+func roleNamed(j jobintegration.GenericJob, name string) (jobintegration.Role, bool) {
+	for _, r := range j.Roles() {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return jobintegration.Role{}, false
 }
