@@ -198,7 +198,10 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		if err != nil {
 			return nil, ignoreNotFound(err)
 		}
-		if !podgroup.Ours(p) {
+		if !podgroup.Ours(p) || podgroup.GroupOf(p) != "" {
+			// A pod that joined a group since it was queued (Kueue labels a
+			// StatefulSet's pods with their group after creating them) is
+			// placed with its group, never alone.
 			return nil, nil
 		}
 		return &unit{key: k, Unit: podgroup.ResolvePod(p, s.isAssumed)}, nil

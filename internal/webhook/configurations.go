@@ -10,6 +10,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
 )
 
 // Paths the server serves.
@@ -24,9 +25,10 @@ const (
 // CEL match conditions: only pods and Jobs that target Lockstep reach us —
 // on update also a pod that carried the membership label, so removing it is
 // seen — and only when there is something to do:
-//   - mutation: a member that does not name Lockstep yet, or a Job's pod
+//   - mutation: a member that does not name Lockstep yet, a Job's pod
 //     without its group (a gang Job's ranks normally arrive labelled from
-//     its template, written by the Job mutation);
+//     its template, written by the Job mutation), or a pod in a Kueue pod
+//     group that has not joined it;
 //   - validation: not the pods the Job controller creates from a Job
 //     template — the template was admitted (jobs.validate), every rank
 //     shares its priority and group, and the scheduler counts a Job's gang
@@ -40,9 +42,17 @@ const (
 	podNeedsDefaults   = `(` + isMember + ` && object.spec.schedulerName != "lockstep") || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && (` + ownedByJob + ` || has(object.spec.schedulingGroup)))`
 )
 
-// podNeedsDefaultsOf is podNeedsDefaults, also matching the unlabelled
-// Lockstep pods of integrations whose group is set per pod (a
-// LeaderWorkerSet's, created by the StatefulSet controller).
+// inKueueGroup: an unlabelled, unbound Lockstep pod that names a Kueue pod
+// group — at creation (plain pods), or when Kueue labels it later (a
+// StatefulSet's pods), so it joins the group's PodGroup.
+const inKueueGroup = `(object.spec.schedulerName == "lockstep" && !` + isMember + ` && !has(object.spec.schedulingGroup) && (!has(object.spec.nodeName) || object.spec.nodeName == "") && ` +
+	`has(object.metadata.labels) && "` + kueuegroup.GroupNameLabel + `" in object.metadata.labels)`
+
+// podNeedsDefaultsOf is the pod mutation's match condition: on creation,
+// podNeedsDefaults, also matching the unlabelled Lockstep pods of
+// integrations whose group is set per pod (a LeaderWorkerSet's, created by
+// the StatefulSet controller); on creation and update, a pod that names a
+// Kueue pod group and is not in a group yet.
 func podNeedsDefaultsOf(set jobintegration.Set) string {
 	var extra []string
 	for _, integ := range set {
@@ -50,10 +60,11 @@ func podNeedsDefaultsOf(set jobintegration.Set) string {
 			extra = append(extra, m.PodAdmissionMatch())
 		}
 	}
-	if len(extra) == 0 {
-		return podNeedsDefaults
+	onCreate := podNeedsDefaults
+	if len(extra) > 0 {
+		onCreate += ` || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && (` + strings.Join(extra, " || ") + `))`
 	}
-	return podNeedsDefaults + ` || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && (` + strings.Join(extra, " || ") + `))`
+	return `(request.operation == "CREATE" && (` + onCreate + `)) || ` + inKueueGroup
 }
 
 // Paths of an integration's job webhooks (e.g. /mutate-jobs, /validate-jobsets).
@@ -131,7 +142,9 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 		Webhooks: []admissionv1.MutatingWebhook{
 			{
 				Name: "pods.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodMutate),
-				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create)},
+				// UPDATE: Kueue labels a StatefulSet's pods with their group
+				// after creation; the match condition lets only those through.
+				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create, admissionv1.Update)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 				MatchConditions:    []admissionv1.MatchCondition{{Name: "needs-defaults", Expression: podNeedsDefaultsOf(integrationSet)}},
 				ReinvocationPolicy: ptr.To(admissionv1.IfNeededReinvocationPolicy),

@@ -57,8 +57,9 @@ func TestMatchConditionsCompile(t *testing.T) {
 }
 
 // The pod defaulting webhook sees a Lockstep pod that an operator created
-// without its group (its job's template mutation was skipped), and no pod
-// that needs nothing.
+// without its group (its job's template mutation was skipped), and one that
+// names a Kueue pod group it has not joined (on creation or update), and no
+// pod that needs nothing.
 func TestPodDefaultsMatchOperatorPods(t *testing.T) {
 	env := celEnv(t)
 	expr := podNeedsDefaultsOf(integrationSet)
@@ -72,20 +73,34 @@ func TestPodDefaultsMatchOperatorPods(t *testing.T) {
 		}
 		return map[string]any{"metadata": meta, "spec": map[string]any{"schedulerName": scheduler}}
 	}
+	bound := func(p map[string]any) map[string]any {
+		p["spec"].(map[string]any)["nodeName"] = "worker-1"
+		return p
+	}
+	kueue := map[string]any{"kueue.x-k8s.io/pod-group-name": "infer"}
+	const create, update = "CREATE", "UPDATE"
 	for name, tc := range map[string]struct {
+		op   string
 		pod  map[string]any
 		want bool
 	}{
-		"a PyTorchJob's pod without its group":     {pod: pod("lockstep", nil, "kubeflow.org/v1", "PyTorchJob"), want: true},
-		"an MPIJob's worker without its group":     {pod: pod("lockstep", nil, "kubeflow.org/v2beta1", "MPIJob"), want: true},
-		"a RayCluster's pod without its group":     {pod: pod("lockstep", nil, "ray.io/v1", "RayCluster"), want: true},
-		"a Job's pod without its group":            {pod: pod("lockstep", nil, "batch/v1", "Job"), want: true},
-		"a PyTorchJob's pod in its group":          {pod: pod("lockstep", map[string]any{"scheduling.lockstep.dev/pod-group": "j"}, "kubeflow.org/v1", "PyTorchJob")},
-		"a PyTorchJob's pod for another scheduler": {pod: pod("default-scheduler", nil, "kubeflow.org/v1", "PyTorchJob")},
-		"a ReplicaSet's Lockstep pod":              {pod: pod("lockstep", nil, "apps/v1", "ReplicaSet")},
+		"a PyTorchJob's pod without its group":     {op: create, pod: pod("lockstep", nil, "kubeflow.org/v1", "PyTorchJob"), want: true},
+		"an MPIJob's worker without its group":     {op: create, pod: pod("lockstep", nil, "kubeflow.org/v2beta1", "MPIJob"), want: true},
+		"a RayCluster's pod without its group":     {op: create, pod: pod("lockstep", nil, "ray.io/v1", "RayCluster"), want: true},
+		"a Job's pod without its group":            {op: create, pod: pod("lockstep", nil, "batch/v1", "Job"), want: true},
+		"a PyTorchJob's pod in its group":          {op: create, pod: pod("lockstep", map[string]any{"scheduling.lockstep.dev/pod-group": "j"}, "kubeflow.org/v1", "PyTorchJob")},
+		"a PyTorchJob's pod for another scheduler": {op: create, pod: pod("default-scheduler", nil, "kubeflow.org/v1", "PyTorchJob")},
+		"a ReplicaSet's Lockstep pod":              {op: create, pod: pod("lockstep", nil, "apps/v1", "ReplicaSet")},
+		"a Job's pod updated":                      {op: update, pod: pod("lockstep", nil, "batch/v1", "Job")},
+		"a plain pod in a Kueue group":             {op: create, pod: pod("lockstep", kueue, "", ""), want: true},
+		"a StatefulSet's pod Kueue labels":         {op: update, pod: pod("lockstep", kueue, "apps/v1", "StatefulSet"), want: true},
+		"a Kueue group's pod already joined":       {op: update, pod: pod("lockstep", map[string]any{"kueue.x-k8s.io/pod-group-name": "infer", "scheduling.lockstep.dev/pod-group": "infer"}, "", "")},
+		"a bound pod Kueue labels":                 {op: update, pod: bound(pod("lockstep", kueue, "apps/v1", "StatefulSet"))},
+		"another scheduler's pod in a Kueue group": {op: create, pod: pod("default-scheduler", kueue, "", "")},
+		"a Lockstep pod updated, no Kueue group":   {op: update, pod: pod("lockstep", map[string]any{"app": "x"}, "apps/v1", "StatefulSet")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := eval(t, env, expr, map[string]any{"object": tc.pod, "oldObject": nil, "request": map[string]any{}}); got != tc.want {
+			if got := eval(t, env, expr, map[string]any{"object": tc.pod, "oldObject": nil, "request": map[string]any{"operation": tc.op}}); got != tc.want {
 				t.Errorf("match = %v, want %v", got, tc.want)
 			}
 		})

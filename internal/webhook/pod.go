@@ -12,6 +12,8 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // PodDefaulter defaults pods that target Lockstep:
@@ -21,7 +23,10 @@ import (
 //     drops it after this webhook, and the pod would schedule alone;
 //   - a pod of a job that Lockstep makes a gang (a Job, a JobSet, …) joins
 //     its role's PodGroup at creation, so no rank is ever created outside
-//     its group.
+//     its group;
+//   - a pod of no such job that names a Kueue pod group
+//     (kueue.x-k8s.io/pod-group-name) joins the PodGroup of that name, at
+//     creation or, unbound, when Kueue labels it later (package kueuegroup).
 //
 // It reads the job from the cache, and from the API server only when the
 // cache has not seen it yet (a job's first pods follow it within
@@ -34,6 +39,9 @@ var _ admission.Defaulter[*corev1.Pod] = (*PodDefaulter)(nil)
 
 // Default implements admission.Defaulter.
 func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
+	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update {
+		return d.joinKueueGroup(ctx, pod)
+	}
 	if pod.Labels[lockv1.PodGroupLabel] != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
 		pod.Spec.SchedulerName = lockv1.SchedulerName
 	}
@@ -53,6 +61,7 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("reading the pod's owner: %w", err)
 	}
 	if owner == nil {
+		joinKueueGroup(pod)
 		return nil
 	}
 	logger := ctrl.LoggerFrom(ctx).WithValues("owner", owner.Integration.GVK().Kind+" "+ns+"/"+owner.Name)
@@ -78,6 +87,38 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[lockv1.PodGroupLabel] = g
+	return nil
+}
+
+// joinKueueGroup puts a pod that names a Kueue pod group in the Lockstep
+// PodGroup of that name (created for it by the controllers), unless it is
+// a pod of a job an integration groups (that job's group rules). Metadata
+// Lockstep cannot read is left for the validation to refuse.
+func joinKueueGroup(pod *corev1.Pod) {
+	g := kueuegroup.Named(pod)
+	if g == "" || len(kueuegroup.Validate(pod)) > 0 {
+		return
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[lockv1.PodGroupLabel] = g
+}
+
+// joinKueueGroup on update: Kueue labels a StatefulSet's pods with their
+// group once they exist (gated until it admits them); one that is not in a
+// group yet and is not bound joins it then, as it would have at creation.
+func (d *PodDefaulter) joinKueueGroup(ctx context.Context, pod *corev1.Pod) error {
+	if !podgroup.Ours(pod) || podgroup.GroupOf(pod) != "" || pod.Spec.NodeName != "" || kueuegroup.Named(pod) == "" {
+		return nil
+	}
+	owner, _, err := d.ownerJob(ctx, namespaceOf(ctx, pod.Namespace), pod)
+	if err != nil {
+		return fmt.Errorf("reading the pod's owner: %w", err)
+	}
+	if owner == nil {
+		joinKueueGroup(pod)
+	}
 	return nil
 }
 

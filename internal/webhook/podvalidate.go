@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -29,27 +30,9 @@ var _ admission.Validator[*corev1.Pod] = (*PodValidator)(nil)
 // ValidateCreate implements admission.Validator.
 func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (admission.Warnings, error) {
 	ns := namespaceOf(ctx, pod.Namespace)
-	var warnings admission.Warnings
-	var errs field.ErrorList
-	if group := pod.Labels[lockv1.PodGroupLabel]; group != "" {
-		pg, err := v.podGroup(ctx, ns, group)
-		switch {
-		case apierrors.IsNotFound(err):
-			pg = nil
-			warnings = append(warnings, fmt.Sprintf("PodGroup %s/%s does not exist yet: the pod waits, unscheduled, until it is created", ns, group))
-		case err != nil:
-			return nil, apierrors.NewInternalError(err)
-		}
-		for _, check := range []func(context.Context, string, *corev1.Pod, string, *lockv1.PodGroup) (field.ErrorList, error){v.membership, v.priority} {
-			e, err := check(ctx, ns, pod, group, pg)
-			if err != nil {
-				return nil, apierrors.NewInternalError(err)
-			}
-			errs = append(errs, e...)
-		}
-		if pg != nil {
-			warnings = append(warnings, v.Claims.sharedClaimWarnings(ctx, ns, pod, pg)...)
-		}
+	warnings, errs, err := v.joining(ctx, ns, pod)
+	if err != nil {
+		return nil, err
 	}
 	for _, pc := range pod.Spec.ResourceClaims {
 		warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
@@ -65,13 +48,64 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 	return warnings, nil
 }
 
+// joining checks the group a pod joins (on creation, or a Kueue group
+// joined later): that it may join it, with its priority, and that a Kueue
+// pod group it names can be read.
+func (v *PodValidator) joining(ctx context.Context, ns string, pod *corev1.Pod) (admission.Warnings, field.ErrorList, error) {
+	var warnings admission.Warnings
+	var errs field.ErrorList
+	group := pod.Labels[lockv1.PodGroupLabel]
+	if k := kueuegroup.Named(pod); k != "" && podgroup.Ours(pod) && (group == "" || group == k) {
+		// Never placed alone because its Kueue group was unreadable.
+		errs = append(errs, kueuegroup.Validate(pod)...)
+	}
+	if group == "" {
+		return nil, errs, nil
+	}
+	pg, err := v.podGroup(ctx, ns, group)
+	switch {
+	case apierrors.IsNotFound(err):
+		pg = nil
+		if kueuegroup.Named(pod) != group {
+			warnings = append(warnings, fmt.Sprintf("PodGroup %s/%s does not exist yet: the pod waits, unscheduled, until it is created", ns, group))
+		}
+	case err != nil:
+		return nil, nil, apierrors.NewInternalError(err)
+	}
+	for _, check := range []func(context.Context, string, *corev1.Pod, string, *lockv1.PodGroup) (field.ErrorList, error){v.membership, v.priority} {
+		e, err := check(ctx, ns, pod, group, pg)
+		if err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
+		errs = append(errs, e...)
+	}
+	if pg != nil {
+		warnings = append(warnings, v.Claims.sharedClaimWarnings(ctx, ns, pod, pg)...)
+	}
+	return warnings, errs, nil
+}
+
 // ValidateUpdate implements admission.Validator: membership is fixed at
 // creation. Adding, changing or removing the membership label would move a
 // pod — pending or bound — into or out of a gang, past every check above.
-func (v *PodValidator) ValidateUpdate(_ context.Context, old, pod *corev1.Pod) (admission.Warnings, error) {
+// One exception: a pod not in a group joins the Kueue pod group Kueue
+// labels it with after its creation (a StatefulSet's pods), while it is
+// not bound, through the same checks as at creation.
+func (v *PodValidator) ValidateUpdate(ctx context.Context, old, pod *corev1.Pod) (admission.Warnings, error) {
 	was, is := podgroup.GroupOf(old), podgroup.GroupOf(pod)
 	if was == is {
 		return nil, nil
+	}
+	if was == "" && is == kueuegroup.Named(pod) && pod.Labels[lockv1.PodGroupLabel] == is && old.Spec.NodeName == "" && pod.Spec.NodeName == "" {
+		ns := namespaceOf(ctx, pod.Namespace)
+		warnings, errs, err := v.joining(ctx, ns, pod)
+		if err != nil {
+			return nil, err
+		}
+		if len(errs) > 0 {
+			return warnings, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, pod.Name, errs)
+		}
+		return warnings, nil
 	}
 	msg := fmt.Sprintf("a pod's PodGroup is fixed when it is created (it was %s): delete the pod and create it with the label you want", orNone(was))
 	return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, pod.Name, field.ErrorList{field.Forbidden(labelPath, msg)})

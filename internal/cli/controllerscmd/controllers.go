@@ -1,5 +1,6 @@
 // Package controllerscmd implements `lockstep controllers`: the job
-// integrations (Job, JobSet, …) and the gang integrity controller.
+// integrations (Job, JobSet, …), Kueue's pod groups and the gang integrity
+// controller.
 package controllerscmd
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
 )
 
 // NewCommand returns `lockstep controllers`.
@@ -87,6 +89,10 @@ func NewCommand() *cobra.Command {
 				NodeGrace: nodeGrace, TaintRules: taintRules, Integrations: all,
 			}
 			if err := integrityCtl.SetupWithManager(mgr); err != nil {
+				return err
+			}
+			kueueGroups := &kueuegroup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("lockstep-kueue-pod-groups")}
+			if err := kueueGroups.SetupWithManager(mgr); err != nil {
 				return err
 			}
 			enabler := &jobintegration.Enabler{Discovery: dc, Integrations: all, Interval: 30 * time.Second, Setup: func(integ jobintegration.Integration) error {
