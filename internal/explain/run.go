@@ -156,9 +156,9 @@ func waitingAnswer(u *unit) string {
 	case u.gang && len(u.members) < u.minCount:
 		return fmt.Sprintf("%s is waiting for pods: %d of minCount %d exist; no placement is attempted until minCount members exist", u.label, len(u.members), u.minCount)
 	case u.gated > 0 && u.gang && len(u.pending)+u.bound < u.minCount:
-		return fmt.Sprintf("%s is waiting for scheduling gates: %d members are gated (spec.schedulingGates); none is placed until minCount %d are ungated", u.label, u.gated, u.minCount)
+		return fmt.Sprintf("%s is waiting for scheduling gates: %d members are gated (%s); none is placed until minCount %d are ungated", u.label, u.gated, u.resolved.GateList(), u.minCount)
 	case u.gated > 0 && len(u.pending) == 0:
-		return fmt.Sprintf("%s is waiting for scheduling gates (spec.schedulingGates): a gated pod is not scheduled until its last gate is removed", u.label)
+		return fmt.Sprintf("%s is waiting for scheduling gates (%s): a gated pod is not scheduled until its last gate is removed", u.label, u.resolved.GateList())
 	case u.group == nil && groupName(u) != "":
 		return fmt.Sprintf("%s waits for PodGroup %s/%s, which does not exist", u.label, u.members[0].Namespace, groupName(u))
 	case len(u.pending) == 0:

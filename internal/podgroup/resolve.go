@@ -2,7 +2,9 @@ package podgroup
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -28,8 +30,11 @@ type Unit struct {
 	// placed now: bound and staying, finished, or placed by the scheduler
 	// and being bound (assumed).
 	Bound int
-	// Gated counts pending members that still have scheduling gates.
+	// Gated counts pending members that still have scheduling gates;
+	// Gates are those gates' names, sorted (e.g. Kueue's
+	// kueue.x-k8s.io/admission, held until it admits the workload).
 	Gated int
+	Gates []string
 	// Waiting explains why the unit cannot be attempted yet ("" if it can);
 	// WaitReason is the PodGroup condition reason for it ("" means
 	// lockstep's WaitingForPods).
@@ -56,7 +61,8 @@ func ResolvePod(p *corev1.Pod, assumed Assumed) *Unit {
 		u.Bound = 1
 	case Gated(p):
 		u.Gated = 1
-		u.Waiting, u.WaitReason = "waiting for scheduling gates (spec.schedulingGates): a gated pod is not scheduled until its last gate is removed", lockv1.PodGroupReasonSchedulingGated
+		u.addGates(p)
+		u.Waiting, u.WaitReason = "waiting for scheduling gates ("+u.GateList()+"): a gated pod is not scheduled until its last gate is removed", lockv1.PodGroupReasonSchedulingGated
 	default:
 		u.Pending = []*corev1.Pod{p}
 	}
@@ -82,6 +88,7 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 			u.Bound++
 		case Pending(p) && Gated(p):
 			u.Gated++
+			u.addGates(p)
 		case Pending(p):
 			u.Pending = append(u.Pending, p)
 		default:
@@ -102,11 +109,29 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 		// The whole gang waits: placing the ungated members alone would
 		// hold their nodes and devices below minCount.
 		u.WaitReason = lockv1.PodGroupReasonSchedulingGated
-		u.Waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (spec.schedulingGates); none is placed until minCount %d are ungated", u.Gated, u.MinCount())
+		u.Waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (%s); none is placed until minCount %d are ungated", u.Gated, u.GateList(), u.MinCount())
 	case u.Gang() && have < u.MinCount():
 		// No count in the message: it would change (and be written) with
 		// every member created; explain and `get podgroups` show the count.
 		u.Waiting = fmt.Sprintf("waiting for pods: fewer than minCount %d members exist; none is placed until %d do", u.MinCount(), u.MinCount())
 	}
 	return u
+}
+
+// addGates adds a gated member's gates to Gates.
+func (u *Unit) addGates(p *corev1.Pod) {
+	for _, g := range p.Spec.SchedulingGates {
+		if i, found := slices.BinarySearch(u.Gates, g.Name); !found {
+			u.Gates = slices.Insert(u.Gates, i, g.Name)
+		}
+	}
+}
+
+// GateList names the members' gates for a message:
+// "spec.schedulingGates: a, b".
+func (u *Unit) GateList() string {
+	if u == nil || len(u.Gates) == 0 {
+		return "spec.schedulingGates"
+	}
+	return "spec.schedulingGates: " + strings.Join(u.Gates, ", ")
 }

@@ -23,6 +23,15 @@ func TestResolve(t *testing.T) {
 	}
 	gated := member("gated", "", corev1.PodPending)
 	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+	// Kueue holds a group's pods with its admission gate (and, with
+	// topology-aware scheduling, its topology gate).
+	kueueGated := func(uid string, gates ...string) *corev1.Pod {
+		p := member(uid, "", corev1.PodPending)
+		for _, g := range gates {
+			p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+		}
+		return p
+	}
 	other := member("other-ns", "", corev1.PodPending)
 	other.Namespace = "elsewhere"
 	foreign := member("kube", "", corev1.PodPending)
@@ -50,9 +59,14 @@ func TestResolve(t *testing.T) {
 			pg: gang(3), pods: []*corev1.Pod{member("a", "", corev1.PodPending), member("b", "n", corev1.PodRunning)},
 			wantPending: []string{"p-a"}, wantBound: 1, wantMembers: 2, wantWaiting: "waiting for pods: fewer than minCount 3",
 		},
+		"a gang held by Kueue names its gates, once each": {
+			pg: gang(3), pods: []*corev1.Pod{kueueGated("a", "kueue.x-k8s.io/topology", "kueue.x-k8s.io/admission"), kueueGated("b", "kueue.x-k8s.io/admission"), kueueGated("c", "kueue.x-k8s.io/admission")},
+			wantGated: 3, wantMembers: 3, wantReason: lockv1.PodGroupReasonSchedulingGated,
+			wantWaiting: "3 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission, kueue.x-k8s.io/topology); none is placed until minCount 3 are ungated",
+		},
 		"a gang whose members are gated waits whole, naming them": {
 			pg: gang(2), pods: []*corev1.Pod{member("a", "", corev1.PodPending), gated},
-			wantPending: []string{"p-a"}, wantGated: 1, wantMembers: 2, wantWaiting: "1 members are gated", wantReason: lockv1.PodGroupReasonSchedulingGated,
+			wantPending: []string{"p-a"}, wantGated: 1, wantMembers: 2, wantWaiting: "1 members are gated (spec.schedulingGates: example.com/wait)", wantReason: lockv1.PodGroupReasonSchedulingGated,
 		},
 		"bound, succeeded and assumed members count; a failed one does not": {
 			pg: gang(4), pods: []*corev1.Pod{member("a", "n", corev1.PodRunning), member("s", "n", corev1.PodSucceeded), member("f", "n", corev1.PodFailed), assumedPod, member("p", "", corev1.PodPending)},
