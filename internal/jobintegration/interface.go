@@ -116,6 +116,26 @@ type Integration interface {
 type NotQualified struct {
 	Condition string
 	Fix       string
+	// Named is the group the job's pod template names, when that is why
+	// Lockstep makes no gang of its own: its pods join that group.
+	Named string
+}
+
+// GroupNamed is the NotQualified of a job whose pod template (what) names
+// a group of its own choosing — the membership label, or
+// spec.schedulingGroup (the API server's scheduling.k8s.io PodGroup that
+// a workload controller creates, where it is served): its pods join that
+// group, scheduled as it says, and Lockstep creates none of its own.
+func GroupNamed(what string, t *corev1.PodTemplateSpec) *NotQualified {
+	name := t.Labels[lockv1.PodGroupLabel]
+	if sg := t.Spec.SchedulingGroup; name == "" && sg != nil && sg.PodGroupName != nil {
+		name = *sg.PodGroupName
+	}
+	return &NotQualified{
+		Condition: what + " names PodGroup " + name,
+		Fix:       "its pods join that group as it says; remove the scheduling.lockstep.dev/pod-group label (or spec.schedulingGroup) to let Lockstep make the gang",
+		Named:     name,
+	}
 }
 
 func (n *NotQualified) Error() string { return n.Condition + "; " + n.Fix }

@@ -2,8 +2,11 @@ package jobintegration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // TemplateName is the name of the one pod group template of a job's Workload.
@@ -26,6 +30,8 @@ const (
 	ReasonGangCreated      = "GangCreated"
 	ReasonNotGangScheduled = "NotGangScheduled"
 	ReasonInTreeGang       = "InTreeGangPolicy"
+	ReasonGangRemoved      = "GangRemoved"
+	ReasonGroupNamed       = "PodGroupNamedByTemplate"
 )
 
 // Reconciler makes every qualifying job of one integration gangs.
@@ -71,6 +77,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	groups, err := Groups(j)
+	if nq := (*NotQualified)(nil); errors.As(err, &nq) && nq.Named != "" {
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGroupNamed,
+			"%s: Lockstep schedules its pods as that PodGroup says and creates none of its own", nq.Condition)
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
 		return ctrl.Result{}, nil
@@ -110,7 +121,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGangCreated, "created %s %s and Workload %s", what, strings.Join(created, ", "), wl.Name)
 	}
-	return ctrl.Result{}, nil
+	if _, ok := j.(PodGrouper); !ok {
+		// One group per role, or one of the job: its groups never go.
+		return ctrl.Result{}, nil
+	}
+	wait, err := r.prune(ctx, obj, pgs)
+	return ctrl.Result{RequeueAfter: wait}, err
+}
+
+// pruneRecheck is how soon a group removed from its job is looked at again
+// while pods of it remain.
+const pruneRecheck = 5 * time.Second
+
+// prune deletes the PodGroups the job controls but no longer has (a
+// LeaderWorkerSet's groups above its new replicas after a scale-down) once
+// none of their pods is left that is not finished; while some are, it
+// looks again shortly. It returns how soon (0: nothing left to prune).
+func (r *Reconciler) prune(ctx context.Context, obj client.Object, want []*lockv1.PodGroup) (time.Duration, error) {
+	list := &lockv1.PodGroupList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return 0, err
+	}
+	keep := map[string]bool{}
+	for _, pg := range want {
+		keep[pg.Name] = true
+	}
+	var wait time.Duration
+	for i := range list.Items {
+		pg := &list.Items[i]
+		ref := metav1.GetControllerOf(pg)
+		if keep[pg.Name] || ref == nil || ref.UID != obj.GetUID() || pg.DeletionTimestamp != nil {
+			continue
+		}
+		pods := &corev1.PodList{}
+		if err := r.Client.List(ctx, pods, client.InNamespace(pg.Namespace), client.MatchingLabels{lockv1.PodGroupLabel: pg.Name}); err != nil {
+			return 0, err
+		}
+		if slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return !podgroup.Terminal(&p) }) {
+			wait = pruneRecheck
+			continue
+		}
+		uid := pg.UID
+		if err := r.Client.Delete(ctx, pg, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return 0, err
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("PodGroup of a group the job no longer has deleted", "podGroup", pg.Name)
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGangRemoved, "deleted PodGroup %s: the %s no longer has that group and none of its pods is left", pg.Name, ref.Kind)
+	}
+	return wait, nil
 }
 
 // ensure creates want if missing, else lets update adjust the existing

@@ -148,7 +148,8 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 		}
 	}
 	var warnings admission.Warnings
-	if _, err := jobintegration.Groups(j); errors.As(err, &nq) && !j.InTreeGang() {
+	// A template naming its own group is no warning: its pods join it.
+	if _, err := jobintegration.Groups(j); errors.As(err, &nq) && nq.Named == "" && !j.InTreeGang() {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())
 	}
 	if w, ok := j.(jobintegration.Warner); ok {

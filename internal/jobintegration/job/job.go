@@ -138,7 +138,7 @@ func (j *Job) Qualify() *jobintegration.NotQualified {
 		}
 		return &jobintegration.NotQualified{Condition: fmt.Sprintf("completions (%s) differs from parallelism (%d)", c, p), Fix: fmt.Sprintf("set spec.completions: %d so all ranks run at once", p)}
 	case jobintegration.HasGroup(&j.Spec.Template, j.Name):
-		return &jobintegration.NotQualified{Condition: "the pod template already names a pod group", Fix: "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the group, or manage that PodGroup yourself"}
+		return jobintegration.GroupNamed("the pod template", &j.Spec.Template)
 	}
 	return nil
 }

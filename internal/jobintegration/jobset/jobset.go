@@ -170,10 +170,7 @@ func (j *JobSet) Qualify() *jobintegration.NotQualified {
 			own = j.Name + "-" + rj.Name
 		}
 		if jobintegration.HasGroup(&spec.Template, own) {
-			return &jobintegration.NotQualified{
-				Condition: fmt.Sprintf("replicated job %s's pod template already names a pod group", rj.Name),
-				Fix:       "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the groups, or manage that PodGroup yourself",
-			}
+			return jobintegration.GroupNamed("the pod template of replicated job "+rj.Name, &spec.Template)
 		}
 	}
 	if how, ok := j.ordered(); ok && scope == jobintegration.ScopeJob && len(rjs) > 1 {

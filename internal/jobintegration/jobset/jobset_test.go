@@ -95,11 +95,17 @@ func TestGroups(t *testing.T) {
 			},
 			wantErr: "not a valid label value",
 		},
-		"a template naming another group is refused": {
+		"a template naming its own group makes no gang of Lockstep's": {
 			js: func(js *jobsetv1.JobSet) {
 				js.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels = map[string]string{lockv1.PodGroupLabel: "mine"}
 			},
-			wantErr: "already names a pod group",
+			wantErr: "the pod template of replicated job driver names PodGroup mine; its pods join that group",
+		},
+		"nor one naming the API server's PodGroup (spec.schedulingGroup)": {
+			js: func(js *jobsetv1.JobSet) {
+				js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("upstream")}
+			},
+			wantErr: "the pod template of replicated job workers names PodGroup upstream",
 		},
 	}
 	for name, tc := range cases {

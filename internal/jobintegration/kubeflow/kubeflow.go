@@ -317,10 +317,7 @@ func (j *Job) Qualify() *jobintegration.NotQualified {
 			}
 		}
 		if jobintegration.HasGroup(r.Template, j.obj.GetName()) {
-			return &jobintegration.NotQualified{
-				Condition: "the " + r.Name + " pod template already names a pod group",
-				Fix:       "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the group, or manage that PodGroup yourself",
-			}
+			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}
 	return nil

@@ -199,7 +199,7 @@ func (l *LWS) Qualify() *jobintegration.NotQualified {
 	}
 	for _, r := range roles {
 		if jobintegration.HasGroup(r.Template, "") {
-			return &jobintegration.NotQualified{Condition: "the " + r.Name + " template already names a pod group", Fix: "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the groups"}
+			return jobintegration.GroupNamed("the "+r.Name+" template", r.Template)
 		}
 	}
 	return nil

@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	lwsv1 "sigs.k8s.io/lws/api/leaderworkerset/v1"
@@ -116,4 +118,55 @@ type getter struct{ c client.Client }
 
 func (g getter) Get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
 	return g.c.Get(ctx, key, obj)
+}
+
+// A scale-down's groups lose their PodGroups once none of their pods is
+// left unfinished (until then the reconciler looks again); the groups that
+// stay, and other owners' PodGroups, are kept.
+func TestReconcilePrunesGroupsAScaleDownRemoved(t *testing.T) {
+	scheme := podgroup.Scheme()
+	if err := (Integration{}).AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	l := serving(1, 2)
+	group := func(name, ownerUID string) *lockv1.PodGroup {
+		pg := &lockv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+			Spec: lockv1.PodGroupSpec{SchedulingPolicy: lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: 2}}}}
+		ownedBy(pg, "LeaderWorkerSet", "serve", types.UID(ownerUID))
+		return pg
+	}
+	member := func(name, g string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Labels: map[string]string{lockv1.PodGroupLabel: g}}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	for name, tc := range map[string]struct {
+		pods      []client.Object
+		wantGone  bool
+		wantAgain bool
+	}{
+		"a removed group with a running pod is kept, and looked at again": {pods: []client.Object{member("serve-1", "serve-1", corev1.PodRunning)}, wantAgain: true},
+		"a removed group whose pods finished goes":                        {pods: []client.Object{member("serve-1", "serve-1", corev1.PodSucceeded)}, wantGone: true},
+		"a removed group with no pod left goes":                           {wantGone: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := append([]client.Object{l, group("serve-0", "lws-uid"), group("serve-1", "lws-uid"), group("serve-9", "another-lws")}, tc.pods...)
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+			r := &jobintegration.Reconciler{Client: c, Recorder: record.NewFakeRecorder(10), Integration: Integration{}, Integrations: jobintegration.Set{Integration{}}}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "serve"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			exists := func(name string) bool {
+				return c.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: name}, &lockv1.PodGroup{}) == nil
+			}
+			if gone := !exists("serve-1"); gone != tc.wantGone {
+				t.Errorf("serve-1 deleted %v, want %v", gone, tc.wantGone)
+			}
+			if !exists("serve-0") || !exists("serve-9") {
+				t.Error("a group that stays, or another LeaderWorkerSet's, was deleted")
+			}
+			if again := res.RequeueAfter > 0; again != tc.wantAgain {
+				t.Errorf("requeue after %v, want again %v", res.RequeueAfter, tc.wantAgain)
+			}
+		})
+	}
 }

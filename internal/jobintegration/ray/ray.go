@@ -232,10 +232,7 @@ func (s shape) qualify(own string) *jobintegration.NotQualified {
 		}
 		seen[r.Name] = true
 		if jobintegration.HasGroup(r.Template, own) {
-			return &jobintegration.NotQualified{
-				Condition: "the " + r.Name + " pod template already names a pod group",
-				Fix:       "remove the scheduling.lockstep.dev/pod-group label (or schedulingGroup) to let Lockstep manage the group, or manage that PodGroup yourself",
-			}
+			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	lwsv1 "sigs.k8s.io/lws/api/leaderworkerset/v1"
 
@@ -120,4 +121,62 @@ func TestLeaderWorkerSetGroupsAreGangs(t *testing.T) {
 		return bound["0"] == 3 && grouped, fmt.Sprintf("bound %v, grouped %v", bound, grouped), err
 	})
 	h.NoLifecycleRestart(t, ctx, ns, "serve-b-0")
+}
+
+// A LeaderWorkerSet scaled down loses the groups above its new replicas:
+// their PodGroups are deleted once their pods are gone, the group that stays
+// keeps its pods (nothing restarts), and scaling up again makes the group
+// anew and places it whole.
+func TestLeaderWorkerSetScaleDownRemovesItsGroups(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	oneGPUTemplate(t, ctx, h, ns)
+	createLWS(t, ctx, h, inference(ns, "serve", 2, 2))
+	harness.Eventually(t, ctx, "both groups bound whole (2+2)", func(ctx context.Context) (bool, string, error) {
+		bound, pods, grouped, err := lwsGroups(ctx, h, ns, "serve")
+		return pods == 4 && bound["0"] == 2 && bound["1"] == 2 && grouped, fmt.Sprintf("%d pods, bound per group %v, grouped %v", pods, bound, grouped), err
+	})
+	kept, _, err := h.GroupPods(ctx, ns, "serve-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := func(replicas int64) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+		if _, err := h.Dynamic.Resource(leaderWorkerSets).Namespace(ns).Patch(ctx, "serve", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(1)
+	harness.Eventually(t, ctx, "PodGroup serve-1 deleted once its pods are gone; serve-0 stays bound", func(ctx context.Context) (bool, string, error) {
+		_, err := h.PodGroup(ctx, ns, "serve-1")
+		gone := apierrors.IsNotFound(err)
+		if err != nil && !gone {
+			return false, "", err
+		}
+		bound, pods, _, err := lwsGroups(ctx, h, ns, "serve")
+		return gone && pods == 2 && bound["0"] == 2, fmt.Sprintf("serve-1 deleted %v; %d pods, bound %v", gone, pods, bound), err
+	})
+	if _, err := h.PodGroup(ctx, ns, "serve-0"); err != nil {
+		t.Fatalf("the group that stays lost its PodGroup: %v", err)
+	}
+	now, _, err := h.GroupPods(ctx, ns, "serve-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(now) != len(kept) {
+		t.Fatalf("serve-0 has %d pods, had %d", len(now), len(kept))
+	}
+	for i := range kept {
+		if now[i].UID != kept[i].UID {
+			t.Errorf("serve-0's pod %s was replaced by a scale-down of another group", kept[i].Name)
+		}
+	}
+	scale(2)
+	harness.Eventually(t, ctx, "serve-1 made again and bound whole after scaling up", func(ctx context.Context) (bool, string, error) {
+		bound, pods, grouped, err := lwsGroups(ctx, h, ns, "serve")
+		return pods == 4 && bound["0"] == 2 && bound["1"] == 2 && grouped, fmt.Sprintf("%d pods, bound per group %v, grouped %v", pods, bound, grouped), err
+	})
+	h.NoLifecycleRestart(t, ctx, ns, "serve-0")
 }

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -39,6 +40,14 @@ func TestLockstepSchedulesInTreeJobGang(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	oneWholeOtherWaiting(t, ctx, h, ns)
+}
+
+// oneWholeOtherWaiting waits until one of Jobs train-a and train-b (4 ranks
+// each, in in-tree PodGroups) runs 4/4 and the other 0/4 with its PodGroup
+// saying why, and checks that Lockstep made no group of its own.
+func oneWholeOtherWaiting(t *testing.T, ctx context.Context, h *harness.Harness, ns string) {
+	t.Helper()
 	harness.Eventually(t, ctx, "one Job 4/4 and the other 0/4 with the in-tree PodGroup saying why", func(ctx context.Context) (bool, string, error) {
 		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -69,6 +78,47 @@ func TestLockstepSchedulesInTreeJobGang(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 0 {
-		t.Errorf("Lockstep must not create a second group for a Job with spec.scheduling; found %d", len(list.Items))
+		t.Errorf("Lockstep must not create a second group beside the in-tree one; found %d", len(list.Items))
+	}
+}
+
+// A workload controller that creates the API server's own PodGroup and
+// points its pod templates at it (spec.schedulingGroup, the way JobSet, LWS
+// and KubeRay are moving to) has that group scheduled by Lockstep as it
+// says: two 4-rank Jobs whose templates name such groups (made here as the
+// controller would) on 6 GPUs → one runs whole, the other holds nothing;
+// Lockstep creates no group of its own and says so in an event.
+func TestLockstepSchedulesUpstreamPodGroupNamedByTemplate(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 3*time.Minute)
+	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"train-a", "train-b"} {
+		pg := &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-gang"},
+			Spec:       schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 4}}},
+		}
+		if _, err := h.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		job := builders.IndexedJob(ns, name, 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").ClaimTemplate("gpu", "one-gpu").Obj())
+		job.Spec.Template.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(pg.Name)}
+		if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneWholeOtherWaiting(t, ctx, h, ns)
+	events, err := h.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=train-a,involvedObject.kind=Job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := false
+	for _, e := range events.Items {
+		said = said || e.Reason == "PodGroupNamedByTemplate" && strings.Contains(e.Message, "names PodGroup train-a-gang") && e.Type == corev1.EventTypeNormal
+	}
+	if !said {
+		t.Errorf("no event on Job train-a saying its pods join the PodGroup its template names; events: %+v", events.Items)
 	}
 }
