@@ -44,9 +44,11 @@ type Controller struct {
 	// kinds the tests do not use, or every pod of the cluster).
 	Webhooks     string
 	KeepWebhooks []string
-	// ObjectSelectors narrow webhooks by name, as the project's own
-	// kustomize patches do (its pod webhook only for its own pods).
-	ObjectSelectors map[string]*metav1.LabelSelector
+	// ObjectSelectors and NamespaceSelectors narrow webhooks by name, as
+	// the project's own kustomize patches (its pod webhook only for its own
+	// pods) or a cluster's administrator (only in the namespaces that use
+	// it) do.
+	ObjectSelectors, NamespaceSelectors map[string]*metav1.LabelSelector
 	// Config renders the controller's configuration file.
 	Config func(p ControllerPorts) string
 	// Namespace the controller expects to exist.
@@ -135,14 +137,26 @@ var LWSController = Controller{
 	Config: managerConfig("config.lws.x-k8s.io/v1alpha1"),
 }
 
+// KueuePodsNamespaceLabel marks the namespaces where Kueue's pod
+// integration (plain pods and StatefulSets) is on: its pod webhooks see
+// every pod creation, so a cluster's administrator narrows them to the
+// namespaces that use them, as Kueue's documentation advises.
+const KueuePodsNamespaceLabel = "kueue.x-k8s.io/pod-integration"
+
+var kueuePodNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{KueuePodsNamespaceLabel: "true"}}
+
 // KueueController is sigs.k8s.io/kueue's controller manager, with the
-// batch/v1 Job and JobSet integrations and without its visibility API
-// server (an aggregated API the local control plane does not route).
+// batch/v1 Job, JobSet, pod and StatefulSet integrations (the last two in
+// namespaces labelled KueuePodsNamespaceLabel) and without its visibility
+// API server (an aggregated API the local control plane does not route).
 var KueueController = Controller{
 	Name: "kueue", Module: "sigs.k8s.io/kueue", Namespace: "kueue-system", FixedCertDirs: []string{"/etc/kueue/metrics/certs"},
 	CRDs: "config/components/crd/bases", Webhooks: "config/components/webhook/manifests.yaml",
-	KeepWebhooks: []string{"jobs", "jobsets", "workloads", "clusterqueues", "resourceflavors", "cohorts"},
-	Args:         []string{"--feature-gates=VisibilityOnDemand=false"},
+	KeepWebhooks: []string{"jobs", "jobsets", "pods", "statefulsets", "workloads", "clusterqueues", "resourceflavors", "cohorts"},
+	NamespaceSelectors: map[string]*metav1.LabelSelector{
+		"mpod.kb.io": kueuePodNamespaces, "vpod.kb.io": kueuePodNamespaces, "mstatefulset.kb.io": kueuePodNamespaces, "vstatefulset.kb.io": kueuePodNamespaces,
+	},
+	Args: []string{"--feature-gates=VisibilityOnDemand=false"},
 	Config: func(p ControllerPorts) string {
 		return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -159,10 +173,15 @@ health:
   healthProbeBindAddress: 127.0.0.1:%d
 metrics:
   bindAddress: "0"
+managedJobsNamespaceSelector:
+  matchExpressions:
+  - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kueue-system]}
 integrations:
   frameworks:
   - batch/job
   - jobset.x-k8s.io/jobset
+  - pod
+  - statefulset
 `, p.Namespace, p.Webhook, p.CertDir, p.Health)
 	},
 }
@@ -402,9 +421,9 @@ func installWebhooks(ctx context.Context, client kubernetes.Interface, c Control
 				return err
 			}
 			out := &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
-			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.MutatingWebhook) (string, []admissionv1.RuleWithOperations, *admissionv1.WebhookClientConfig, **metav1.LabelSelector) {
-				return w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector
-			}, kept, at, c.ObjectSelectors)
+			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.MutatingWebhook) webhookFields {
+				return webhookFields{w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector, &w.NamespaceSelector}
+			}, kept, at, c)
 			if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
 				return err
 			}
@@ -414,9 +433,9 @@ func installWebhooks(ctx context.Context, client kubernetes.Interface, c Control
 				return err
 			}
 			out := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
-			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.ValidatingWebhook) (string, []admissionv1.RuleWithOperations, *admissionv1.WebhookClientConfig, **metav1.LabelSelector) {
-				return w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector
-			}, kept, at, c.ObjectSelectors)
+			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.ValidatingWebhook) webhookFields {
+				return webhookFields{w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector, &w.NamespaceSelector}
+			}, kept, at, c)
 			if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
 				return err
 			}
@@ -425,22 +444,32 @@ func installWebhooks(ctx context.Context, client kubernetes.Interface, c Control
 	return nil
 }
 
+// webhookFields are what mutating and validating webhooks share (not a
+// type): a webhook's name, rules, client config and selectors.
+type webhookFields struct {
+	name    string
+	rules   []admissionv1.RuleWithOperations
+	client  *admissionv1.WebhookClientConfig
+	obj, ns **metav1.LabelSelector
+}
+
 // keepWebhooks are the webhooks whose rules kept takes, pointed at the
-// local process (at) and narrowed by their object selectors; fields reads
-// a webhook's name, rules, client config and selector (mutating and
-// validating webhooks share them, not a type).
-func keepWebhooks[W any](ws []W, fields func(*W) (string, []admissionv1.RuleWithOperations, *admissionv1.WebhookClientConfig, **metav1.LabelSelector),
-	kept func([]admissionv1.RuleWithOperations) bool, at func(admissionv1.WebhookClientConfig) admissionv1.WebhookClientConfig, selectors map[string]*metav1.LabelSelector) []W {
+// local process (at) and narrowed by c's selectors.
+func keepWebhooks[W any](ws []W, fields func(*W) webhookFields,
+	kept func([]admissionv1.RuleWithOperations) bool, at func(admissionv1.WebhookClientConfig) admissionv1.WebhookClientConfig, c Controller) []W {
 	var out []W
 	for i := range ws {
 		w := &ws[i]
-		name, rules, cc, sel := fields(w)
-		if !kept(rules) {
+		f := fields(w)
+		if !kept(f.rules) {
 			continue
 		}
-		*cc = at(*cc)
-		if s, ok := selectors[name]; ok {
-			*sel = s
+		*f.client = at(*f.client)
+		if s, ok := c.ObjectSelectors[f.name]; ok {
+			*f.obj = s
+		}
+		if s, ok := c.NamespaceSelectors[f.name]; ok {
+			*f.ns = s
 		}
 		out = append(out, *w)
 	}
