@@ -235,7 +235,12 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 	if err != nil {
 		return nil, err
 	}
-	if err := waitBuilt(ctx, c, root, version); err != nil {
+	// Waiting for a build is not part of starting: it has a deadline of its
+	// own.
+	wctx, cancel := context.WithTimeout(context.Background(), peerBuildWait)
+	err = waitBuilt(wctx, c, root, version)
+	cancel()
+	if err != nil {
 		return nil, err
 	}
 	bin := filepath.Join(root, "bin", c.Name+"-controller")
@@ -366,22 +371,8 @@ func module(root string, c Controller) (dir, version string, err error) {
 }
 
 // peerBuildWait bounds the wait for a controller still being built (a cold
-// build of all of them takes about 18 minutes here).
+// build of all of them takes about 15 minutes here).
 const peerBuildWait = 40 * time.Minute
-
-// WaitBuilt waits while c's controller is still being built beside the
-// tests (see waitBuilt), with a deadline of its own: call it before the
-// context that bounds the controller's start begins, which the wait must
-// not use up.
-func WaitBuilt(c Controller, root string) error {
-	_, version, err := module(root, c)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), peerBuildWait)
-	defer cancel()
-	return waitBuilt(ctx, c, root, version)
-}
 
 // waitBuilt waits, while hack/build-tools.sh builds the peers' controllers
 // (make test runs it beside the tests; bin/.peers-building holds its PID),

@@ -15,18 +15,12 @@ import (
 	"time"
 
 	"github.com/lockstep-dev/lockstep/internal/demo"
-	"github.com/lockstep-dev/lockstep/internal/devcluster"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
 func TestDemoShowsDeadlockPreemptionAndLockstepFix(t *testing.T) {
 	root, err := harness.RepoRoot()
 	if err != nil {
-		t.Fatal(err)
-	}
-	// make test builds the JobSet controller beside the tests: wait for it
-	// outside the demo's own deadline.
-	if err := devcluster.WaitBuilt(devcluster.JobSetController, root); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, ".lockstep", "e2e", "demo-"+time.Now().Format("150405"))

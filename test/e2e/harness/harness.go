@@ -126,14 +126,9 @@ func setup(opts Options) (*Harness, func(failed bool) error, error) {
 		return nil, nil, err
 	}
 	for _, ctl := range opts.Controllers {
-		// make test builds the peers' controllers beside the tests: wait for
-		// this one first, outside the start's own deadline.
-		err := devcluster.WaitBuilt(ctl, root)
-		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			err = h.StartController(ctx, ctl)
-			cancel()
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		err := h.StartController(ctx, ctl)
+		cancel()
 		if err != nil {
 			h.stop()
 			_ = c.Down()
