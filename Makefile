@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/lockstep-dev/lockstep/internal/version.Lockstep=$(VERSION)
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build lockstep kubectl-lockstep tools core-tools generate test unit e2e soak sizing demo dev bench verify image plugin fmt clean
+.PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify image plugin fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37), kwok,
 ## and the controllers of the projects the integration tests run (JobSet, LWS, Kueue, Kubeflow training and MPI operators, KubeRay: hack/integrations)
@@ -22,7 +22,7 @@ lockstep:
 ## (bin/lockstep-image.tar: an OCI layout with a docker manifest.json), no base image needed
 IMAGE_REPO ?= ghcr.io/lockstep-dev/lockstep
 IMAGE_TAG  ?= $(VERSION)
-image: core-tools
+image: tools
 	for arch in amd64 arm64; do \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux-$$arch/lockstep ./cmd/lockstep || exit 1; \
 	done
@@ -40,31 +40,20 @@ plugin:
 	done; \
 	$(GO) run ./hack/plugin -tag $(IMAGE_TAG) -out $(BIN)/plugin $$args
 
-## tools: the Kubernetes binaries, dev tools and the peers' controllers, each skipped when built at its version
+## tools: the Kubernetes binaries and dev tools, each skipped when built at its version
 tools:
-	hack/build-tools.sh all
-
-## core-tools: the same without the peers' controllers
-core-tools:
-	hack/build-tools.sh core
+	hack/build-tools.sh
 
 ## generate: deepcopy and CRD YAML for api/ (controller-gen, pinned in hack/tools), and the chart's
 ## CRDs, RBAC and webhook configurations from their sources (hack/chartgen)
-generate: core-tools
+generate: tools
 	$(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(GO) run ./hack/chartgen
 
-## test: every test — unit, integration and e2e against the local control plane. The peers'
-## controllers (hack/integrations) build in the background meanwhile; an e2e package that runs
-## one waits for it (on a cold machine their build overlaps the tests instead of preceding them).
-## -count=1: e2e results depend on bin/, which the test cache does not track.
-test: lockstep core-tools image
-	@hack/build-tools.sh peers > $(BIN)/.peers-build.log 2>&1 & peers=$$!; echo $$peers > $(BIN)/.peers-building; \
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...; rc=$$?; \
-	if ! wait $$peers; then echo "building the peers' controllers failed (bin/.peers-build.log):"; tail -40 $(BIN)/.peers-build.log; rc=1; fi; \
-	grep '^built' $(BIN)/.peers-build.log || true; \
-	exit $$rc
+## test: every test — unit, integration and e2e against the local control plane
+test: build image
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...   # -count=1: e2e results depend on bin/, which the test cache does not track
 
 ## soak: the gang-lifecycle soak (10 min of gangs succeeding, failing, preempted, losing nodes;
 ## LOCKSTEP_SOAK_DURATION changes it) — not part of `make test`

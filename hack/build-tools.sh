@@ -7,18 +7,10 @@
 #   <name>-controller                     (modules hack/integrations/<name>: the
 #     peers' controllers the integration tests run, each at its go.mod's version)
 # A binary is rebuilt only when the version recorded beside it differs.
-#
-# Usage: hack/build-tools.sh [all|core|peers]   (default all)
-#   core   everything but the peers' controllers
-#   peers  the peers' controllers only; while it runs, bin/.peers-building
-#          holds its PID, so an e2e package that needs a controller still
-#          being built waits for it (make test builds them beside the tests)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin/.versions"
-scope=${1:-all}
-case $scope in all|core|peers) ;; *) echo "usage: $0 [all|core|peers]" >&2; exit 2 ;; esac
 
 modversion() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
 
@@ -29,84 +21,65 @@ stale() {
   return 1
 }
 
-build_core() {
-  k8s_version=$(modversion "$root/hack/k8s" k8s.io/kubernetes)
-  etcd_version=$(modversion "$root/hack/k8s" go.etcd.io/etcd/server/v3)
-  minor=$(echo "$k8s_version" | cut -d. -f2)
-  ldflags="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  done
+k8s_version=$(modversion "$root/hack/k8s" k8s.io/kubernetes)
+etcd_version=$(modversion "$root/hack/k8s" go.etcd.io/etcd/server/v3)
+minor=$(echo "$k8s_version" | cut -d. -f2)
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+done
 
-  k8s_pkgs=()
-  for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    stale "$name" "$k8s_version" && k8s_pkgs+=("k8s.io/kubernetes/cmd/$name")
-  done
-  if [[ ${#k8s_pkgs[@]} -gt 0 ]]; then
-    echo "building ${k8s_pkgs[*]##*/} $k8s_version (a cold build takes several minutes)"
-    (cd "$root/hack/k8s" && go build -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
-    for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
+k8s_pkgs=()
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  stale "$name" "$k8s_version" && k8s_pkgs+=("k8s.io/kubernetes/cmd/$name")
+done
+if [[ ${#k8s_pkgs[@]} -gt 0 ]]; then
+  echo "building ${k8s_pkgs[*]##*/} $k8s_version (a cold build takes several minutes)"
+  (cd "$root/hack/k8s" && go build -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
+  for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
+fi
+if stale etcd "$etcd_version"; then
+  echo "building etcd $etcd_version"
+  (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
+  echo "$etcd_version" > "$bin/.versions/etcd"
+fi
+for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
+  IFS=: read -r name mod pkg <<<"$tool"
+  v=$(modversion "$root/hack/tools" "$mod")
+  if stale "$name" "$v"; then
+    echo "building $name $v"
+    flags="-s -w"
+    [[ $name == helm ]] && flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
+    (cd "$root/hack/tools" && go build -trimpath -ldflags "$flags" -o "$bin/$name" "$pkg")
+    echo "$v" > "$bin/.versions/$name"
   fi
-  if stale etcd "$etcd_version"; then
-    echo "building etcd $etcd_version"
-    (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
-    echo "$etcd_version" > "$bin/.versions/etcd"
+done
+# krew and its manifest validator (module hack/krew: krew's dependencies are older than ours).
+v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
+for name in krew validate-krew-manifest; do
+  if stale "$name" "$v"; then
+    echo "building $name $v"
+    (cd "$root/hack/krew" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "sigs.k8s.io/krew/cmd/$name")
+    echo "$v" > "$bin/.versions/$name"
   fi
-  for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
-    IFS=: read -r name mod pkg <<<"$tool"
-    v=$(modversion "$root/hack/tools" "$mod")
-    if stale "$name" "$v"; then
-      echo "building $name $v"
-      flags="-s -w"
-      [[ $name == helm ]] && flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
-      (cd "$root/hack/tools" && go build -trimpath -ldflags "$flags" -o "$bin/$name" "$pkg")
-      echo "$v" > "$bin/.versions/$name"
-    fi
-  done
-  # krew and its manifest validator (module hack/krew: krew's dependencies are older than ours).
-  v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
-  for name in krew validate-krew-manifest; do
-    if stale "$name" "$v"; then
-      echo "building $name $v"
-      (cd "$root/hack/krew" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "sigs.k8s.io/krew/cmd/$name")
-      echo "$v" > "$bin/.versions/$name"
-    fi
-  done
-  # The image builder is this repository's own code: its version is its sources'.
-  v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
-  if stale ociimage "$v"; then
-    echo "building ociimage"
-    (cd "$root/hack/tools" && go build -trimpath -o "$bin/ociimage" ./ociimage)
-    echo "$v" > "$bin/.versions/ociimage"
+done
+# Other projects' controllers (module hack/integrations/<name> each, so that
+# their dependencies meet neither Lockstep's nor each other's).
+for dir in "$root"/hack/integrations/*/; do
+  name=$(basename "$dir")
+  mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
+  pkg=$(sed -n 's/^import _ "\(.*\)"/\1/p' "$dir/tools.go")
+  v=$(modversion "$dir" "$mod")
+  if stale "$name-controller" "$v"; then
+    echo "building the $name controller $v"
+    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/$name-controller" "$pkg")
+    echo "$v" > "$bin/.versions/$name-controller"
   fi
-}
-
-build_peers() {
-  # Other projects' controllers (module hack/integrations/<name> each, so that
-  # their dependencies meet neither Lockstep's nor each other's).
-  for dir in "$root"/hack/integrations/*/; do
-    name=$(basename "$dir")
-    mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
-    pkg=$(sed -n 's/^import _ "\(.*\)"/\1/p' "$dir/tools.go")
-    v=$(modversion "$dir" "$mod")
-    if stale "$name-controller" "$v"; then
-      echo "building the $name controller $v"
-      start=$SECONDS
-      # Into place whole, then its version: a test waiting for it never
-      # runs a half-written binary.
-      (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/.$name-controller.tmp" "$pkg")
-      mv "$bin/.$name-controller.tmp" "$bin/$name-controller"
-      echo "$v" > "$bin/.versions/$name-controller"
-      echo "built the $name controller in $((SECONDS - start))s"
-    fi
-  done
-}
-
-case $scope in
-  core) build_core ;;
-  peers)
-    echo $$ > "$bin/.peers-building"
-    trap 'rm -f "$bin/.peers-building"' EXIT
-    build_peers ;;
-  all) build_core; build_peers ;;
-esac
+done
+# The image builder is this repository's own code: its version is its sources'.
+v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
+if stale ociimage "$v"; then
+  echo "building ociimage"
+  (cd "$root/hack/tools" && go build -trimpath -o "$bin/ociimage" ./ociimage)
+  echo "$v" > "$bin/.versions/ociimage"
+fi

@@ -231,21 +231,13 @@ var KubeRayController = Controller{
 // controller against the cluster, its log beside the cluster's. It returns
 // once the controller is ready and its webhooks answer; stop kills it.
 func (cl *Cluster) StartController(ctx context.Context, c Controller, root string) (stop func(), err error) {
-	modDir, version, err := module(root, c)
-	if err != nil {
-		return nil, err
-	}
-	// Waiting for a build is not part of starting: it has a deadline of its
-	// own.
-	wctx, cancel := context.WithTimeout(context.Background(), peerBuildWait)
-	err = waitBuilt(wctx, c, root, version)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
 	bin := filepath.Join(root, "bin", c.Name+"-controller")
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%s: %w (make build builds it; a build beside make test logs to bin/.peers-build.log)", bin, err)
+		return nil, fmt.Errorf("%s: %w (make build builds it)", bin, err)
+	}
+	modDir, err := moduleDir(root, c)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := cl.RESTConfig()
 	if err != nil {
@@ -357,63 +349,16 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 	return stop, nil
 }
 
-// module is where the Go module cache holds c's module, and the version
+// moduleDir is where the Go module cache holds c's module, at the version
 // hack/integrations/<name> requires.
-func module(root string, c Controller) (dir, version string, err error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", c.Module)
+func moduleDir(root string, c Controller) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", c.Module)
 	cmd.Dir = filepath.Join(root, "hack", "integrations", c.Name)
 	out, err := cmd.Output()
 	if err != nil {
-		return "", "", fmt.Errorf("locating module %s: %w", c.Module, err)
+		return "", fmt.Errorf("locating module %s: %w", c.Module, err)
 	}
-	dir, version, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
-	return dir, version, nil
-}
-
-// peerBuildWait bounds the wait for a controller still being built (a cold
-// build of all of them takes about 15 minutes here).
-const peerBuildWait = 40 * time.Minute
-
-// waitBuilt waits, while hack/build-tools.sh builds the peers' controllers
-// (make test runs it beside the tests; bin/.peers-building holds its PID),
-// until c's is built at version. It returns at once when no build is
-// running: StartController then runs what bin/ has, or says it is missing.
-func waitBuilt(ctx context.Context, c Controller, root, version string) error {
-	bin := filepath.Join(root, "bin")
-	said := false
-	for {
-		got, _ := os.ReadFile(filepath.Join(bin, ".versions", c.Name+"-controller"))
-		if strings.TrimSpace(string(got)) == version || !peersBuilding(bin) {
-			return nil
-		}
-		if !said {
-			fmt.Fprintf(os.Stderr, "waiting for the %s controller %s to be built (bin/.peers-build.log)\n", c.Name, version)
-			said = true
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the %s controller to be built (bin/.peers-build.log): %w", c.Name, ctx.Err())
-		case <-time.After(2 * time.Second):
-		}
-	}
-}
-
-// peersBuilding reports whether hack/build-tools.sh peers is running.
-func peersBuilding(bin string) bool {
-	b, err := os.ReadFile(filepath.Join(bin, ".peers-building"))
-	if err != nil {
-		return false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	// An exited build not reaped yet by its parent is no build.
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if _, rest, ok := strings.Cut(string(stat), ") "); err == nil && ok && strings.HasPrefix(rest, "Z") {
-		return false
-	}
-	return true
+	return strings.TrimSpace(string(out)), nil
 }
 
 // writeServingCert writes a serving certificate for 127.0.0.1 signed by a
