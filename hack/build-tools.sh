@@ -35,8 +35,10 @@ for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 if [[ ${#k8s_pkgs[@]} -gt 0 ]]; then
   echo "building ${k8s_pkgs[*]##*/} $k8s_version (a cold build takes several minutes)"
+  start=$SECONDS
   (cd "$root/hack/k8s" && go build -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
   for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
+  echo "built the Kubernetes binaries in $((SECONDS - start))s"
 fi
 if stale etcd "$etcd_version"; then
   echo "building etcd $etcd_version"
@@ -72,8 +74,10 @@ for dir in "$root"/hack/integrations/*/; do
   v=$(modversion "$dir" "$mod")
   if stale "$name-controller" "$v"; then
     echo "building the $name controller $v"
+    start=$SECONDS
     (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/$name-controller" "$pkg")
     echo "$v" > "$bin/.versions/$name-controller"
+    echo "built the $name controller in $((SECONDS - start))s"
   fi
 done
 # The image builder is this repository's own code: its version is its sources'.
