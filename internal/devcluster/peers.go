@@ -37,8 +37,8 @@ type Controller struct {
 	// Module is the Go module the controller, its CRDs and its webhook
 	// manifests come from.
 	Module string
-	// CRDs is the module's directory of CRD manifests.
-	CRDs string
+	// CRDs are the module's CRD manifests (files or directories).
+	CRDs []string
 	// Webhooks is the module's webhook configuration manifest; only the
 	// webhooks of KeepWebhooks' resources are registered (the others serve
 	// kinds the tests do not use, or every pod of the cluster).
@@ -58,7 +58,14 @@ type Controller struct {
 	// certificate path is fixed at /etc/kueue/metrics/certs when it does
 	// not manage certificates itself); the harness writes its pair there too.
 	FixedCertDirs []string
-	Args          []string
+	// TempDirCerts: the controller reads its serving certificate from
+	// controller-runtime's default directory under the temporary
+	// directory, which no option moves; the harness gives it a temporary
+	// directory of its own (TMPDIR), so that two controllers of the kind
+	// (two test packages' clusters at once) do not share one, and writes
+	// its pair there.
+	TempDirCerts bool
+	Args         []string
 	// Flags are the command line of a controller configured by flags
 	// alone (no Config): where it serves, given its ports.
 	Flags func(p ControllerPorts) []string
@@ -96,7 +103,7 @@ func (p ControllerPorts) File(name string) string { return filepath.Join(p.dir, 
 // JobSetController is sigs.k8s.io/jobset's controller manager.
 var JobSetController = Controller{
 	Name: "jobset", Module: "sigs.k8s.io/jobset", Namespace: "jobset-system",
-	CRDs: "config/components/crd/bases", Webhooks: "config/components/webhook/manifests.yaml", KeepWebhooks: []string{"jobsets"},
+	CRDs: []string{"config/components/crd/bases"}, Webhooks: "config/components/webhook/manifests.yaml", KeepWebhooks: []string{"jobsets"},
 	Config: managerConfig("config.jobset.x-k8s.io/v1alpha1"),
 }
 
@@ -129,7 +136,7 @@ metrics:
 // pods, as its release manifests have it.
 var LWSController = Controller{
 	Name: "lws", Module: "sigs.k8s.io/lws", Namespace: "lws-system",
-	CRDs: "config/crd/bases", Webhooks: "config/webhook/manifests.yaml", KeepWebhooks: []string{"leaderworkersets", "pods"},
+	CRDs: []string{"config/crd/bases"}, Webhooks: "config/webhook/manifests.yaml", KeepWebhooks: []string{"leaderworkersets", "pods"},
 	ObjectSelectors: map[string]*metav1.LabelSelector{
 		"mpod.kb.io": {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "leaderworkerset.sigs.k8s.io/name", Operator: metav1.LabelSelectorOpExists}}},
 		"vpod.kb.io": {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "leaderworkerset.sigs.k8s.io/name", Operator: metav1.LabelSelectorOpExists}}},
@@ -146,13 +153,13 @@ const KueuePodsNamespaceLabel = "kueue.x-k8s.io/pod-integration"
 var kueuePodNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{KueuePodsNamespaceLabel: "true"}}
 
 // KueueController is sigs.k8s.io/kueue's controller manager, with the
-// batch/v1 Job, JobSet, pod and StatefulSet integrations (the last two in
+// batch/v1 Job, JobSet, TrainJob, pod and StatefulSet integrations (the last two in
 // namespaces labelled KueuePodsNamespaceLabel) and without its visibility
 // API server (an aggregated API the local control plane does not route).
 var KueueController = Controller{
 	Name: "kueue", Module: "sigs.k8s.io/kueue", Namespace: "kueue-system", FixedCertDirs: []string{"/etc/kueue/metrics/certs"},
-	CRDs: "config/components/crd/bases", Webhooks: "config/components/webhook/manifests.yaml",
-	KeepWebhooks: []string{"jobs", "jobsets", "pods", "statefulsets", "workloads", "clusterqueues", "resourceflavors", "cohorts"},
+	CRDs: []string{"config/components/crd/bases"}, Webhooks: "config/components/webhook/manifests.yaml",
+	KeepWebhooks: []string{"jobs", "jobsets", "trainjobs", "pods", "statefulsets", "workloads", "clusterqueues", "resourceflavors", "cohorts"},
 	NamespaceSelectors: map[string]*metav1.LabelSelector{
 		"mpod.kb.io": kueuePodNamespaces, "vpod.kb.io": kueuePodNamespaces, "mstatefulset.kb.io": kueuePodNamespaces, "vstatefulset.kb.io": kueuePodNamespaces,
 	},
@@ -180,6 +187,7 @@ integrations:
   frameworks:
   - batch/job
   - jobset.x-k8s.io/jobset
+  - trainer.kubeflow.org/trainjob
   - pod
   - statefulset
 `, p.Namespace, p.Webhook, p.CertDir, p.Health)
@@ -195,7 +203,7 @@ integrations:
 // master's DNS name) is configured away: the simulated nodes run no DNS.
 var TrainingOperatorController = Controller{
 	Name: "training", Module: "github.com/kubeflow/training-operator", Namespace: "kubeflow",
-	CRDs: "manifests/base/crds/kubeflow.org_pytorchjobs.yaml", FixedCertDirs: []string{"/tmp/k8s-webhook-server/serving-certs"},
+	CRDs: []string{"manifests/base/crds/kubeflow.org_pytorchjobs.yaml"}, FixedCertDirs: []string{"/tmp/k8s-webhook-server/serving-certs"},
 	Secrets: []string{"training-operator-webhook-cert"},
 	Files:   map[string]string{"init-containers.yaml": "[]\n"},
 	Flags: func(p ControllerPorts) []string {
@@ -205,12 +213,45 @@ var TrainingOperatorController = Controller{
 	},
 }
 
+// TrainerController is Kubeflow Trainer v2's controller manager (TrainJob,
+// TrainingRuntime, ClusterTrainingRuntime), which runs a TrainJob as a
+// JobSet: the JobSet controller and its CRD must be there first. Its
+// webhooks are registered with the harness's certificate (its own
+// rotation off); its runtime status server is off (a feature gate, off by
+// default).
+var TrainerController = Controller{
+	Name: "trainer", Module: "github.com/kubeflow/trainer/v2", Namespace: "kubeflow-system",
+	CRDs: []string{
+		"manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+		"manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml",
+		"manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+	},
+	Webhooks: "manifests/base/webhook/manifests.yaml", KeepWebhooks: []string{"trainjobs", "trainingruntimes", "clustertrainingruntimes"},
+	TempDirCerts: true,
+	Config: func(p ControllerPorts) string {
+		return fmt.Sprintf(`apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: false
+certManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+`, p.Webhook, p.Health)
+	},
+}
+
 // MPIOperatorController is Kubeflow's MPI operator (MPIJob v2beta1). It
 // has no webhooks; it always elects a leader (in its lock namespace) and
 // serves its health check on :8080, which no flag moves.
 var MPIOperatorController = Controller{
 	Name: "mpi", Module: "github.com/kubeflow/mpi-operator", Namespace: "mpi-operator",
-	CRDs: "manifests/base/kubeflow.org_mpijobs.yaml", NoWebhookServer: true, HealthPort: 8080, ReadyPath: "/healthz",
+	CRDs: []string{"manifests/base/kubeflow.org_mpijobs.yaml"}, NoWebhookServer: true, HealthPort: 8080, ReadyPath: "/healthz",
 	Flags: func(ControllerPorts) []string { return []string{"-lock-namespace=mpi-operator", "-monitoring-port=0"} },
 }
 
@@ -219,7 +260,7 @@ var MPIOperatorController = Controller{
 // (which waits for the head's GCS over the network) is turned off: the
 // simulated nodes run no containers.
 var KubeRayController = Controller{
-	Name: "ray", Module: "github.com/ray-project/kuberay/ray-operator", CRDs: "config/crd/bases", NoWebhookServer: true,
+	Name: "ray", Module: "github.com/ray-project/kuberay/ray-operator", CRDs: []string{"config/crd/bases"}, NoWebhookServer: true,
 	Env: []string{"ENABLE_INIT_CONTAINER_INJECTION=false"},
 	Flags: func(p ControllerPorts) []string {
 		return []string{"--enable-leader-election=false", "--metrics-addr=0", "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.Health)}
@@ -254,14 +295,17 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 		}
 		return nil
 	}
-	crds := filepath.Join(modDir, c.CRDs)
-	if err := kubectl("apply", "--server-side", "--force-conflicts", "-f", crds); err != nil {
+	var crds []string
+	for _, f := range c.CRDs {
+		crds = append(crds, "-f", filepath.Join(modDir, f))
+	}
+	if err := kubectl(append([]string{"apply", "--server-side", "--force-conflicts"}, crds...)...); err != nil {
 		return nil, err
 	}
 	// A CRD just created may have no status yet, which kubectl wait reports
 	// as an error rather than waiting for: retry it briefly.
 	for try := 0; ; try++ {
-		err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
+		err := kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, crds...)...)
 		if err == nil {
 			break
 		}
@@ -300,6 +344,14 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 			return nil, fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
 		}
 	}
+	env := c.Env
+	if c.TempDirCerts {
+		tmp := filepath.Join(dir, "tmp")
+		if err := writePair(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), pair); err != nil {
+			return nil, err
+		}
+		env = append(slices.Clip(env), "TMPDIR="+tmp)
+	}
 	if c.Webhooks != "" {
 		if err := installWebhooks(ctx, client, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
 			return nil, err
@@ -333,7 +385,7 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig()), c.Env...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig()), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -18,6 +18,7 @@ var (
 	TrainingOperatorController = devcluster.TrainingOperatorController
 	MPIOperatorController      = devcluster.MPIOperatorController
 	KubeRayController          = devcluster.KubeRayController
+	TrainerController          = devcluster.TrainerController
 )
 
 // StartController installs c's CRDs and webhooks and runs it until the
