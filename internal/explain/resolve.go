@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,16 +41,55 @@ func resolve(ctx context.Context, dyn dynamic.Interface, st *state, t Target) (*
 	if integ := integrations.All().ForAlias(t.Kind); integ != nil {
 		return resolveJob(ctx, dyn, st, integ, t)
 	}
-	return nil, fmt.Errorf("cannot explain %q: want podgroup, pod, or a job kind (%s)", t.Kind, strings.Join(jobKinds(), ", "))
+	if w, integ := integrations.All().WrapperForAlias(t.Kind); w != nil {
+		return resolveWrapped(ctx, dyn, st, w, integ, t)
+	}
+	return nil, fmt.Errorf("cannot explain %q: want podgroup, pod, or a job kind (%s)", t.Kind, strings.Join(JobKinds(), ", "))
 }
 
-// jobKinds are the first alias of every integration.
-func jobKinds() []string {
+// JobKinds are the names `explain` takes for a job: the first alias of
+// every integration and of every kind that runs as one (Wrapped).
+func JobKinds() []string {
 	var out []string
 	for _, integ := range integrations.All() {
 		out = append(out, integ.Aliases()[0])
+		if wr, ok := integ.(jobintegration.Wrapped); ok {
+			for _, w := range wr.WrappedBy() {
+				out = append(out, w.Aliases[0])
+			}
+		}
 	}
 	return out
+}
+
+// resolveWrapped resolves an object of a kind that runs as a job of integ
+// (a TrainJob, as a JobSet) into that job's unit: the job of its name that
+// it controls.
+func resolveWrapped(ctx context.Context, dyn dynamic.Interface, st *state, w *jobintegration.Wrapper, integ jobintegration.Integration, t Target) (*unit, error) {
+	what := w.GVK.Kind + " " + t.Namespace + "/" + t.Name
+	u, err := dyn.Resource(w.GVK.GroupVersion().WithResource(w.Resource)).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	kind := integ.GVK()
+	job, err := dyn.Resource(kind.GroupVersion().WithResource(integ.Resource())).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s runs as %s %s, which its controller has not created yet", what, kind.Kind, t.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s runs as %s %s: %w", what, kind.Kind, t.Name, err)
+	}
+	if ref := metav1.GetControllerOf(job); ref == nil || ref.UID != u.GetUID() {
+		return nil, fmt.Errorf("%s %s/%s is not %s's: it is controlled by %v", kind.Kind, t.Namespace, t.Name, what, controllerName(ref))
+	}
+	return resolveJob(ctx, dyn, st, integ, t)
+}
+
+func controllerName(ref *metav1.OwnerReference) string {
+	if ref == nil {
+		return "nothing"
+	}
+	return ref.Kind + " " + ref.Name
 }
 
 // resolveJob resolves a job of an integration (a Job, a JobSet, …) into

@@ -141,6 +141,23 @@ func (s Set) ForAlias(alias string) Integration {
 	return nil
 }
 
+// WrapperForAlias is the kind `lockstep explain` names by alias that runs
+// as a job of integ (Wrapped); nil if none.
+func (s Set) WrapperForAlias(alias string) (w *Wrapper, integ Integration) {
+	for _, integ := range s {
+		wr, ok := integ.(Wrapped)
+		if !ok {
+			continue
+		}
+		for _, w := range wr.WrappedBy() {
+			if slices.Contains(w.Aliases, alias) {
+				return &w, integ
+			}
+		}
+	}
+	return nil, nil
+}
+
 // Parent is the integration that controls o (a Job a JobSet created), nil
 // when none does: such a job is part of its parent's gang, not one of its
 // own.

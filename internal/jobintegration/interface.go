@@ -112,6 +112,24 @@ type Integration interface {
 	OwnerOf(ctx context.Context, get Getter, pod *corev1.Pod) (name string, uid types.UID, err error)
 }
 
+// Wrapped is implemented by an integration whose jobs other kinds create
+// to run as, under their own name (Kubeflow Trainer v2's TrainJob runs as
+// a JobSet of its name): `lockstep explain` resolves an object of such a
+// kind to the job it runs as. The kind needs nothing else: its job's
+// integration makes the gangs.
+type Wrapped interface {
+	WrappedBy() []Wrapper
+}
+
+// Wrapper is a kind whose objects run as a job of another integration,
+// named after the object and controlled by it.
+type Wrapper struct {
+	GVK      schema.GroupVersionKind
+	Resource string
+	// Aliases are the names `lockstep explain` accepts for the kind.
+	Aliases []string
+}
+
 // NotQualified says why a job is not a gang and how to make it one.
 type NotQualified struct {
 	Condition string

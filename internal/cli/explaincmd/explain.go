@@ -16,11 +16,12 @@ import (
 func NewExplainCommand() *cobra.Command {
 	f := newFlags("json", "yaml", "wide", "name")
 	cmd := &cobra.Command{
-		Use:   "explain (podgroup|job|jobset|lws|pod) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
-		Short: "Say why a gang (PodGroup, Job, JobSet, LeaderWorkerSet) or pod is pending: the answer first, then the evidence",
-		Long: `Say why a gang (PodGroup, Job, JobSet, LeaderWorkerSet) or pod is pending: the answer first, then the evidence.
-A job kind (job, jobset, lws) resolves to its PodGroup: with several gangs (per replicated job,
-per LeaderWorkerSet replica), the first that is not running whole.
+		Use:   "explain (podgroup|pod|JOB-KIND) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
+		Short: "Say why a gang (a PodGroup, or a job such as a Job, JobSet or TrainJob) or pod is pending: the answer first, then the evidence",
+		Long: `Say why a gang (a PodGroup, or a job such as a Job, JobSet or TrainJob) or pod is pending: the answer first, then the evidence.
+A job resolves to its PodGroup: with several gangs (per replicated job, per LeaderWorkerSet
+replica), the first that is not running whole; a TrainJob to the gangs of the JobSet it runs as.
+Job kinds: ` + strings.Join(explain.JobKinds(), ", ") + `.
 
 Lists of evidence (claims, nodes with matching devices, tainted devices) show their first
 ` + fmt.Sprint(listLimit) + ` entries; -o wide shows all of them, -o json|yaml all of them as data.`,

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
@@ -33,6 +34,11 @@ func TestChildrenAreNotGangs(t *testing.T) {
 	}
 	cluster := &rayv1.RayCluster{ObjectMeta: controlledBy("ray.io/v1", "RayJob", "batch", "rj"), Spec: rayv1.RayClusterSpec{HeadGroupSpec: rayv1.HeadGroupSpec{Template: lockstep}}}
 	cluster.Name = "batch-x7k2p"
+	trainJobs := &jobsetv1.JobSet{ObjectMeta: controlledBy("trainer.kubeflow.org/v1alpha1", "TrainJob", "llama", "tj"), Spec: jobsetv1.JobSetSpec{
+		ReplicatedJobs: []jobsetv1.ReplicatedJob{{Name: "node", Replicas: 1, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+			Parallelism: ptr.To[int32](4), Completions: ptr.To[int32](4), Template: lockstep}}}},
+	}}
+	trainJobs.Name = "llama"
 	all := All()
 	for name, tc := range map[string]struct {
 		obj  client.Object
@@ -43,11 +49,16 @@ func TestChildrenAreNotGangs(t *testing.T) {
 		"a JobSet's Job":        {obj: job(controlledBy("jobset.x-k8s.io/v1alpha2", "JobSet", "js", "s"))},
 		"a RayJob's RayCluster": {obj: cluster},
 		"a RayJob's submitter":  {obj: job(controlledBy("ray.io/v1", "RayJob", "batch", "rj"))},
+		// A TrainJob is no integration: the JobSet it runs as is the gang.
+		"a TrainJob's JobSet": {obj: trainJobs, gang: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			integ := all.ForKind("batch/v1", "Job")
-			if _, ok := tc.obj.(*rayv1.RayCluster); ok {
+			switch tc.obj.(type) {
+			case *rayv1.RayCluster:
 				integ = all.ForKind("ray.io/v1", "RayCluster")
+			case *jobsetv1.JobSet:
+				integ = all.ForKind("jobset.x-k8s.io/v1alpha2", "JobSet")
 			}
 			if got := all.Gang(integ.Wrap(tc.obj)); got != tc.gang {
 				t.Errorf("Gang = %v, want %v", got, tc.gang)
@@ -96,4 +107,19 @@ type getter struct{ c client.Client }
 
 func (g getter) Get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
 	return g.c.Get(ctx, key, obj)
+}
+
+// explain names a TrainJob by the JobSet integration it runs as; an
+// integration's own alias is no wrapper.
+func TestWrapperForAlias(t *testing.T) {
+	all := All()
+	for alias, want := range map[string]string{"trainjob": "TrainJob/jobset", "trainjobs": "TrainJob/jobset", "jobset": "", "pytorchjob": ""} {
+		got := ""
+		if w, integ := all.WrapperForAlias(alias); w != nil {
+			got = w.GVK.Kind + "/" + integ.Name()
+		}
+		if got != want {
+			t.Errorf("WrapperForAlias(%q) = %q, want %q", alias, got, want)
+		}
+	}
 }

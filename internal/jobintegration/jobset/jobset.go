@@ -47,6 +47,16 @@ func (Integration) Resource() string { return "jobsets" }
 // Aliases implements Integration.
 func (Integration) Aliases() []string { return []string{"jobset", "jobsets", "js"} }
 
+// trainJob is Kubeflow Trainer v2's TrainJob, which its controller runs as
+// a JobSet of its name.
+var trainJob = jobintegration.Wrapper{
+	GVK:      schema.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"},
+	Resource: "trainjobs", Aliases: []string{"trainjob", "trainjobs"},
+}
+
+// WrappedBy implements jobintegration.Wrapped: a TrainJob runs as a JobSet.
+func (Integration) WrappedBy() []jobintegration.Wrapper { return []jobintegration.Wrapper{trainJob} }
+
 // AddToScheme implements Integration.
 func (Integration) AddToScheme(s *runtime.Scheme) error { return jobsetv1.AddToScheme(s) }
 
