@@ -3,6 +3,7 @@ package integrations
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,35 @@ spec:
 `, name, ns, name, gpus)
 }
 
+// kueueQueue is a namespace's own Kueue queue: the DeviceClass that serves
+// example.com/gpu from DRA devices, a ResourceFlavor and a ClusterQueue
+// named after the namespace, with gpus GPUs of quota, and LocalQueue team.
+func kueueQueue(t *testing.T, ctx context.Context, h *harness.Harness, ns string, gpus int) {
+	t.Helper()
+	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended-"+ns, "gpu.example.com", string(extendedGPU)))
+	applyKueue(t, ctx, h, "resourceflavors", "", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\n", ns))
+	applyKueue(t, ctx, h, "clusterqueues", "", clusterQueue(ns, ns, gpus))
+	applyKueue(t, ctx, h, "localqueues", ns, fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: team, namespace: %s}\nspec: {clusterQueue: %s}\n", ns, ns))
+}
+
+// raiseQuota sets the GPU quota of the namespace's ClusterQueue.
+func raiseQuota(t *testing.T, ctx context.Context, h *harness.Harness, ns string, gpus int) {
+	t.Helper()
+	cq, err := h.Dynamic.Resource(kueue.WithResource("clusterqueues")).Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+	flavors := groups[0].(map[string]any)["flavors"].([]any)
+	flavors[0].(map[string]any)["resources"].([]any)[1].(map[string]any)["nominalQuota"] = strconv.Itoa(gpus)
+	if err := unstructured.SetNestedSlice(cq.Object, groups, "spec", "resourceGroups"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Dynamic.Resource(kueue.WithResource("clusterqueues")).Update(ctx, cq, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Kueue decides when, Lockstep where: a ClusterQueue with 4 GPUs of quota
 // and two 4-rank Jobs (example.com/gpu: 1 per rank, served by DRA) → Kueue
 // admits one, Lockstep binds it whole; the other stays suspended and holds
@@ -67,11 +97,7 @@ func TestKueueAdmitsLockstepPlaces(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
-	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended-"+ns, "gpu.example.com", string(extendedGPU)))
-	// One flavor, one ClusterQueue per test namespace (named after it).
-	applyKueue(t, ctx, h, "resourceflavors", "", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\n", ns))
-	applyKueue(t, ctx, h, "clusterqueues", "", clusterQueue(ns, ns, 4))
-	applyKueue(t, ctx, h, "localqueues", ns, fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: team, namespace: %s}\nspec: {clusterQueue: %s}\n", ns, ns))
+	kueueQueue(t, ctx, h, ns, 4)
 	for _, name := range []string{"train-a", "train-b"} {
 		pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").Req(extendedGPU, "1").Obj()
 		job := builders.IndexedJob(ns, name, 4, pod)
@@ -127,19 +153,7 @@ func TestKueueAdmitsLockstepPlaces(t *testing.T) {
 		t.Errorf("explain job %s: want no members and %q, got members %d, bound %d: %q", waiting, want, r.Members, r.Bound, r.Answer)
 	}
 	// Raise the quota: Kueue admits the second; Lockstep places it whole.
-	cq, err := h.Dynamic.Resource(kueue.WithResource("clusterqueues")).Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
-	flavors := groups[0].(map[string]any)["flavors"].([]any)
-	flavors[0].(map[string]any)["resources"].([]any)[1].(map[string]any)["nominalQuota"] = "8"
-	if err := unstructured.SetNestedSlice(cq.Object, groups, "spec", "resourceGroups"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Dynamic.Resource(kueue.WithResource("clusterqueues")).Update(ctx, cq, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	raiseQuota(t, ctx, h, ns, 8)
 	harness.Eventually(t, ctx, waiting+" admitted and bound 4/4 after the quota is raised, "+admitted+" untouched", func(ctx context.Context) (bool, string, error) {
 		s, p, b, err := state(ctx, waiting)
 		if err != nil {

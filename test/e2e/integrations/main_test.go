@@ -1,7 +1,8 @@
 // Package integrations checks Lockstep beside the real controllers of the
 // projects it integrates, each built from the Go module proxy at a pinned
 // version (hack/integrations): JobSets become gangs (one over every
-// replicated job, or one per replicated job), each LeaderWorkerSet replica
+// replicated job, or one per replicated job), so do Kubeflow Trainer's
+// TrainJobs (which run as JobSets), each LeaderWorkerSet replica
 // is a gang, and Kueue decides when a
 // workload may start while Lockstep decides where, all or nothing. The
 // cluster is 4 nodes × 2 GPUs (eks profile: no feature gate).
@@ -26,7 +27,8 @@ const clusterYAML = `nodePools:
 func TestMain(m *testing.M) {
 	harness.Main(m, harness.Options{
 		Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(clusterYAML),
-		// JobSet first: Kueue's JobSet integration needs its CRD.
-		Controllers: []harness.Controller{harness.JobSetController, harness.LWSController, harness.KueueController},
+		// JobSet first: Trainer runs TrainJobs as JobSets, and Kueue's
+		// JobSet and TrainJob integrations need their CRDs.
+		Controllers: []harness.Controller{harness.JobSetController, harness.TrainerController, harness.LWSController, harness.KueueController},
 	})
 }

@@ -1,0 +1,231 @@
+package integrations
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+var trainerAPI = schema.GroupVersion{Group: "trainer.kubeflow.org", Version: "v1alpha1"}
+
+// torchRuntime is a namespaced TrainingRuntime like Trainer's own
+// torch-distributed, its nodes' pods scheduled by Lockstep, each taking
+// gpu (a claim from the one-gpu template, or example.com/gpu: 1).
+func torchRuntime(ns, gpu string) string {
+	res := `resources:
+                    requests: {cpu: "1", example.com/gpu: "1"}
+                    limits: {example.com/gpu: "1"}`
+	claims := ""
+	if gpu == "claim" {
+		res = `resources:
+                    requests: {cpu: "1"}
+                    claims: [{name: gpu}]`
+		claims = `
+                resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]`
+	}
+	return fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata: {name: torch-lockstep, namespace: %s}
+spec:
+  mlPolicy:
+    numNodes: 1
+    torch: {}
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        template:
+          metadata:
+            labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}
+          spec:
+            template:
+              spec:
+                schedulerName: %s%s
+                containers:
+                - name: node
+                  image: registry.example/torch:v1
+                  %s
+`, ns, lockv1.SchedulerName, claims, res)
+}
+
+func trainJob(ns, name string, nodes int, labels map[string]string) string {
+	l, _ := json.Marshal(labels) // a flow mapping: YAML
+	return fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: %s
+  namespace: %s
+  labels: %s
+spec:
+  runtimeRef: {name: torch-lockstep, apiGroup: trainer.kubeflow.org, kind: TrainingRuntime}
+  trainer: {numNodes: %d}
+`, name, ns, l, nodes)
+}
+
+func applyTrainer(t *testing.T, ctx context.Context, h *harness.Harness, resource, manifest string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Dynamic.Resource(trainerAPI.WithResource(resource)).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating %s %s: %v", resource, u.GetName(), err)
+	}
+}
+
+// Two TrainJobs (Kubeflow Trainer v2, its real controller) that together
+// need more GPUs than exist (5 + 5 of 8), Lockstep named only in their
+// runtime's pod template: each runs as a JobSet that is one gang; one runs
+// whole, the other holds nothing and `lockstep explain trainjob` says why;
+// deleting the first lets the second run.
+func TestTrainJobsAreGangs(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	oneGPUTemplate(t, ctx, h, ns)
+	applyTrainer(t, ctx, h, "trainingruntimes", torchRuntime(ns, "claim"))
+	for _, name := range []string{"llama-a", "llama-b"} {
+		applyTrainer(t, ctx, h, "trainjobs", trainJob(ns, name, 5, nil))
+	}
+	self := func(name string) func(string) string { return func(string) string { return name } }
+	var winner, loser string
+	harness.Eventually(t, ctx, "one TrainJob 5/5 bound, every pod in its JobSet's group", func(ctx context.Context) (bool, string, error) {
+		_, a, ga, err := jobSetPods(ctx, h, ns, "llama-a", self("llama-a"))
+		if err != nil {
+			return false, "", err
+		}
+		_, b, gb, err := jobSetPods(ctx, h, ns, "llama-b", self("llama-b"))
+		if err != nil {
+			return false, "", err
+		}
+		switch {
+		case a == 5:
+			winner, loser = "llama-a", "llama-b"
+		case b == 5:
+			winner, loser = "llama-b", "llama-a"
+		}
+		return winner != "" && ga && gb, fmt.Sprintf("llama-a %d bound (grouped %v), llama-b %d (grouped %v)", a, ga, b, gb), nil
+	})
+	harness.Eventually(t, ctx, loser+" waiting whole with a condition saying why", func(ctx context.Context) (bool, string, error) {
+		total, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
+		if err != nil {
+			return false, "", err
+		}
+		c, err := h.ScheduledCondition(ctx, ns, loser)
+		if err != nil || c == nil {
+			return false, "no condition", err
+		}
+		return total == 5 && bound == 0 && c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "no free device of class gpu.example.com"),
+			fmt.Sprintf("%d pods, %d bound; %s: %s", total, bound, c.Reason, c.Message), nil
+	})
+	pg, err := h.PodGroup(ctx, ns, winner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].Kind != "JobSet" || pg.OwnerReferences[0].Name != winner {
+		t.Errorf("PodGroup owner: want JobSet %s (the TrainJob's), got %+v", winner, pg.OwnerReferences)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 5 {
+		t.Errorf("PodGroup spec: want one gang of minCount 5 (numNodes), got %+v", pg.Spec)
+	}
+	r := h.Explain(t, ns, "trainjob", loser)
+	if r.Unit != "PodGroup "+ns+"/"+loser || !r.Gang || r.MinCount != 5 || r.Bound != 0 || !strings.Contains(r.Answer, "no free device of class gpu.example.com") {
+		t.Errorf("explain trainjob %s: unit %q gang %v minCount %d bound %d answer %q", loser, r.Unit, r.Gang, r.MinCount, r.Bound, r.Answer)
+	}
+	if err := h.Dynamic.Resource(trainerAPI.WithResource("trainjobs")).Namespace(ns).Delete(ctx, winner, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, ctx, loser+" gets all 5 GPUs once "+winner+" is gone", func(ctx context.Context) (bool, string, error) {
+		_, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
+		return bound == 5, fmt.Sprintf("%d bound", bound), err
+	})
+	h.NoLifecycleRestart(t, ctx, ns, loser)
+}
+
+// Kueue in front of Trainer: a ClusterQueue with 4 GPUs of quota and two
+// 4-node TrainJobs → Kueue admits one (Trainer then re-applies its JobSet
+// resumed, with Kueue's changes), Lockstep binds it whole; the other stays
+// suspended and holds nothing; raising the quota admits the second, which
+// Lockstep binds whole.
+func TestKueueAdmitsTrainJobLockstepPlaces(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	kueueQueue(t, ctx, h, ns, 4)
+	applyTrainer(t, ctx, h, "trainingruntimes", torchRuntime(ns, "extended"))
+	for _, name := range []string{"llama-a", "llama-b"} {
+		applyTrainer(t, ctx, h, "trainjobs", trainJob(ns, name, 4, map[string]string{"kueue.x-k8s.io/queue-name": "team"}))
+	}
+	self := func(name string) func(string) string { return func(string) string { return name } }
+	state := func(ctx context.Context, name string) (suspended bool, pods, bound int, grouped bool, err error) {
+		tj, err := h.Dynamic.Resource(trainerAPI.WithResource("trainjobs")).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, 0, 0, false, err
+		}
+		suspended, _, _ = unstructured.NestedBool(tj.Object, "spec", "suspend")
+		pods, bound, grouped, err = jobSetPods(ctx, h, ns, name, self(name))
+		return suspended, pods, bound, grouped, err
+	}
+	var admitted, waiting string
+	harness.Eventually(t, ctx, "Kueue admits one TrainJob, Lockstep binds it 4/4 in its group; the other stays suspended with no pods", func(ctx context.Context) (bool, string, error) {
+		sa, pa, ba, ga, err := state(ctx, "llama-a")
+		if err != nil {
+			return false, "", err
+		}
+		sb, pb, bb, gb, err := state(ctx, "llama-b")
+		if err != nil {
+			return false, "", err
+		}
+		switch {
+		case !sa && ba == 4 && ga && sb && pb == 0:
+			admitted, waiting = "llama-a", "llama-b"
+		case !sb && bb == 4 && gb && sa && pa == 0:
+			admitted, waiting = "llama-b", "llama-a"
+		}
+		return admitted != "", fmt.Sprintf("llama-a suspended %v, %d pods, %d bound (grouped %v); llama-b suspended %v, %d pods, %d bound (grouped %v)", sa, pa, ba, ga, sb, pb, bb, gb), nil
+	})
+	r := h.Explain(t, ns, "trainjob", waiting)
+	if want := "JobSet " + waiting + " is suspended (e.g. held by a queue such as Kueue)"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
+		t.Errorf("explain trainjob %s: want no members and %q, got members %d, bound %d: %q", waiting, want, r.Members, r.Bound, r.Answer)
+	}
+	raiseQuota(t, ctx, h, ns, 8)
+	harness.Eventually(t, ctx, waiting+" admitted and bound 4/4 in its group after the quota is raised, "+admitted+" untouched", func(ctx context.Context) (bool, string, error) {
+		s, p, b, g, err := state(ctx, waiting)
+		if err != nil {
+			return false, "", err
+		}
+		_, _, ba, _, err := state(ctx, admitted)
+		return !s && b == 4 && g && ba == 4, fmt.Sprintf("%s suspended %v, %d pods, %d bound (grouped %v); %s %d bound", waiting, s, p, b, g, admitted, ba), err
+	})
+	for _, name := range []string{admitted, waiting} {
+		pg, err := h.PodGroup(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 4 {
+			t.Errorf("PodGroup %s: want one gang of minCount 4, got %+v", name, pg.Spec)
+		}
+		h.NoLifecycleRestart(t, ctx, ns, name)
+	}
+	// Exactly one JobSet each: Trainer runs a TrainJob as one JobSet, and
+	// Lockstep made no group of its own for anything else.
+	list, err := h.Dynamic.Resource(jobsets).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Errorf("want 2 JobSets (one per TrainJob), got %d", len(list.Items))
+	}
+}
