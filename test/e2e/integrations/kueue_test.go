@@ -60,6 +60,12 @@ spec:
 `, name, ns, name, gpus)
 }
 
+// extendedGPUPod is a Lockstep pod asking for one example.com/gpu (which
+// Kueue counts against quota), served by a DRA device.
+func extendedGPUPod() *corev1.Pod {
+	return builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").Req(extendedGPU, "1").Obj()
+}
+
 // kueueQueue is a namespace's own Kueue queue: the DeviceClass that serves
 // example.com/gpu from DRA devices, a ResourceFlavor and a ClusterQueue
 // named after the namespace, with gpus GPUs of quota, and LocalQueue team.
@@ -99,8 +105,7 @@ func TestKueueAdmitsLockstepPlaces(t *testing.T) {
 	ctx := harness.Context(t, 4*time.Minute)
 	kueueQueue(t, ctx, h, ns, 4)
 	for _, name := range []string{"train-a", "train-b"} {
-		pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").Req(extendedGPU, "1").Obj()
-		job := builders.IndexedJob(ns, name, 4, pod)
+		job := builders.IndexedJob(ns, name, 4, extendedGPUPod())
 		job.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team"}
 		if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -165,4 +170,81 @@ func TestKueueAdmitsLockstepPlaces(t *testing.T) {
 	for _, name := range []string{admitted, waiting} {
 		h.NoLifecycleRestart(t, ctx, ns, name)
 	}
+}
+
+// kueueAdmitsInTurn checks two jobs of 4 GPUs each (names, of resource res,
+// each run as a JobSet of its name, in namespace ns whose queue has 4 GPUs
+// of quota): Kueue admits one and Lockstep binds it whole in its group,
+// the other stays suspended with no pods and `explain <alias>` says its
+// JobSet is held; raising the quota to 8 admits the second, bound whole,
+// the first untouched. Both groups are gangs of size, never restarted.
+func kueueAdmitsInTurn(t *testing.T, ctx context.Context, h *harness.Harness, ns string, res schema.GroupVersionResource, alias, runsAs string, names [2]string, size int) {
+	t.Helper()
+	self := func(name string) func(string) string { return func(string) string { return name } }
+	state := func(ctx context.Context, name string) (suspended bool, pods, bound int, grouped bool, err error) {
+		u, err := h.Dynamic.Resource(res).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, 0, 0, false, err
+		}
+		suspended, _, _ = unstructured.NestedBool(u.Object, "spec", "suspend")
+		pods, bound, grouped, err = jobSetPods(ctx, h, ns, name, self(name))
+		return suspended, pods, bound, grouped, err
+	}
+	a, b := names[0], names[1]
+	var admitted, waiting string
+	harness.Eventually(t, ctx, fmt.Sprintf("Kueue admits one %s, Lockstep binds it %d/%d in its group; the other stays suspended with no pods", alias, size, size), func(ctx context.Context) (bool, string, error) {
+		sa, pa, ba, ga, err := state(ctx, a)
+		if err != nil {
+			return false, "", err
+		}
+		sb, pb, bb, gb, err := state(ctx, b)
+		if err != nil {
+			return false, "", err
+		}
+		switch {
+		case !sa && ba == size && ga && sb && pb == 0:
+			admitted, waiting = a, b
+		case !sb && bb == size && gb && sa && pa == 0:
+			admitted, waiting = b, a
+		}
+		return admitted != "", fmt.Sprintf("%s suspended %v, %d pods, %d bound (grouped %v); %s suspended %v, %d pods, %d bound (grouped %v)", a, sa, pa, ba, ga, b, sb, pb, bb, gb), nil
+	})
+	r := h.Explain(t, ns, alias, waiting)
+	if want := runsAs + " " + waiting + " is suspended (e.g. held by a queue such as Kueue)"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
+		t.Errorf("explain %s %s: want no members and %q, got members %d, bound %d: %q", alias, waiting, want, r.Members, r.Bound, r.Answer)
+	}
+	raiseQuota(t, ctx, h, ns, 8)
+	harness.Eventually(t, ctx, fmt.Sprintf("%s admitted and bound %d/%d in its group after the quota is raised, %s untouched", waiting, size, size, admitted), func(ctx context.Context) (bool, string, error) {
+		s, p, bw, g, err := state(ctx, waiting)
+		if err != nil {
+			return false, "", err
+		}
+		_, _, ba, _, err := state(ctx, admitted)
+		return !s && bw == size && g && ba == size, fmt.Sprintf("%s suspended %v, %d pods, %d bound (grouped %v); %s %d bound", waiting, s, p, bw, g, admitted, ba), err
+	})
+	for _, name := range names {
+		pg, err := h.PodGroup(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != int32(size) {
+			t.Errorf("PodGroup %s: want one gang of minCount %d, got %+v", name, size, pg.Spec)
+		}
+		h.NoLifecycleRestart(t, ctx, ns, name)
+	}
+}
+
+// Kueue in front of JobSets: the same split as for Jobs, each JobSet (two
+// Jobs × 2 pods) one gang that Kueue admits whole or not at all.
+func TestKueueAdmitsJobSetLockstepPlaces(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	kueueQueue(t, ctx, h, ns, 4)
+	for _, name := range []string{"train-a", "train-b"} {
+		js := builders.JobSet(ns, name, builders.ReplicatedJob("workers", 2, 2, extendedGPUPod()))
+		js.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team"}
+		createJobSet(t, ctx, h, js)
+	}
+	kueueAdmitsInTurn(t, ctx, h, ns, jobsets, "jobset", "JobSet", [2]string{"train-a", "train-b"}, 4)
 }

@@ -168,57 +168,7 @@ func TestKueueAdmitsTrainJobLockstepPlaces(t *testing.T) {
 	for _, name := range []string{"llama-a", "llama-b"} {
 		applyTrainer(t, ctx, h, "trainjobs", trainJob(ns, name, 4, map[string]string{"kueue.x-k8s.io/queue-name": "team"}))
 	}
-	self := func(name string) func(string) string { return func(string) string { return name } }
-	state := func(ctx context.Context, name string) (suspended bool, pods, bound int, grouped bool, err error) {
-		tj, err := h.Dynamic.Resource(trainerAPI.WithResource("trainjobs")).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, 0, 0, false, err
-		}
-		suspended, _, _ = unstructured.NestedBool(tj.Object, "spec", "suspend")
-		pods, bound, grouped, err = jobSetPods(ctx, h, ns, name, self(name))
-		return suspended, pods, bound, grouped, err
-	}
-	var admitted, waiting string
-	harness.Eventually(t, ctx, "Kueue admits one TrainJob, Lockstep binds it 4/4 in its group; the other stays suspended with no pods", func(ctx context.Context) (bool, string, error) {
-		sa, pa, ba, ga, err := state(ctx, "llama-a")
-		if err != nil {
-			return false, "", err
-		}
-		sb, pb, bb, gb, err := state(ctx, "llama-b")
-		if err != nil {
-			return false, "", err
-		}
-		switch {
-		case !sa && ba == 4 && ga && sb && pb == 0:
-			admitted, waiting = "llama-a", "llama-b"
-		case !sb && bb == 4 && gb && sa && pa == 0:
-			admitted, waiting = "llama-b", "llama-a"
-		}
-		return admitted != "", fmt.Sprintf("llama-a suspended %v, %d pods, %d bound (grouped %v); llama-b suspended %v, %d pods, %d bound (grouped %v)", sa, pa, ba, ga, sb, pb, bb, gb), nil
-	})
-	r := h.Explain(t, ns, "trainjob", waiting)
-	if want := "JobSet " + waiting + " is suspended (e.g. held by a queue such as Kueue)"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
-		t.Errorf("explain trainjob %s: want no members and %q, got members %d, bound %d: %q", waiting, want, r.Members, r.Bound, r.Answer)
-	}
-	raiseQuota(t, ctx, h, ns, 8)
-	harness.Eventually(t, ctx, waiting+" admitted and bound 4/4 in its group after the quota is raised, "+admitted+" untouched", func(ctx context.Context) (bool, string, error) {
-		s, p, b, g, err := state(ctx, waiting)
-		if err != nil {
-			return false, "", err
-		}
-		_, _, ba, _, err := state(ctx, admitted)
-		return !s && b == 4 && g && ba == 4, fmt.Sprintf("%s suspended %v, %d pods, %d bound (grouped %v); %s %d bound", waiting, s, p, b, g, admitted, ba), err
-	})
-	for _, name := range []string{admitted, waiting} {
-		pg, err := h.PodGroup(ctx, ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 4 {
-			t.Errorf("PodGroup %s: want one gang of minCount 4, got %+v", name, pg.Spec)
-		}
-		h.NoLifecycleRestart(t, ctx, ns, name)
-	}
+	kueueAdmitsInTurn(t, ctx, h, ns, trainerAPI.WithResource("trainjobs"), "trainjob", "JobSet", [2]string{"llama-a", "llama-b"}, 4)
 	// Exactly one JobSet each: Trainer runs a TrainJob as one JobSet, and
 	// Lockstep made no group of its own for anything else.
 	list, err := h.Dynamic.Resource(jobsets).Namespace(ns).List(ctx, metav1.ListOptions{})
