@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -82,7 +83,7 @@ func resolveWrapped(ctx context.Context, dyn dynamic.Interface, st *state, w *jo
 	if ref := metav1.GetControllerOf(job); ref == nil || ref.UID != u.GetUID() {
 		return nil, fmt.Errorf("%s %s/%s is not %s's: it is controlled by %v", kind.Kind, t.Namespace, t.Name, what, controllerName(ref))
 	}
-	return resolveJob(ctx, dyn, st, integ, t)
+	return resolveJobObject(ctx, dyn, st, integ, t, job)
 }
 
 func controllerName(ref *metav1.OwnerReference) string {
@@ -101,6 +102,12 @@ func resolveJob(ctx context.Context, dyn dynamic.Interface, st *state, integ job
 	if err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", gvk.Kind, t.Namespace, t.Name, err)
 	}
+	return resolveJobObject(ctx, dyn, st, integ, t, u)
+}
+
+// resolveJobObject is resolveJob of the job u, read already.
+func resolveJobObject(ctx context.Context, dyn dynamic.Interface, st *state, integ jobintegration.Integration, t Target, u *unstructured.Unstructured) (*unit, error) {
+	gvk := integ.GVK()
 	obj := integ.NewObject()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", gvk.Kind, t.Namespace, t.Name, err)

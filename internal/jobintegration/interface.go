@@ -244,14 +244,23 @@ func MinCount(j GenericJob) (int32, error) {
 
 // DisruptionMode is all unless the annotation says single.
 func DisruptionMode(j GenericJob) (*lockv1.DisruptionMode, error) {
-	switch v := j.Object().GetAnnotations()[DisruptionModeAnnotation]; v {
-	case "", "all":
-		return &lockv1.DisruptionMode{All: &lockv1.AllDisruptionMode{}}, nil
-	case "single":
-		return &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}, nil
-	default:
-		return nil, &NotQualified{Condition: DisruptionModeAnnotation + "=" + strconv.Quote(v) + " is not a disruption mode", Fix: `use "all" (default) or "single"`}
+	v := j.Object().GetAnnotations()[DisruptionModeAnnotation]
+	if m, ok := ParseDisruptionMode(v); ok {
+		return m, nil
 	}
+	return nil, &NotQualified{Condition: DisruptionModeAnnotation + "=" + strconv.Quote(v) + " is not a disruption mode", Fix: `use "all" (default) or "single"`}
+}
+
+// ParseDisruptionMode reads a DisruptionModeAnnotation value: "" and "all"
+// are all, "single" is single; ok is false for anything else.
+func ParseDisruptionMode(v string) (m *lockv1.DisruptionMode, ok bool) {
+	switch v {
+	case "", "all":
+		return &lockv1.DisruptionMode{All: &lockv1.AllDisruptionMode{}}, true
+	case "single":
+		return &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}, true
+	}
+	return nil, false
 }
 
 // Scope is the job's gang scope: the annotation's, else the kind's default

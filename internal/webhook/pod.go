@@ -40,7 +40,7 @@ var _ admission.Defaulter[*corev1.Pod] = (*PodDefaulter)(nil)
 // Default implements admission.Defaulter.
 func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update {
-		return d.joinKueueGroup(ctx, pod)
+		return d.joinKueueGroupOnUpdate(ctx, pod)
 	}
 	if pod.Labels[lockv1.PodGroupLabel] != "" && (pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
 		pod.Spec.SchedulerName = lockv1.SchedulerName
@@ -105,10 +105,10 @@ func joinKueueGroup(pod *corev1.Pod) {
 	pod.Labels[lockv1.PodGroupLabel] = g
 }
 
-// joinKueueGroup on update: Kueue labels a StatefulSet's pods with their
+// joinKueueGroupOnUpdate: Kueue labels a StatefulSet's pods with their
 // group once they exist (gated until it admits them); one that is not in a
 // group yet and is not bound joins it then, as it would have at creation.
-func (d *PodDefaulter) joinKueueGroup(ctx context.Context, pod *corev1.Pod) error {
+func (d *PodDefaulter) joinKueueGroupOnUpdate(ctx context.Context, pod *corev1.Pod) error {
 	if !podgroup.Ours(pod) || podgroup.GroupOf(pod) != "" || pod.Spec.NodeName != "" || kueuegroup.Named(pod) == "" {
 		return nil
 	}

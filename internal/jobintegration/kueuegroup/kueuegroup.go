@@ -77,9 +77,7 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 	if _, err := TotalCount(pod); err != nil {
 		errs = append(errs, err)
 	}
-	switch v := pod.Annotations[jobintegration.DisruptionModeAnnotation]; v {
-	case "", "all", "single":
-	default:
+	if v := pod.Annotations[jobintegration.DisruptionModeAnnotation]; !validMode(v) {
 		errs = append(errs, field.Invalid(modePath, v, `not a disruption mode: use "all" (a member lost restarts the group whole; the default) or "single"`))
 	}
 	return errs
@@ -113,12 +111,17 @@ type Shape struct {
 	Owners []metav1.OwnerReference
 }
 
+func validMode(v string) bool {
+	_, ok := jobintegration.ParseDisruptionMode(v)
+	return ok
+}
+
 // ShapeOf reads the shape of group name from the pods that name it (any
-// pods: those not in the group are skipped); ok is false when no member has
-// readable metadata. Deleted and finished members still own the group (and
-// finished ones count toward its minCount), so only the live ones speak for
-// its size.
-func ShapeOf(name string, pods []*corev1.Pod) (s Shape, ok bool, err error) {
+// pods: those not in the group, or whose metadata Validate refuses, are
+// skipped); ok is false when no member is left. Deleted and finished
+// members still own the group (and finished ones count toward its
+// minCount), so only the live ones speak for its size.
+func ShapeOf(name string, pods []*corev1.Pod) (s Shape, ok bool) {
 	var members []*corev1.Pod
 	for _, p := range pods {
 		if Joins(p) && Named(p) == name && len(Validate(p)) == 0 {
@@ -126,7 +129,7 @@ func ShapeOf(name string, pods []*corev1.Pod) (s Shape, ok bool, err error) {
 		}
 	}
 	if len(members) == 0 {
-		return Shape{}, false, nil
+		return Shape{}, false
 	}
 	sort.Slice(members, func(i, j int) bool {
 		a, b := members[i], members[j]
@@ -142,19 +145,16 @@ func ShapeOf(name string, pods []*corev1.Pod) (s Shape, ok bool, err error) {
 			break
 		}
 	}
-	s.MinCount, _ = TotalCount(newest)
-	switch v := newest.Annotations[jobintegration.DisruptionModeAnnotation]; {
-	case v == "single" || v == "" && newest.Annotations[ServingAnnotation] == "true":
-		s.Mode = &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}
-	case v == "" || v == "all":
-		s.Mode = &lockv1.DisruptionMode{All: &lockv1.AllDisruptionMode{}}
-	default:
-		return Shape{}, false, fmt.Errorf("pod %s: %s=%q is not a disruption mode: use \"all\" or \"single\"", newest.Name, jobintegration.DisruptionModeAnnotation, v)
+	s.MinCount, _ = TotalCount(newest) // members passed Validate
+	mode := newest.Annotations[jobintegration.DisruptionModeAnnotation]
+	if mode == "" && newest.Annotations[ServingAnnotation] == "true" {
+		mode = "single"
 	}
+	s.Mode, _ = jobintegration.ParseDisruptionMode(mode)
 	for _, p := range members {
 		s.Owners = append(s.Owners, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID})
 	}
-	return s, true, nil
+	return s, true
 }
 
 // PodGroup is the PodGroup Lockstep creates for Kueue group ns/name of

@@ -109,10 +109,7 @@ func TestShapeOf(t *testing.T) {
 			if group == "" {
 				group = "train"
 			}
-			s, ok, err := ShapeOf(group, tc.pods)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, ok := ShapeOf(group, tc.pods)
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v", ok, tc.ok)
 			}

@@ -87,14 +87,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i := range list.Items {
 		pods[i] = &list.Items[i]
 	}
-	shape, ok, err := ShapeOf(req.Name, pods)
-	if err != nil {
-		// Only a pod admitted without Lockstep's webhook gets here.
-		logger.Info("Kueue pod group not made a PodGroup", "group", req.NamespacedName, "err", err)
-		return ctrl.Result{}, nil
-	}
+	shape, ok := ShapeOf(req.Name, pods)
 	pg := &lockv1.PodGroup{}
-	err = r.Client.Get(ctx, req.NamespacedName, pg)
+	err := r.Client.Get(ctx, req.NamespacedName, pg)
 	switch {
 	case apierrors.IsNotFound(err):
 		if !ok {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -25,13 +26,6 @@ var jobsets = jobsetv1.GroupVersion.WithResource("jobsets")
 
 func gpuPod() *corev1.Pod {
 	return builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").ClaimTemplate("gpu", "one-gpu").Obj()
-}
-
-func oneGPUTemplate(t *testing.T, ctx context.Context, h *harness.Harness, ns string) {
-	t.Helper()
-	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // trainer is a JobSet of a driver (1 pod) and workers (2 Jobs × 2 pods):
@@ -80,28 +74,47 @@ func TestJobSetsAreGangs(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
-	oneGPUTemplate(t, ctx, h, ns)
+	h.OneGPUTemplate(ctx, t, ns)
 	for _, name := range []string{"train-a", "train-b"} {
 		createJobSet(t, ctx, h, trainer(ns, name))
 	}
+	oneWholeThenOther(t, ctx, h, ns, jobsets, "jobset", [2]string{"train-a", "train-b"}, 5, func(winner string) {
+		// The JobSet's Jobs are part of its gang, not gangs of their own.
+		for _, job := range []string{winner + "-driver-0", winner + "-workers-0", winner + "-workers-1"} {
+			if _, err := h.PodGroup(ctx, ns, job); !apierrors.IsNotFound(err) {
+				t.Errorf("child Job %s has a PodGroup of its own (err %v)", job, err)
+			}
+		}
+	})
+}
+
+// oneWholeThenOther checks two jobs (names, of resource res, each run as a
+// JobSet of its name) that together need more GPUs than exist, size pods of
+// one GPU each: one runs whole, every pod in its JobSet's group; the other
+// holds nothing, its condition and `explain <alias>` saying why; the
+// winner's PodGroup is its JobSet's, one gang of size. Then check(winner)
+// runs, the winner is deleted and the other runs whole, never restarted.
+func oneWholeThenOther(t *testing.T, ctx context.Context, h *harness.Harness, ns string, res schema.GroupVersionResource, alias string, names [2]string, size int, check func(winner string)) {
+	t.Helper()
 	self := func(name string) func(string) string { return func(string) string { return name } }
+	a, b := names[0], names[1]
 	var winner, loser string
-	harness.Eventually(t, ctx, "one JobSet 5/5 bound, every pod in its JobSet's group", func(ctx context.Context) (bool, string, error) {
-		_, a, ga, err := jobSetPods(ctx, h, ns, "train-a", self("train-a"))
+	harness.Eventually(t, ctx, fmt.Sprintf("one %s %d/%d bound, every pod in its JobSet's group", alias, size, size), func(ctx context.Context) (bool, string, error) {
+		_, ba, ga, err := jobSetPods(ctx, h, ns, a, self(a))
 		if err != nil {
 			return false, "", err
 		}
-		_, b, gb, err := jobSetPods(ctx, h, ns, "train-b", self("train-b"))
+		_, bb, gb, err := jobSetPods(ctx, h, ns, b, self(b))
 		if err != nil {
 			return false, "", err
 		}
 		switch {
-		case a == 5:
-			winner, loser = "train-a", "train-b"
-		case b == 5:
-			winner, loser = "train-b", "train-a"
+		case ba == size:
+			winner, loser = a, b
+		case bb == size:
+			winner, loser = b, a
 		}
-		return winner != "" && ga && gb, fmt.Sprintf("train-a %d bound (grouped %v), train-b %d (grouped %v)", a, ga, b, gb), nil
+		return winner != "" && ga && gb, fmt.Sprintf("%s %d bound (grouped %v), %s %d (grouped %v)", a, ba, ga, b, bb, gb), nil
 	})
 	harness.Eventually(t, ctx, loser+" waiting whole with a condition saying why", func(ctx context.Context) (bool, string, error) {
 		total, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
@@ -112,7 +125,7 @@ func TestJobSetsAreGangs(t *testing.T) {
 		if err != nil || c == nil {
 			return false, "no condition", err
 		}
-		return total == 5 && bound == 0 && c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "no free device of class gpu.example.com"),
+		return total == size && bound == 0 && c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "no free device of class gpu.example.com"),
 			fmt.Sprintf("%d pods, %d bound; %s: %s", total, bound, c.Reason, c.Message), nil
 	})
 	pg, err := h.PodGroup(ctx, ns, winner)
@@ -122,25 +135,22 @@ func TestJobSetsAreGangs(t *testing.T) {
 	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].Kind != "JobSet" || pg.OwnerReferences[0].Name != winner {
 		t.Errorf("PodGroup owner: want JobSet %s, got %+v", winner, pg.OwnerReferences)
 	}
-	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 5 {
-		t.Errorf("PodGroup spec: want one gang of minCount 5 over both replicated jobs, got %+v", pg.Spec)
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != int32(size) {
+		t.Errorf("PodGroup spec: want one gang of minCount %d over every replicated job, got %+v", size, pg.Spec)
 	}
-	// The JobSet's Jobs are part of its gang, not gangs of their own.
-	for _, job := range []string{winner + "-driver-0", winner + "-workers-0", winner + "-workers-1"} {
-		if _, err := h.PodGroup(ctx, ns, job); !apierrors.IsNotFound(err) {
-			t.Errorf("child Job %s has a PodGroup of its own (err %v)", job, err)
-		}
+	if check != nil {
+		check(winner)
 	}
-	r := h.Explain(t, ns, "jobset", loser)
-	if r.Unit != "PodGroup "+ns+"/"+loser || !r.Gang || r.MinCount != 5 || r.Bound != 0 || !strings.Contains(r.Answer, "no free device of class gpu.example.com") {
-		t.Errorf("explain jobset %s: unit %q gang %v minCount %d bound %d answer %q", loser, r.Unit, r.Gang, r.MinCount, r.Bound, r.Answer)
+	r := h.Explain(t, ns, alias, loser)
+	if r.Unit != "PodGroup "+ns+"/"+loser || !r.Gang || r.MinCount != size || r.Bound != 0 || !strings.Contains(r.Answer, "no free device of class gpu.example.com") {
+		t.Errorf("explain %s %s: unit %q gang %v minCount %d bound %d answer %q", alias, loser, r.Unit, r.Gang, r.MinCount, r.Bound, r.Answer)
 	}
-	if err := h.Dynamic.Resource(jobsets).Namespace(ns).Delete(ctx, winner, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+	if err := h.Dynamic.Resource(res).Namespace(ns).Delete(ctx, winner, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, ctx, loser+" gets all 5 GPUs once "+winner+" is gone", func(ctx context.Context) (bool, string, error) {
+	harness.Eventually(t, ctx, fmt.Sprintf("%s gets all %d GPUs once %s is gone", loser, size, winner), func(ctx context.Context) (bool, string, error) {
 		_, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
-		return bound == 5, fmt.Sprintf("%d bound", bound), err
+		return bound == size, fmt.Sprintf("%d bound", bound), err
 	})
 	h.NoLifecycleRestart(t, ctx, ns, loser)
 }
@@ -153,7 +163,7 @@ func TestJobSetWithDependenciesIsAGangPerReplicatedJob(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
-	oneGPUTemplate(t, ctx, h, ns)
+	h.OneGPUTemplate(ctx, t, ns)
 	js := trainer(ns, "ordered")
 	js.Spec.ReplicatedJobs[1].DependsOn = []jobsetv1.DependsOn{{Name: "driver", Status: jobsetv1.DependencyReady}}
 	createJobSet(t, ctx, h, js)
@@ -191,7 +201,7 @@ func TestJobSetRestartIsPlacedWholeAgain(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
-	oneGPUTemplate(t, ctx, h, ns)
+	h.OneGPUTemplate(ctx, t, ns)
 	js := trainer(ns, "flaky")
 	js.Spec.FailurePolicy = &jobsetv1.FailurePolicy{MaxRestarts: 1}
 	// Worker rank 1 of every worker Job fails 10 s after it starts, in every

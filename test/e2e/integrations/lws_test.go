@@ -78,7 +78,7 @@ func TestLeaderWorkerSetGroupsAreGangs(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
-	oneGPUTemplate(t, ctx, h, ns)
+	h.OneGPUTemplate(ctx, t, ns)
 	createLWS(t, ctx, h, inference(ns, "serve-a", 2, 3))
 	harness.Eventually(t, ctx, "both groups of serve-a bound whole (3+3), each pod in its group's gang", func(ctx context.Context) (bool, string, error) {
 		bound, pods, grouped, err := lwsGroups(ctx, h, ns, "serve-a")
@@ -131,7 +131,7 @@ func TestLeaderWorkerSetScaleDownRemovesItsGroups(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
-	oneGPUTemplate(t, ctx, h, ns)
+	h.OneGPUTemplate(ctx, t, ns)
 	createLWS(t, ctx, h, inference(ns, "serve", 2, 2))
 	harness.Eventually(t, ctx, "both groups bound whole (2+2)", func(ctx context.Context) (bool, string, error) {
 		bound, pods, grouped, err := lwsGroups(ctx, h, ns, "serve")

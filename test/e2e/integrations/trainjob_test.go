@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -94,64 +92,12 @@ func TestTrainJobsAreGangs(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
-	oneGPUTemplate(t, ctx, h, ns)
+	h.OneGPUTemplate(ctx, t, ns)
 	applyTrainer(t, ctx, h, "trainingruntimes", torchRuntime(ns, "claim"))
 	for _, name := range []string{"llama-a", "llama-b"} {
 		applyTrainer(t, ctx, h, "trainjobs", trainJob(ns, name, 5, nil))
 	}
-	self := func(name string) func(string) string { return func(string) string { return name } }
-	var winner, loser string
-	harness.Eventually(t, ctx, "one TrainJob 5/5 bound, every pod in its JobSet's group", func(ctx context.Context) (bool, string, error) {
-		_, a, ga, err := jobSetPods(ctx, h, ns, "llama-a", self("llama-a"))
-		if err != nil {
-			return false, "", err
-		}
-		_, b, gb, err := jobSetPods(ctx, h, ns, "llama-b", self("llama-b"))
-		if err != nil {
-			return false, "", err
-		}
-		switch {
-		case a == 5:
-			winner, loser = "llama-a", "llama-b"
-		case b == 5:
-			winner, loser = "llama-b", "llama-a"
-		}
-		return winner != "" && ga && gb, fmt.Sprintf("llama-a %d bound (grouped %v), llama-b %d (grouped %v)", a, ga, b, gb), nil
-	})
-	harness.Eventually(t, ctx, loser+" waiting whole with a condition saying why", func(ctx context.Context) (bool, string, error) {
-		total, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
-		if err != nil {
-			return false, "", err
-		}
-		c, err := h.ScheduledCondition(ctx, ns, loser)
-		if err != nil || c == nil {
-			return false, "no condition", err
-		}
-		return total == 5 && bound == 0 && c.Reason == lockv1.PodGroupReasonUnschedulable && strings.Contains(c.Message, "no free device of class gpu.example.com"),
-			fmt.Sprintf("%d pods, %d bound; %s: %s", total, bound, c.Reason, c.Message), nil
-	})
-	pg, err := h.PodGroup(ctx, ns, winner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pg.OwnerReferences) != 1 || pg.OwnerReferences[0].Kind != "JobSet" || pg.OwnerReferences[0].Name != winner {
-		t.Errorf("PodGroup owner: want JobSet %s (the TrainJob's), got %+v", winner, pg.OwnerReferences)
-	}
-	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 5 {
-		t.Errorf("PodGroup spec: want one gang of minCount 5 (numNodes), got %+v", pg.Spec)
-	}
-	r := h.Explain(t, ns, "trainjob", loser)
-	if r.Unit != "PodGroup "+ns+"/"+loser || !r.Gang || r.MinCount != 5 || r.Bound != 0 || !strings.Contains(r.Answer, "no free device of class gpu.example.com") {
-		t.Errorf("explain trainjob %s: unit %q gang %v minCount %d bound %d answer %q", loser, r.Unit, r.Gang, r.MinCount, r.Bound, r.Answer)
-	}
-	if err := h.Dynamic.Resource(trainerAPI.WithResource("trainjobs")).Namespace(ns).Delete(ctx, winner, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
-		t.Fatal(err)
-	}
-	harness.Eventually(t, ctx, loser+" gets all 5 GPUs once "+winner+" is gone", func(ctx context.Context) (bool, string, error) {
-		_, bound, _, err := jobSetPods(ctx, h, ns, loser, self(loser))
-		return bound == 5, fmt.Sprintf("%d bound", bound), err
-	})
-	h.NoLifecycleRestart(t, ctx, ns, loser)
+	oneWholeThenOther(t, ctx, h, ns, trainerAPI.WithResource("trainjobs"), "trainjob", [2]string{"llama-a", "llama-b"}, 5, nil)
 }
 
 // Kueue in front of Trainer: a ClusterQueue with 4 GPUs of quota and two

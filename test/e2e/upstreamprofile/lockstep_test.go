@@ -28,9 +28,7 @@ func TestLockstepSchedulesInTreeJobGang(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
-	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.OneGPUTemplate(ctx, t, ns)
 	for _, name := range []string{"train-a", "train-b"} {
 		job := builders.IndexedJob(ns, name, 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").ClaimTemplate("gpu", "one-gpu").Obj())
 		job.Spec.Scheduling = &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
@@ -92,9 +90,7 @@ func TestLockstepSchedulesUpstreamPodGroupNamedByTemplate(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
-	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.OneGPUTemplate(ctx, t, ns)
 	for _, name := range []string{"train-a", "train-b"} {
 		pg := &schedulingv1beta1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-gang"},
