@@ -28,8 +28,9 @@ import (
 type Kind string
 
 const (
-	// Bind the Result's assignments (a basic group may also have members
-	// that did not fit: Summary says why).
+	// Bind the Result's assignments: the unit is admitted (a gang's bound
+	// and placed members reach minCount). Members that did not fit stay
+	// pending (Outcome.Waiting; Summary says why).
 	Bind Kind = "Bind"
 	// Preempt: evict Plan's victims; the unit is nominated for
 	// Plan.Placement. Without a Plan a preemption for the unit is already
@@ -71,9 +72,11 @@ type Preemption struct {
 type Decision struct {
 	Kind Kind
 	// Unit is the unit as placement saw it; Result what placement gave
-	// (assignments for Bind; what did not fit otherwise).
-	Unit   placement.Unit
-	Result placement.Result
+	// (assignments for Bind; what did not fit otherwise); Outcome what the
+	// result means (placement.Judge): admitted or not, who waits.
+	Unit    placement.Unit
+	Result  placement.Result
+	Outcome placement.Outcome
 	// Summary says what did not fit ("" when everything did).
 	Summary string
 	// Plan is the preemption to carry out (Preempt).
@@ -108,13 +111,16 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 		d.Kind, d.Err = Error, err
 		return d
 	}
-	if len(res.Unplaced) > 0 {
-		d.Summary = placement.Summary(ctx, snap, cache, pu, res)
-	}
-	if len(res.Unplaced) == 0 || !u.Gang() && len(res.Assignments) > 0 {
+	d.Outcome = placement.Judge(pu, res)
+	d.Summary = placement.Summary(ctx, snap, cache, d.Outcome)
+	if d.Outcome.Admitted {
+		// What was placed binds; members that did not fit stay pending
+		// (Outcome.Waiting) and join the incarnation as they fit.
 		d.Kind = Bind
 		return d
 	}
+	// Not admitted: placement left snap as it found it, so preemption
+	// searches the cluster as it is.
 	d.Kind = Unschedulable
 	if !preemption.Allowed(u.Group, u.Pending) {
 		d.Reason = reasonPreemptionNever

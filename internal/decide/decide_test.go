@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -51,7 +53,12 @@ type pods struct {
 	Priority int32  `json:"priority"`
 	// Gated members have a scheduling gate.
 	Gated int `json:"gated"`
-	// Nodes: for running pods, the node of each pod in turn (cycling).
+	// Bound, for a unit: its first Bound members are already bound (on
+	// Nodes, cycling) with their devices allocated, as after an earlier
+	// cycle; the others are pending.
+	Bound int `json:"bound"`
+	// Nodes: for running pods (and a unit's bound members), the node of
+	// each pod in turn (cycling).
 	Nodes []string `json:"nodes"`
 }
 
@@ -85,6 +92,7 @@ func TestDecideScenarios(t *testing.T) {
 }
 
 func run(t *testing.T, file string) string {
+	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -108,21 +116,18 @@ func run(t *testing.T, file string) string {
 	for _, r := range sc.Running {
 		ps, claims, pg := build(r)
 		for i, p := range ps {
-			p.Spec.NodeName = r.Nodes[i%len(r.Nodes)]
-			p.Status.Phase = corev1.PodRunning
-			if claims[i] != nil {
-				dev := free[p.Spec.NodeName][0]
-				free[p.Spec.NodeName] = free[p.Spec.NodeName][1:]
-				claims[i].Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
-					Request: claims[i].Spec.Devices.Requests[0].Name, Driver: dev.driver, Pool: dev.pool, Device: dev.device,
-				}}}}
-				claims[i].Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
-				in.Claims = append(in.Claims, claims[i])
+			if c := bindOn(p, claims[i], r.Nodes[i%len(r.Nodes)], free); c != nil {
+				in.Claims = append(in.Claims, c)
 			}
 			in.Pods = append(in.Pods, p)
 		}
 		if pg != nil {
 			groups[pg.Name], priorities[pg.Name] = pg, r.Priority
+		}
+	}
+	for _, ud := range sc.Units {
+		if ud.Bound > 0 && len(ud.Nodes) == 0 {
+			t.Fatalf("unit %s: bound members need nodes", ud.Name)
 		}
 	}
 	cache := snapshot.CacheFrom(in)
@@ -131,7 +136,13 @@ func run(t *testing.T, file string) string {
 	var out strings.Builder
 	for _, ud := range sc.Units {
 		ps, claims, pg := build(ud)
+		if pg != nil {
+			groups[pg.Name], priorities[pg.Name] = pg, ud.Priority
+		}
 		for i, p := range ps {
+			if i < ud.Bound {
+				bindOn(p, claims[i], ud.Nodes[i%len(ud.Nodes)], free)
+			}
 			cache.AddPod(p)
 			if claims[i] != nil {
 				cache.AddClaim(claims[i])
@@ -144,22 +155,92 @@ func run(t *testing.T, file string) string {
 			u = podgroup.ResolvePod(ps[0], nil)
 		}
 		snap := cache.Update()
+		before := fingerprint(snap)
 		d := Decide(ctx, snap, cel, Input{Unit: u, Priority: ud.Priority, Preemption: func() (*Preemption, error) {
 			return &Preemption{Candidates: preemption.Candidates(cache.Pods(), func(ns, name string) (*lockv1.PodGroup, int32) {
 				return groups[name], priorities[name]
 			})}, nil
 		}})
 		describe(&out, ud.Name, d)
-		if d.Kind == Bind {
-			for _, a := range d.Result.Assignments {
-				cache.AssumePod(a.Pod, a.Node, false)
-				for _, c := range a.Claims {
-					cache.AssumeClaim(c, false)
-				}
+		if d.Kind != Bind {
+			// Decide's contract: a unit that is not admitted leaves the
+			// snapshot as it found it (and so preemption searched the
+			// cluster as it is).
+			if after := fingerprint(snap); after != before {
+				t.Errorf("unit %s (%s) changed the snapshot:\n--- before ---\n%s--- after ---\n%s", ud.Name, d.Kind, before, after)
+			}
+			continue
+		}
+		for _, a := range d.Result.Assignments {
+			cache.AssumePod(a.Pod, a.Node, false)
+			for _, c := range a.Claims {
+				cache.AssumeClaim(c, false)
+				take(free, c)
 			}
 		}
 	}
 	return out.String()
+}
+
+// bindOn binds p to node as the API server would show it after an earlier
+// cycle: running there, its claim (if any) allocated a device of the node
+// taken from free, and reserved for it. It returns the claim.
+func bindOn(p *corev1.Pod, claim *resourcev1.ResourceClaim, node string, free map[string][]device) *resourcev1.ResourceClaim {
+	p.Spec.NodeName = node
+	p.Status.Phase = corev1.PodRunning
+	if claim == nil {
+		return nil
+	}
+	dev := free[node][0]
+	free[node] = free[node][1:]
+	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+		Request: claim.Spec.Devices.Requests[0].Name, Driver: dev.driver, Pool: dev.pool, Device: dev.device,
+	}}}}
+	claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+	return claim
+}
+
+// take removes the devices allocated to c from free.
+func take(free map[string][]device, c *resourcev1.ResourceClaim) {
+	for _, r := range c.Status.Allocation.Devices.Results {
+		for node, devs := range free {
+			free[node] = slices.DeleteFunc(devs, func(d device) bool {
+				return d == device{r.Driver, r.Pool, r.Device}
+			})
+		}
+	}
+}
+
+// fingerprint is what a cycle can change in a snapshot: per node what is
+// requested, host ports and free devices; every allocated device; every
+// claim's allocation and reservations.
+func fingerprint(snap *snapshot.Snapshot) string {
+	var b strings.Builder
+	for _, ni := range snap.Nodes {
+		r := ni.Requested
+		scalars := make([]string, 0, len(r.Scalar))
+		for n, v := range r.Scalar {
+			scalars = append(scalars, fmt.Sprintf("%s=%d", n, v))
+		}
+		sort.Strings(scalars)
+		ports := sets.List(ni.UsedPorts)
+		fmt.Fprintf(&b, "node %s: cpu=%d mem=%d pods=%d %v ports=%v freeDevices=%d\n", ni.Node.Name, r.MilliCPU, r.Memory, r.Pods, scalars, ports, ni.FreeDevices())
+	}
+	devs := make([]string, 0, len(snap.Allocated))
+	for id := range snap.Allocated {
+		devs = append(devs, id.String())
+	}
+	sort.Strings(devs)
+	fmt.Fprintf(&b, "allocated: %v\n", devs)
+	keys := make([]string, 0, len(snap.Claims))
+	for k, c := range snap.Claims {
+		keys = append(keys, fmt.Sprintf("%s allocated=%t reservedFor=%d", k, c.Status.Allocation != nil, len(c.Status.ReservedFor)))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintln(&b, "claim", k)
+	}
+	return b.String()
 }
 
 // build makes a shape's pods (with their claims, already generated from a

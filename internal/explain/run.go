@@ -97,14 +97,17 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	r.ExtendedResources = extendedResources(evidence, u.pending)
 	r.Devices = classReports(ctx, st, evidence, cache, members, r.ExtendedResources)
 	r.Holders = holders(st, u, r.Devices)
-	switch d.Kind {
-	case decide.Bind:
+	switch {
+	case d.Kind == decide.Bind && d.Outcome.Complete():
 		r.Answer = fmt.Sprintf("%s fits now (%d of %d pending pods placeable): the scheduler places it on its next attempt", u.label, d.Result.Placeable, len(u.pending))
-	case decide.Wait:
+	case d.Kind == decide.Bind:
+		r.Answer = fmt.Sprintf("%s is admitted now: the scheduler binds %d of its %d pending pods on its next attempt and the rest join as they fit: %s", u.label, d.Result.Placeable, len(u.pending), d.Summary)
+		r.Reasons = waitingReasons(d.Outcome)
+	case d.Kind == decide.Wait:
 		r.Answer = fmt.Sprintf("%s is waiting: %s", u.label, d.Reason)
 	default:
 		r.Answer = fmt.Sprintf("%s is pending: %s", u.label, d.Summary)
-		r.Reasons = d.Result.Unplaced[0].Diagnosis.Top()
+		r.Reasons = waitingReasons(d.Outcome)
 		r.Preemption = preemptionNote(d)
 	}
 	return r, nil
@@ -255,4 +258,15 @@ func incarnationOf(pg *lockv1.PodGroup) *Incarnation {
 func suspended(j jobintegration.GenericJob) bool {
 	_, _, s := j.Stopped()
 	return s
+}
+
+// waitingReasons are the node counts per reason of the first member that
+// found no node.
+func waitingReasons(o placement.Outcome) []placement.ReasonCount {
+	for _, f := range o.Waiting {
+		if !f.ForGang() {
+			return f.Diagnosis.Top()
+		}
+	}
+	return nil
 }

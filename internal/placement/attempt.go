@@ -26,7 +26,7 @@ type attempt struct {
 	uses map[types.NamespacedName]int
 }
 
-func (a *attempt) run(groups []*group, gang bool) (Result, error) {
+func (a *attempt) run(groups []*group) (Result, error) {
 	var res Result
 	for _, g := range groups {
 		for _, mi := range g.members {
@@ -43,9 +43,10 @@ func (a *attempt) run(groups []*group, gang bool) (Result, error) {
 		}
 	}
 	res.Placeable = len(res.Assignments)
-	if gang && a.unit.Bound+res.Placeable < a.unit.MinCount {
+	if !Judge(a.unit, res).Admitted {
+		// Every member stays unbound and the snapshot as it was; the
+		// result explains the ones that did not fit.
 		a.rollback()
-		// Every member stays unbound; explain the ones that did not fit.
 		res.Assignments = nil
 	}
 	if a.dry {

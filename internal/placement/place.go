@@ -49,7 +49,7 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	var best Result
 	for _, nodes := range domains {
 		res, err := placeIn(ctx, snap, alloc, unit, nodes, dry)
-		if err != nil || len(res.Assignments) > 0 && (unit.Gang || res.Placeable == len(unit.Members)) {
+		if err != nil || Judge(unit, res).Admitted {
 			return res, err
 		}
 		if best.Unplaced == nil || res.Placeable > best.Placeable {
@@ -66,7 +66,7 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 	}
 	if !unit.Gang {
 		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
-		return a.run(groups, false)
+		return a.run(groups)
 	}
 	var best Result
 	for i, order := range orders(groups) {
@@ -74,7 +74,7 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 			break
 		}
 		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
-		res, err := a.run(order, true)
+		res, err := a.run(order)
 		if err != nil || len(res.Assignments) > 0 {
 			return res, err
 		}

@@ -14,17 +14,26 @@ import (
 
 // Summary is the arithmetic users read first, shared by the scheduler's
 // PodGroup condition and `lockstep explain`, e.g.
-// "minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use)".
-// bound and pending count the unit's members; res is the placement result.
-func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, unit Unit, res Result) string {
-	total := unit.Bound + len(unit.Members)
-	fit := unit.Bound + res.Placeable
-	head := fmt.Sprintf("%d of %d pods fit", fit, total)
-	if unit.Gang {
-		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", unit.MinCount, fit, total)
+// "minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use)",
+// or, for a gang past minCount whose other members do not fit,
+// "3 of 4 pods fit (minCount 2 met); 1 pod: …". It is "" when every member
+// binds. o is Judge's answer for unit and res.
+func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o Outcome) string {
+	if o.Complete() {
+		return ""
+	}
+	head := fmt.Sprintf("%d of %d pods fit", o.Fit, o.Total)
+	switch {
+	case o.Gang && !o.MinCountMet():
+		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", o.MinCount, o.Fit, o.Total)
+	case o.Gang:
+		head += fmt.Sprintf(" (minCount %d met)", o.MinCount)
 	}
 	byReason := map[string]int{}
-	for _, f := range res.Unplaced {
+	for _, f := range o.Waiting {
+		if f.ForGang() {
+			continue
+		}
 		byReason[MainReason(ctx, snap, cache, f.Diagnosis)]++
 	}
 	reasons := make([]string, 0, len(byReason))

@@ -89,16 +89,15 @@ func (s *simulation) restore(c Candidate) {
 	}
 }
 
-// fits simulates placing the unit: a gang must reach minCount, anything
-// else must place every member.
+// fits simulates placing the unit and reports whether the result is
+// what a preemption must reach (placement.Outcome.Sufficient).
 func (s *simulation) fits() (placement.Result, bool, error) {
 	s.fitChecks++
 	res, err := placement.Simulate(s.ctx, s.snap, s.alloc, s.unit)
 	if err != nil {
 		return res, false, err
 	}
-	ok := len(res.Assignments) > 0 && (s.unit.Gang || len(res.Unplaced) == 0)
-	return res, ok, nil
+	return res, placement.Judge(s.unit, res).Sufficient(), nil
 }
 
 // shortestPrefix finds the fewest leading candidates whose removal lets the

@@ -86,9 +86,9 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		s.goBind(ctx, func(ctx context.Context) { s.bindUnit(ctx, u, d, start) })
 	default: // Unschedulable, Preempt
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
-		s.reportPlaced(ctx, u, d.Result, d.Summary, note)
+		s.reportPlaced(ctx, u, d, note)
 		s.observe(start, metrics.ResultUnschedulable)
-		s.countDeviceFailures(d.Result)
+		s.countDeviceFailures(d.Outcome)
 		if victimsGoing {
 			// Pod and claim events announce the victims' departure.
 			s.queue.WaitFor(k, victimPoll)
@@ -118,9 +118,10 @@ func (s *Scheduler) bindUnit(ctx context.Context, u *unit, d decide.Decision, st
 		s.queue.Retry(k)
 		return
 	}
-	s.reportPlaced(ctx, u, d.Result, d.Summary, "")
+	s.reportPlaced(ctx, u, d, "")
 	s.observe(start, metrics.ResultScheduled)
-	if len(d.Result.Unplaced) > 0 {
+	if !d.Outcome.Complete() {
+		s.countDeviceFailures(d.Outcome)
 		s.queue.Unschedulable(k)
 	} else {
 		s.queue.Done(k)
@@ -160,9 +161,9 @@ func (s *Scheduler) observe(start time.Time, result string) {
 }
 
 // countDeviceFailures counts, once per class, units that failed on devices.
-func (s *Scheduler) countDeviceFailures(res placement.Result) {
+func (s *Scheduler) countDeviceFailures(o placement.Outcome) {
 	classes := map[string]bool{}
-	for _, f := range res.Unplaced {
+	for _, f := range o.Waiting {
 		if f.Diagnosis.Reasons[placement.ReasonDevices] > 0 {
 			for _, c := range f.Diagnosis.DeviceClasses {
 				classes[c] = true

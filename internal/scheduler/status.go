@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
@@ -59,23 +60,23 @@ func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 // that could not be scheduled because of an error.
 const podReasonSchedulerError = "SchedulerError"
 
-// reportPlaced writes the PodGroup condition, pod conditions for pods that
-// did not fit, and events.
-// note (preemption's outcome) is appended to the message of a unit that did
-// not fit.
-func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, res placement.Result, summary, note string) {
-	for _, a := range res.Assignments {
+// reportPlaced writes what a decision means for the unit (its Outcome):
+// the PodGroup condition, a pod condition for each member left pending,
+// and events. note (preemption's outcome) is appended to the message of a
+// unit that did not fit.
+func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, d decide.Decision, note string) {
+	o := d.Outcome
+	for _, a := range d.Result.Assignments {
 		s.recorder.Eventf(a.Pod, nil, corev1.EventTypeNormal, eventScheduled, "Binding", "Successfully assigned %s/%s to %s", a.Pod.Namespace, a.Pod.Name, a.Node)
 	}
-	msg := ""
-	if len(res.Unplaced) > 0 {
-		msg = summary
-		if note != "" {
-			msg += "; " + note
-		}
+	msg := d.Summary
+	if msg != "" && note != "" {
+		msg += "; " + note
+	}
+	if len(o.Waiting) > 0 {
 		nominated := s.nominatedNodes(u.key)
-		for _, f := range unplacedMembers(u, res) {
-			pm := podMessage(u, f, msg, note)
+		for _, f := range o.Waiting {
+			pm := podMessage(u, o, f, msg, note)
 			// Condition and event only when the pod's message changes: a
 			// unit retried for an hour writes nothing new.
 			if s.setPodUnschedulable(ctx, f.Pod, pm, nominated[f.Pod.UID]) {
@@ -86,13 +87,11 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, res placement.Res
 	if u.Group == nil {
 		return
 	}
-	if len(res.Unplaced) == 0 || u.Gang() && len(res.Assignments) > 0 {
-		placed := u.Bound + len(res.Assignments)
+	if o.Admitted {
+		placed := u.Bound + len(d.Result.Assignments)
 		s.setCondition(ctx, u.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, u.Bound+len(u.Pending), u.MinCount()))
-		if len(res.Assignments) > 0 {
-			s.recorder.Eventf(u.Group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(res.Assignments), placed, u.Bound+len(u.Pending))
-		}
+			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, o.Total, u.MinCount()))
+		s.recorder.Eventf(u.Group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(d.Result.Assignments), placed, o.Total)
 		return
 	}
 	s.setCondition(ctx, u.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
@@ -108,35 +107,22 @@ func (u *unit) related() runtime.Object {
 	return u.Group
 }
 
-// unplacedMembers are the members a failed cycle leaves pending, each with
-// its diagnosis. A gang that does not fit leaves every pending member
-// unbound — those placed and rolled back as much as those that found no
-// node — and each says so: autoscalers read PodScheduled=False per pod.
-func unplacedMembers(u *unit, res placement.Result) []placement.Failure {
-	if !u.Gang() || len(res.Assignments) > 0 || len(res.Unplaced) == 0 {
-		return res.Unplaced
-	}
-	failed := make(map[*corev1.Pod]bool, len(res.Unplaced))
-	out := append([]placement.Failure(nil), res.Unplaced...)
-	for _, f := range res.Unplaced {
-		failed[f.Pod] = true
-	}
-	for _, p := range u.Pending {
-		if !failed[p] {
-			out = append(out, placement.Failure{Pod: p})
-		}
-	}
-	return out
-}
-
-func podMessage(u *unit, f placement.Failure, groupMsg, note string) string {
-	if u.Gang() {
+// podMessage is a pending member's PodScheduled message: a gang below
+// minCount speaks for the whole gang; a member that waits on its own (a
+// lone pod, a basic group's, a gang's beyond minCount) gives its own
+// diagnosis.
+func podMessage(u *unit, o placement.Outcome, f placement.Failure, groupMsg, note string) string {
+	if u.Gang() && (!o.MinCountMet() || f.ForGang()) {
 		return fmt.Sprintf("PodGroup %s: %s", u.Group.Name, groupMsg)
 	}
-	if note != "" {
-		return f.Diagnosis.String() + "; " + note
+	msg := f.Diagnosis.String()
+	if u.Gang() {
+		msg = fmt.Sprintf("PodGroup %s has reached minCount %d; this pod joins it when it fits: %s", u.Group.Name, o.MinCount, msg)
 	}
-	return f.Diagnosis.String()
+	if note != "" {
+		return msg + "; " + note
+	}
+	return msg
 }
 
 // setCondition writes the PodGroupInitiallyScheduled condition if it
