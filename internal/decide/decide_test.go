@@ -18,14 +18,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/cycle"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
+	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -109,7 +113,7 @@ func run(t *testing.T, file string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := snapshot.Input{Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
+	in := snapshot.Input{Features: features.Default(), Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
 	groups := map[string]*lockv1.PodGroup{}
 	priorities := map[string]int32{}
 	free := freeDevices(objs.ResourceSlices)
@@ -131,7 +135,8 @@ func run(t *testing.T, file string) string {
 		}
 	}
 	cache := snapshot.CacheFrom(in)
-	cel := dra.NewCache()
+	// The scheduler's cycle state (nominations, if any, included).
+	st := &cycle.State{Cache: cache, CEL: dra.NewCache(), Clock: clock.RealClock{}}
 	ctx := klog.NewContext(context.Background(), klog.Background().V(0))
 	var out strings.Builder
 	for _, ud := range sc.Units {
@@ -154,9 +159,13 @@ func run(t *testing.T, file string) string {
 		} else {
 			u = podgroup.ResolvePod(ps[0], nil)
 		}
-		snap := cache.Update()
+		key := queue.PodKey("ns", ps[0].Name)
+		if pg != nil {
+			key = queue.GroupKey("ns", pg.Name)
+		}
+		snap := st.Snapshot(ctx, key.String(), ud.Priority)
 		before := fingerprint(snap)
-		d := Decide(ctx, snap, cel, Input{Unit: u, Priority: ud.Priority, Preemption: func() (*Preemption, error) {
+		d := Decide(ctx, snap, st.CEL, Input{Unit: u, Priority: ud.Priority, Preemption: func() (*Preemption, error) {
 			return &Preemption{Candidates: preemption.Candidates(cache.Pods(), func(ns, name string) (*lockv1.PodGroup, int32) {
 				return groups[name], priorities[name]
 			})}, nil

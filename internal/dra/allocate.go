@@ -9,24 +9,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
-	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
-
-// Features are the allocator features Lockstep enables, read from one
-// place: kube-scheduler's own mapping (dynamicresources.AllocatorFeatures)
-// of the feature gates at their Kubernetes 1.37 defaults (k8s.io/kubernetes
-// pkg/features), so what Lockstep allocates is what kube-scheduler would —
-// prioritized lists, partitionable devices, admin access, device taints,
-// consumable capacity (the snapshot tracks every share and what it
-// consumes), device binding conditions (the binder waits for them before it
-// binds the pod, as kube-scheduler's PreBind does).
-var Features = dynamicresources.AllocatorFeatures(plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
 
 // ErrInvalidClaim marks a claim the allocator cannot evaluate at all (a CEL
 // error, an unknown DeviceClass): a SchedulerError, not "does not fit".
@@ -57,7 +44,7 @@ func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claim
 	if len(a.snap.GlobalSlices) > 0 {
 		slices = append(append([]*resourcev1.ResourceSlice(nil), node.Slices...), a.snap.GlobalSlices...)
 	}
-	alloc, err := structured.NewAllocator(ctx, Features, structured.AllocatedState{AllocatedDevices: a.snap.Allocated, AllocatedSharedDeviceIDs: a.snap.Shared, AggregatedCapacity: a.snap.Consumed}, classLister(a.snap.Classes), slices, a.cache)
+	alloc, err := structured.NewAllocator(ctx, a.snap.Features.Allocator, structured.AllocatedState{AllocatedDevices: a.snap.Allocated, AllocatedSharedDeviceIDs: a.snap.Shared, AggregatedCapacity: a.snap.Consumed}, classLister(a.snap.Classes), slices, a.cache)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
 	}
@@ -72,11 +59,11 @@ func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claim
 }
 
 // NodeMatches reports whether an allocated claim can be used on node.
-func NodeMatches(node *corev1.Node, alloc *resourcev1.AllocationResult) (bool, error) {
+func NodeMatches(f structured.Features, node *corev1.Node, alloc *resourcev1.AllocationResult) (bool, error) {
 	if alloc == nil || alloc.NodeSelector == nil {
 		return true, nil
 	}
-	return structured.NodeMatches(Features, node, "", false, alloc.NodeSelector)
+	return structured.NodeMatches(f, node, "", false, alloc.NodeSelector)
 }
 
 type classLister map[string]*resourcev1.DeviceClass
@@ -94,9 +81,4 @@ func (l classLister) Get(name string) (*resourcev1.DeviceClass, error) {
 		return c, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "resource.k8s.io", Resource: "deviceclasses"}, name)
-}
-
-// DeviceID identifies a device of a slice.
-func DeviceID(s *resourcev1.ResourceSlice, device string) structured.DeviceID {
-	return structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, device)
 }

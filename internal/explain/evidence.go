@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
@@ -23,7 +24,7 @@ func extendedResources(snap *snapshot.Snapshot, pending []*corev1.Pod) []Extende
 	if len(pending) == 0 {
 		return nil
 	}
-	req := snapshot.PodRequests(pending[0])
+	req := snapshot.PodRequests(pending[0], snap.Features)
 	var out []ExtendedResource
 	for name, per := range req.Scalar {
 		er := ExtendedResource{Name: string(name), PerPod: per}
@@ -157,22 +158,19 @@ func holders(st *state, u *unit, classes []ClassReport) []Holder {
 		}
 	}
 	for _, p := range st.pods {
-		who := unitOf(&p)
+		who := unitOf(p)
 		if _, ok := counts[who]; !ok {
 			continue
 		}
-		pr := int32(0)
-		if p.Spec.Priority != nil {
-			pr = *p.Spec.Priority
-		}
-		if g := st.groups[p.Namespace+"/"+podgroup.GroupOf(&p)]; g != nil {
+		pr := corev1helpers.PodPriority(p)
+		if g := st.groups[p.Namespace+"/"+podgroup.GroupOf(p)]; g != nil {
 			pr = st.groupPriority(g)
 		}
 		prio[who] = pr
 	}
 	var out []Holder
 	for who, n := range counts {
-		out = append(out, Holder{Unit: who, Priority: prio[who], Devices: n, Preemptible: prio[who] < u.priority && preemption.Allowed(u.group, u.members)})
+		out = append(out, Holder{Unit: who, Priority: prio[who], Devices: n, Preemptible: prio[who] < u.priority && preemption.Allowed(u.Group, u.Members)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
 	return out

@@ -43,6 +43,9 @@ type Report struct {
 	// Preemption is what the scheduler's preemption search concludes for
 	// the unit now: the victims it would evict, or why it cannot help.
 	Preemption string `json:"preemption,omitempty"`
+	// Notes say where explain could not see the cluster as the scheduler
+	// does (e.g. DeviceTaintRules it may not read).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ClaimState is one claim of a pending pod.

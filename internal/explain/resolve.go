@@ -12,12 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
 // resolve turns a target into the unit the scheduler would schedule.
@@ -121,17 +123,16 @@ func resolveJobObject(ctx context.Context, dyn dynamic.Interface, st *state, int
 		if len(groups) > 1 {
 			gu.label += " (" + label + ")"
 		}
-		if chosen == nil || (chosen.bound >= chosen.minCount && gu.bound < gu.minCount) {
+		if chosen == nil || (chosen.Bound >= chosen.MinCount() && gu.Bound < gu.MinCount()) {
 			chosen = gu
 		}
 	}
-	if chosen != nil && chosen.group != nil {
+	if chosen != nil && chosen.Group != nil {
 		chosen.owner = j
 		return chosen, nil
 	}
 	// Not a gang (or its group is not there yet): its first pending pod.
-	for i := range st.pods {
-		p := &st.pods[i]
+	for _, p := range st.pods {
 		if p.Namespace != t.Namespace || !podgroup.Pending(p) {
 			continue
 		}
@@ -142,7 +143,7 @@ func resolveJobObject(ctx context.Context, dyn dynamic.Interface, st *state, int
 		}
 	}
 	if chosen == nil {
-		chosen = &unit{minCount: int(jobintegration.Size(j))}
+		chosen = &unit{Unit: &podgroup.Unit{}, size: int(jobintegration.Size(j))}
 		if gerr != nil {
 			chosen.notGang = gerr.Error()
 		}
@@ -154,12 +155,7 @@ func resolveJobObject(ctx context.Context, dyn dynamic.Interface, st *state, int
 // groupUnit resolves a group as the scheduler does (podgroup.Resolve; pg
 // may be nil: the pods name a group that does not exist).
 func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
-	pods := make([]*corev1.Pod, len(st.pods))
-	for i := range st.pods {
-		pods[i] = &st.pods[i]
-	}
-	u := fromResolved(podgroup.Resolve(pg, ns, name, pods, nil))
-	u.label = "PodGroup " + ns + "/" + name
+	u := &unit{Unit: podgroup.Resolve(pg, ns, name, st.pods, nil), label: "PodGroup " + ns + "/" + name, key: queue.GroupKey(ns, name).String()}
 	if pg != nil {
 		u.priority = st.groupPriority(pg)
 	}
@@ -167,16 +163,7 @@ func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
 }
 
 func podUnit(st *state, p *corev1.Pod) *unit {
-	u := fromResolved(podgroup.ResolvePod(p, nil))
-	u.label = "pod " + p.Namespace + "/" + p.Name
-	if p.Spec.Priority != nil {
-		u.priority = *p.Spec.Priority
-	}
-	return u
-}
-
-func fromResolved(r *podgroup.Unit) *unit {
-	return &unit{group: r.Group, members: r.Members, pending: r.Pending, bound: r.Bound, gated: r.Gated, minCount: r.MinCount(), gang: r.Gang(), resolved: r}
+	return &unit{Unit: podgroup.ResolvePod(p, nil), label: "pod " + p.Namespace + "/" + p.Name, key: queue.PodKey(p.Namespace, p.Name).String(), priority: corev1helpers.PodPriority(p)}
 }
 
 // dynGetter reads the objects of the integrations' kinds (a JobSet's Jobs,

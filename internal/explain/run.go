@@ -16,7 +16,6 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
-	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -30,29 +29,26 @@ type Target struct {
 	Kind, Namespace, Name string
 }
 
-// unit is what the target resolves to.
+// unit is what the target resolves to: the scheduler's unit
+// (podgroup.Resolve) and what explain knows around it.
 type unit struct {
+	*podgroup.Unit
 	label string
-	group *lockv1.PodGroup
+	// key is the scheduler's name for the unit (its queue key).
+	key string
 	// owner is the job (Job, JobSet, …) the target named, if any.
 	owner jobintegration.GenericJob
-	// notGang says why that job is not a gang.
-	notGang string
-	members []*corev1.Pod
-	pending []*corev1.Pod
-	bound   int
-	// gated are members that still have scheduling gates: they exist but
-	// are not candidates for a node.
-	gated    int
-	minCount int
-	gang     bool
+	// notGang says why that job is not a gang; size is the job's size
+	// when it has no group yet.
+	notGang  string
+	size     int
 	priority int32
-	// resolved is the unit as the scheduler resolves it.
-	resolved *podgroup.Unit
 }
 
 // Run explains the target.
 func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, t Target) (*Report, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the watch load started
 	st, err := load(ctx, client, dyn)
 	if err != nil {
 		return nil, err
@@ -61,56 +57,57 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Unit: u.label, Gang: u.gang, MinCount: u.minCount, Members: len(u.members), Bound: u.bound, Pending: len(u.pending), Nodes: len(st.nodes)}
-	if u.group != nil {
-		r.Condition = meta.FindStatusCondition(u.group.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
-		r.State = meta.FindStatusCondition(u.group.Status.Conditions, lockv1.Running)
-		r.Incarnation = incarnationOf(u.group)
-		r.Topology = podgroup.TopologyKeys(u.group)
+	r := &Report{Unit: u.label, Gang: u.Gang(), MinCount: u.MinCount(), Members: len(u.Members), Bound: u.Bound, Pending: len(u.Pending), Nodes: st.nodes, Notes: st.notes}
+	if u.Group != nil {
+		r.Condition = meta.FindStatusCondition(u.Group.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
+		r.State = meta.FindStatusCondition(u.Group.Status.Conditions, lockv1.Running)
+		r.Incarnation = incarnationOf(u.Group)
+		r.Topology = podgroup.TopologyKeys(u.Group)
 	}
 	r.LastEvent = lastEvent(ctx, client, u)
-	if len(u.pending) == 0 && r.State != nil && len(u.members) > 0 {
-		r.Answer = fmt.Sprintf("%s is not pending: %s (%s)", u.label, r.State.Message, r.State.Reason)
-		return r, nil
-	}
-	if answer := waitingAnswer(u); answer != "" {
+	if answer := notScheduledAnswer(u, r.State); answer != "" {
 		r.Answer = answer
 		return r, nil
 	}
-	members, missing := r.claimStates(st, u)
-	if missing != "" {
-		r.Answer = fmt.Sprintf("%s is waiting: %s", u.label, missing)
-		return r, nil
-	}
-	// The scheduler's own decision (decide.Decide) on a snapshot built as
-	// its cache builds one; evidence reads a fresh one (a placed unit stays
-	// in the first).
-	cache := dra.NewCache()
-	d := decide.Decide(ctx, st.snapshot(), cache, decide.Input{Unit: u.resolved, Priority: u.priority, Preemption: func() (*decide.Preemption, error) {
+	members := r.claimStates(st, u)
+	// The scheduler's own decision (decide.Decide) on the scheduler's own
+	// view of the cycle (cycle.State); evidence reads the same view again
+	// (a unit that fits stays placed in the first).
+	d := decide.Decide(ctx, st.snapshot(ctx, u.key, u.priority), st.cycle.CEL, decide.Input{Unit: u.Unit, Priority: u.priority, Preemption: func() (*decide.Preemption, error) {
 		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
 	}})
 	if d.Kind == decide.Error {
 		r.Answer = fmt.Sprintf("%s cannot be evaluated (SchedulerError): %v", u.label, d.Err)
 		return r, nil
 	}
-	evidence := st.snapshot()
-	r.ExtendedResources = extendedResources(evidence, u.pending)
-	r.Devices = classReports(ctx, st, evidence, cache, members, r.ExtendedResources)
+	evidence := st.snapshot(ctx, u.key, u.priority)
+	r.ExtendedResources = extendedResources(evidence, u.Pending)
+	r.Devices = classReports(ctx, st, evidence, st.cycle.CEL, members, r.ExtendedResources)
 	r.Holders = holders(st, u, r.Devices)
-	switch {
-	case d.Kind == decide.Bind && d.Outcome.Complete():
-		r.Answer = fmt.Sprintf("%s fits now (%d of %d pending pods placeable): the scheduler places it on its next attempt", u.label, d.Result.Placeable, len(u.pending))
-	case d.Kind == decide.Bind:
-		r.Answer = fmt.Sprintf("%s is admitted now: the scheduler binds %d of its %d pending pods on its next attempt and the rest join as they fit: %s", u.label, d.Result.Placeable, len(u.pending), d.Summary)
+	r.Answer = decisionAnswer(u, d)
+	switch d.Kind {
+	case decide.Bind:
 		r.Reasons = waitingReasons(d.Outcome)
-	case d.Kind == decide.Wait:
-		r.Answer = fmt.Sprintf("%s is waiting: %s", u.label, d.Reason)
-	default:
-		r.Answer = fmt.Sprintf("%s is pending: %s", u.label, d.Summary)
+	case decide.Unschedulable, decide.Preempt:
 		r.Reasons = waitingReasons(d.Outcome)
 		r.Preemption = preemptionNote(d)
 	}
 	return r, nil
+}
+
+// decisionAnswer words the scheduler's decision for the unit.
+func decisionAnswer(u *unit, d decide.Decision) string {
+	switch {
+	case d.Kind == decide.Wait && u.Gang() && len(u.Members) < u.MinCount():
+		return fmt.Sprintf("%s is %s (%d of minCount %d exist)", u.label, d.Reason, len(u.Members), u.MinCount())
+	case d.Kind == decide.Wait:
+		return fmt.Sprintf("%s is waiting: %s", u.label, d.Reason)
+	case d.Kind == decide.Bind && d.Outcome.Complete():
+		return fmt.Sprintf("%s fits now (%d of %d pending pods placeable): the scheduler places it on its next attempt", u.label, d.Result.Placeable, len(u.Pending))
+	case d.Kind == decide.Bind:
+		return fmt.Sprintf("%s is admitted now: the scheduler binds %d of its %d pending pods on its next attempt and the rest join as they fit: %s", u.label, d.Result.Placeable, len(u.Pending), d.Summary)
+	}
+	return fmt.Sprintf("%s is pending: %s", u.label, d.Summary)
 }
 
 // preemptionNote is what the scheduler's preemption search concludes, as
@@ -134,11 +131,7 @@ func preemptionNote(d decide.Decision) string {
 
 // candidates are the running units, as the scheduler lists them.
 func (st *state) candidates() []preemption.Candidate {
-	pods := make([]*corev1.Pod, 0, len(st.pods))
-	for i := range st.pods {
-		pods = append(pods, &st.pods[i])
-	}
-	return preemption.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	return preemption.Candidates(st.pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		g := st.groups[ns+"/"+name]
 		if g == nil {
 			return nil, 0
@@ -147,55 +140,42 @@ func (st *state) candidates() []preemption.Candidate {
 	})
 }
 
-// waitingAnswer covers the units that cannot be attempted at all.
-func waitingAnswer(u *unit) string {
+// notScheduledAnswer covers what the scheduler has no decision for: a
+// target with no pods at all (a job not started, suspended, or not a
+// gang), and a unit with nothing to place and nothing to wait for.
+func notScheduledAnswer(u *unit, state *metav1.Condition) string {
 	switch {
-	case len(u.members) == 0 && u.owner != nil && suspended(u.owner):
+	case len(u.Pods) == 0 && u.owner != nil && suspended(u.owner):
 		return fmt.Sprintf("%s has no pods: %s %s is suspended (e.g. held by a queue such as Kueue); nothing is scheduled until it is resumed", u.label, u.owner.GVK().Kind, u.owner.Object().GetName())
-	case len(u.members) == 0 && u.notGang != "":
+	case len(u.Pods) == 0 && u.notGang != "":
 		return fmt.Sprintf("%s has no pods yet, and is not a gang: %s", u.label, u.notGang)
-	case len(u.members) == 0:
-		return fmt.Sprintf("%s has no pods yet: 0 of minCount %d exist; create them (label %s=%s, schedulerName lockstep)", u.label, u.minCount, lockv1.PodGroupLabel, groupName(u))
-	case u.gang && len(u.members) < u.minCount:
-		return fmt.Sprintf("%s is waiting for pods: %d of minCount %d exist; no placement is attempted until minCount members exist", u.label, len(u.members), u.minCount)
-	case u.gated > 0 && u.gang && len(u.pending)+u.bound < u.minCount:
-		return fmt.Sprintf("%s is waiting for scheduling gates: %d members are gated (%s); none is placed until minCount %d are ungated", u.label, u.gated, u.resolved.GateList(), u.minCount)
-	case u.gated > 0 && len(u.pending) == 0:
-		return fmt.Sprintf("%s is waiting for scheduling gates (%s): a gated pod is not scheduled until its last gate is removed", u.label, u.resolved.GateList())
-	case u.group == nil && groupName(u) != "":
-		return fmt.Sprintf("%s waits for PodGroup %s/%s, which does not exist", u.label, u.members[0].Namespace, groupName(u))
-	case len(u.pending) == 0:
-		return fmt.Sprintf("%s is not pending: %d of %d pods are bound", u.label, u.bound, len(u.members))
+	case len(u.Pods) == 0 && u.Group == nil && u.size > 0:
+		return fmt.Sprintf("%s has no pods and no PodGroup yet: its controller has not created them (%d pods expected)", u.label, u.size)
+	case len(u.Pods) == 0 && u.Group != nil:
+		return fmt.Sprintf("%s has no pods yet: 0 of minCount %d exist; create them (label %s=%s, schedulerName lockstep)", u.label, u.MinCount(), lockv1.PodGroupLabel, u.Group.Name)
+	case len(u.Pending) > 0 || u.Waiting != "":
+		return ""
+	case state != nil && len(u.Members) > 0:
+		return fmt.Sprintf("%s is not pending: %s (%s)", u.label, state.Message, state.Reason)
 	}
-	return ""
+	return fmt.Sprintf("%s is not pending: %d of %d pods are bound", u.label, u.Bound, len(u.Members))
 }
 
-func groupName(u *unit) string {
-	if u.group != nil {
-		return u.group.Name
-	}
-	if len(u.members) > 0 {
-		return podgroup.GroupOf(u.members[0])
-	}
-	return ""
-}
-
-// claimStates resolves the pending pods' claims and records their state;
-// missing explains a claim that does not exist yet.
-func (r *Report) claimStates(st *state, u *unit) ([]placement.Member, string) {
+// claimStates records the state of the pending pods' claims and returns
+// the members whose claims all exist (what the scheduler places); a claim
+// that does not exist yet is what the unit waits for (the decision says so).
+func (r *Report) claimStates(st *state, u *unit) []placement.Member {
 	var members []placement.Member
-	missing := ""
-	for _, p := range u.pending {
+	for _, p := range u.Pending {
 		m := placement.Member{Pod: p}
+		complete := true
 		for _, pc := range p.Spec.ResourceClaims {
 			name, ok := snapshot.ClaimName(p, pc)
 			c := st.claim(p.Namespace, name)
 			switch {
 			case !ok || c == nil:
 				r.Claims = append(r.Claims, ClaimState{Pod: p.Name, Claim: pc.Name, State: "not created yet (kube-controller-manager creates it from its ResourceClaimTemplate)"})
-				if missing == "" {
-					missing = fmt.Sprintf("the ResourceClaim %q of pod %s does not exist yet", pc.Name, p.Name)
-				}
+				complete = false
 				continue
 			case c.Status.Allocation != nil:
 				r.Claims = append(r.Claims, ClaimState{Pod: p.Name, Claim: name, State: "allocated: " + devicesOf(c.Status.Allocation.Devices.Results)})
@@ -204,18 +184,20 @@ func (r *Report) claimStates(st *state, u *unit) ([]placement.Member, string) {
 			}
 			m.Claims = append(m.Claims, types.NamespacedName{Namespace: p.Namespace, Name: name})
 		}
-		members = append(members, m)
+		if complete {
+			members = append(members, m)
+		}
 	}
-	return members, missing
+	return members
 }
 
 func lastEvent(ctx context.Context, client kubernetes.Interface, u *unit) string {
 	name, ns := "", ""
 	switch {
-	case u.group != nil:
-		name, ns = u.group.Name, u.group.Namespace
-	case len(u.pending) > 0:
-		name, ns = u.pending[0].Name, u.pending[0].Namespace
+	case u.Group != nil:
+		name, ns = u.Group.Name, u.Group.Namespace
+	case len(u.Pending) > 0:
+		name, ns = u.Pending[0].Name, u.Pending[0].Namespace
 	default:
 		return ""
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -179,7 +180,7 @@ func kubeVerdicts(ctx context.Context, f *Filters, c *genCase) (map[string]strin
 }
 
 func lockstepVerdicts(ctx context.Context, f *Filters, c *genCase) (map[string]string, error) {
-	snap := snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.existing})
+	snap := snapshot.New(snapshot.Input{Features: features.Default(), Nodes: c.nodes, Pods: c.existing})
 	snap.Constraints = f.NewView(c.nodes, c.existing)
 	return placement.NodeVerdicts(ctx, snap, dra.New(snap, dra.NewCache()), placement.Member{Pod: c.pod})
 }
@@ -526,7 +527,7 @@ func TestDifferentialGang(t *testing.T) {
 			p.Name, p.UID = fmt.Sprintf("member-%d", i), types.UID(fmt.Sprintf("member-%d", i))
 			members = append(members, placement.Member{Pod: p})
 		}
-		snap := snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.existing})
+		snap := snapshot.New(snapshot.Input{Features: features.Default(), Nodes: c.nodes, Pods: c.existing})
 		snap.Constraints = lockstep.NewView(c.nodes, c.existing)
 		res, err := placement.Place(ctx, snap, dra.New(snap, dra.NewCache()), placement.Unit{Members: members, MinCount: size, Gang: true})
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -58,7 +59,7 @@ func TestDifferentialDRA(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: kube-scheduler: %v", seed, err)
 		}
-		snap := snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, Slices: c.slices, Classes: c.classes, Claims: c.claims})
+		snap := snapshot.New(snapshot.Input{Features: features.Default(), Nodes: c.nodes, Pods: c.pods, Slices: c.slices, Classes: c.classes, Claims: c.claims})
 		got, err := placement.NodeVerdicts(ctx, snap, dra.New(snap, dra.NewCache()), placement.Member{Pod: c.pod, Claims: c.podClaims})
 		if err != nil {
 			t.Fatalf("seed %d: lockstep: %v", seed, err)
@@ -351,7 +352,7 @@ func TestDifferentialDRAGang(t *testing.T) {
 		if err := mgr.load(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		snap := snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.pods, Slices: c.slices, Classes: c.classes, Claims: c.claims})
+		snap := snapshot.New(snapshot.Input{Features: features.Default(), Nodes: c.nodes, Pods: c.pods, Slices: c.slices, Classes: c.classes, Claims: c.claims})
 		res, err := placement.Place(ctx, snap, dra.New(snap, dra.NewCache()), placement.Unit{Members: members, MinCount: size, Gang: true})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -77,7 +78,7 @@ func TestDifferentialVolumeGang(t *testing.T) {
 		if err := storage.load(c); err != nil {
 			t.Fatal(err)
 		}
-		snap := snapshot.New(snapshot.Input{Nodes: c.nodes, Pods: c.existing})
+		snap := snapshot.New(snapshot.Input{Features: features.Default(), Nodes: c.nodes, Pods: c.existing})
 		snap.Constraints = lockstep.NewView(c.nodes, c.existing)
 		res, err := placement.Place(ctx, snap, dra.New(snap, dra.NewCache()), placement.Unit{Members: members, MinCount: size, Gang: true})
 		if err != nil {

@@ -156,7 +156,7 @@ func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignmen
 			pending = append(pending, c)
 			continue
 		}
-		ok, err := dra.NodeMatches(ni.Node, c.Status.Allocation)
+		ok, err := dra.NodeMatches(a.snap.Features.Allocator, ni.Node, c.Status.Allocation)
 		if err != nil {
 			return nil, "", err
 		}

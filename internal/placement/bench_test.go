@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/kubefilter"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -46,7 +47,7 @@ nodePools:
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := snapshot.Input{Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
+	in := snapshot.Input{Features: features.Default(), Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
 	if !fragmented {
 		return in
 	}

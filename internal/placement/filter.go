@@ -6,14 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -62,14 +61,12 @@ var featureVersion = version.MustParse("1.37.2")
 // NodeDeclaredFeatures, GA in 1.37, through the same inference from
 // k8s.io/component-helpers): e.g. a container restart rule that restarts
 // every container needs nodes that declare RestartAllContainersOnContainerExits.
-func requiredFeatures(pod *corev1.Pod) (ndf.FeatureSet, error) {
-	if !declaredFeaturesEnabled {
+func requiredFeatures(pod *corev1.Pod, f features.Features) (ndf.FeatureSet, error) {
+	if !f.NodeDeclaredFeatures {
 		return ndf.FeatureSet{}, nil
 	}
 	return ndf.DefaultFramework.InferForPodScheduling(&ndf.PodInfo{Spec: &pod.Spec}, featureVersion)
 }
-
-var declaredFeaturesEnabled = utilfeature.DefaultFeatureGate.Enabled(features.NodeDeclaredFeatures)
 
 func toleratesUnschedulable(logger klog.Logger, pod *corev1.Pod) bool {
 	t := corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}

@@ -107,7 +107,7 @@ type group struct {
 }
 
 func newGroup(snap *snapshot.Snapshot, m Member, claims bool) *group {
-	g := &group{req: snapshot.PodRequests(m.Pod), ports: snapshot.HostPorts(m.Pod)}
+	g := &group{req: snapshot.PodRequests(m.Pod, snap.Features), ports: snapshot.HostPorts(m.Pod)}
 	g.dra = draResources(snap, g.req)
 	g.claims = claims || len(g.dra) > 0
 	g.reset()
@@ -141,7 +141,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 		if err != nil {
 			return nil, err
 		}
-		sig := signatureOf(m.Pod, claims)
+		sig := signatureOf(m.Pod, claims, snap.Features)
 		if g := bySig[sig]; g != nil {
 			g.members = append(g.members, i)
 			continue
@@ -150,7 +150,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 		g.members = []int{i}
 		g.static.Nodes = len(snap.Nodes)
 		aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
-		features, err := requiredFeatures(m.Pod)
+		features, err := requiredFeatures(m.Pod, snap.Features)
 		if err != nil {
 			return nil, err
 		}
@@ -322,7 +322,7 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 		}
 	}
 	aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
-	features, err := requiredFeatures(m.Pod)
+	features, err := requiredFeatures(m.Pod, snap.Features)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -14,7 +15,7 @@ import (
 // unallocated claim contributes its spec (each pod of an Indexed Job has its
 // own claim from the same template, and those are interchangeable); an
 // allocated or shared claim contributes its name, since it pins the pod.
-func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) string {
+func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features.Features) string {
 	type claimKey struct {
 		Name string                        `json:"n,omitempty"`
 		Spec *resourcev1.ResourceClaimSpec `json:"s,omitempty"`
@@ -34,13 +35,13 @@ func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) string {
 		NodeName:    pod.Spec.NodeName,
 		Selector:    pod.Spec.NodeSelector,
 		Tolerations: pod.Spec.Tolerations,
-		Requests:    snapshot.PodRequests(pod),
+		Requests:    snapshot.PodRequests(pod, f),
 		Ports:       snapshot.HostPorts(pod),
 	}
 	if pod.Spec.Affinity != nil {
 		sig.Affinity = pod.Spec.Affinity.NodeAffinity
 	}
-	if fs, err := requiredFeatures(pod); err == nil && !fs.IsEmpty() {
+	if fs, err := requiredFeatures(pod, f); err == nil && !fs.IsEmpty() {
 		sig.Features, _ = ndf.DefaultFramework.Unmap(fs)
 	}
 	for _, c := range claims {

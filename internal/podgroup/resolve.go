@@ -114,6 +114,11 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 		// No count in the message: it would change (and be written) with
 		// every member created; explain and `get podgroups` show the count.
 		u.Waiting = fmt.Sprintf("waiting for pods: fewer than minCount %d members exist; none is placed until %d do", u.MinCount(), u.MinCount())
+	case len(u.Pending) == 0 && u.Gated > 0:
+		// Nothing to place but members held by gates (Kueue holds a pod
+		// group this way until it admits it): say so, rather than nothing.
+		u.WaitReason = lockv1.PodGroupReasonSchedulingGated
+		u.Waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (%s); a gated pod is not scheduled until its last gate is removed", u.Gated, u.GateList())
 	}
 	return u
 }

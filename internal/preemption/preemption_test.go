@@ -271,7 +271,7 @@ func TestFind(t *testing.T) {
 			// without the victims succeeds.
 			for _, v := range plan.Victims {
 				for _, p := range v.Pods {
-					snap.RemovePod(p, snapshot.PodRequests(p), snapshot.HostPorts(p))
+					snap.RemovePod(p, snapshot.PodRequests(p, snap.Features), snapshot.HostPorts(p))
 					for _, c := range reservedClaims(snap, p) {
 						snap.Release(snapshot.ClaimDevices(c)...)
 					}

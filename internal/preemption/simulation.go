@@ -55,7 +55,7 @@ type held struct {
 func (s *simulation) held(p *corev1.Pod) *held {
 	h := s.pods[p]
 	if h == nil {
-		h = &held{req: snapshot.PodRequests(p), ports: snapshot.HostPorts(p), claims: reservedClaims(s.snap, p)}
+		h = &held{req: snapshot.PodRequests(p, s.snap.Features), ports: snapshot.HostPorts(p), claims: reservedClaims(s.snap, p)}
 		s.pods[p] = h
 	}
 	return h

@@ -19,16 +19,17 @@ func BenchmarkPop(b *testing.B) {
 			calls := 0
 			q := New(clocktesting.NewFakeClock(base), func(k Key) (int32, time.Time) {
 				calls++
-				return int32(len(k) % 7), base.Add(time.Duration(len(k)) * time.Second)
+				return int32(len(k.Name) % 7), base.Add(time.Duration(len(k.Name)) * time.Second)
 			})
 			for i := 0; i < n; i++ {
-				q.Add(Key(fmt.Sprintf("pg/ns/unit-%d", i)))
+				q.Add(GroupKey("ns", fmt.Sprintf("unit-%d", i)))
 			}
 			ctx := context.Background()
 			calls = 0
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				k, _ := q.Pop(ctx)
+				it, _ := q.Pop(ctx)
+				k := it.Key
 				q.Done(k)
 				q.Add(k)
 			}

@@ -28,8 +28,44 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Key identifies a unit, e.g. "pg/ns/name" or "pod/ns/name".
-type Key string
+// Key identifies a unit: a PodGroup, or a pod scheduled alone.
+type Key struct {
+	Kind            Kind
+	Namespace, Name string
+}
+
+// Kind is what a Key names.
+type Kind uint8
+
+const (
+	// Group is a PodGroup (Lockstep's, or the in-tree one of its name).
+	Group Kind = iota
+	// Pod is a pod that names no group.
+	Pod
+)
+
+// GroupKey is the key of PodGroup ns/name.
+func GroupKey(ns, name string) Key { return Key{Kind: Group, Namespace: ns, Name: name} }
+
+// PodKey is the key of lone pod ns/name.
+func PodKey(ns, name string) Key { return Key{Kind: Pod, Namespace: ns, Name: name} }
+
+// String is "pg/ns/name" or "pod/ns/name" (logs, nominations).
+func (k Key) String() string {
+	kind := "pg/"
+	if k.Kind == Pod {
+		kind = "pod/"
+	}
+	return kind + k.Namespace + "/" + k.Name
+}
+
+// Item is a unit as Pop hands it out: its key and the priority it was
+// ordered by (Order's answer at its last Add), so a cycle needs no second
+// priority lookup.
+type Item struct {
+	Key      Key
+	Priority int32
+}
 
 // Order says how keys sort: priority (higher first) and creation time.
 type Order func(Key) (priority int32, created time.Time)
@@ -98,19 +134,6 @@ func (q *Queue) activate(k Key) {
 	heap.Push(q.active, sk)
 }
 
-// Forget drops a unit that no longer exists.
-func (q *Queue) Forget(k Key) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if i, ok := q.active.index[k]; ok {
-		heap.Remove(q.active, i)
-	}
-	delete(q.sortKeys, k)
-	delete(q.parked, k)
-	delete(q.attempts, k)
-	delete(q.dirty, k)
-}
-
 // MoveAllToActive is called on cluster events that may make parked units
 // fit: each parked unit becomes active once its backoff has passed.
 func (q *Queue) MoveAllToActive() {
@@ -147,7 +170,7 @@ func (q *Queue) wakeAt(k Key, at time.Time) {
 
 // Pop blocks until a unit is active and returns the best one, or false when
 // ctx ends.
-func (q *Queue) Pop(ctx context.Context) (Key, bool) {
+func (q *Queue) Pop(ctx context.Context) (Item, bool) {
 	stop := context.AfterFunc(ctx, func() {
 		q.mu.Lock()
 		q.closed = true
@@ -161,11 +184,11 @@ func (q *Queue) Pop(ctx context.Context) (Key, bool) {
 		q.cond.Wait()
 	}
 	if q.closed {
-		return "", false
+		return Item{}, false
 	}
-	best := heap.Pop(q.active).(sortKey).key
-	q.inFlight[best] = true
-	return best, true
+	best := heap.Pop(q.active).(sortKey)
+	q.inFlight[best.key] = true
+	return Item{Key: best.key, Priority: best.priority}, true
 }
 
 // sortKey orders units: higher priority first, then older, then by key.
@@ -182,7 +205,7 @@ func (a sortKey) before(b sortKey) bool {
 	if !a.created.Equal(b.created) {
 		return a.created.Before(b.created)
 	}
-	return a.key < b.key
+	return a.key.String() < b.key.String()
 }
 
 // activeHeap is a heap.Interface over the active units with their positions.

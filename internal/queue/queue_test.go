@@ -14,9 +14,9 @@ func TestPopOrder(t *testing.T) {
 		p int32
 		t time.Time
 	}{
-		"low-old":  {1, base},
-		"high-new": {10, base.Add(time.Hour)},
-		"high-old": {10, base},
+		g("low-old"):  {1, base},
+		g("high-new"): {10, base.Add(time.Hour)},
+		g("high-old"): {10, base},
 	}
 	q := New(clocktesting.NewFakeClock(base), func(k Key) (int32, time.Time) { return meta[k].p, meta[k].t })
 	for k := range meta {
@@ -25,11 +25,11 @@ func TestPopOrder(t *testing.T) {
 	ctx := context.Background()
 	var got []Key
 	for range meta {
-		k, _ := q.Pop(ctx)
+		k := pop(q, ctx)
 		got = append(got, k)
 		q.Done(k)
 	}
-	want := []Key{"high-old", "high-new", "low-old"}
+	want := []Key{g("high-old"), g("high-new"), g("low-old")}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("order: want %v, got %v", want, got)
@@ -40,8 +40,8 @@ func TestPopOrder(t *testing.T) {
 func TestUnschedulableWaitsForEventAndBackoff(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
-	q.Add("a")
-	k, _ := q.Pop(context.Background())
+	q.Add(g("a"))
+	k := pop(q, context.Background())
 	q.Unschedulable(k)
 
 	if a, p := q.Len(); a != 0 || p != 1 {
@@ -60,8 +60,8 @@ func TestUnschedulableWaitsForEventAndBackoff(t *testing.T) {
 func TestEventDuringBackoffWakesAtBackoffEnd(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
-	q.Add("a")
-	k, _ := q.Pop(context.Background())
+	q.Add(g("a"))
+	k := pop(q, context.Background())
 	q.Unschedulable(k)
 	q.MoveAllToActive()
 	clk.Step(1500 * time.Millisecond)
@@ -72,9 +72,9 @@ func TestEventDuringBackoffWakesAtBackoffEnd(t *testing.T) {
 
 func TestAddDuringFlightIsNotLost(t *testing.T) {
 	q := New(clocktesting.NewFakeClock(time.Unix(0, 0)), func(Key) (int32, time.Time) { return 0, time.Time{} })
-	q.Add("a")
-	k, _ := q.Pop(context.Background())
-	q.Add("a") // e.g. a new member pod arrived mid-cycle
+	q.Add(g("a"))
+	k := pop(q, context.Background())
+	q.Add(g("a")) // e.g. a new member pod arrived mid-cycle
 	q.Done(k)
 	if a, _ := q.Len(); a != 1 {
 		t.Fatalf("want the unit active again after Done, got %d active", a)
@@ -101,8 +101,8 @@ func TestWaitIsNotBackedOff(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
 	for i := 0; i < 5; i++ {
-		q.Add("a")
-		k, _ := q.Pop(context.Background())
+		q.Add(g("a"))
+		k := pop(q, context.Background())
 		q.Wait(k)
 	}
 	q.MoveAllToActive()
@@ -114,8 +114,8 @@ func TestWaitIsNotBackedOff(t *testing.T) {
 func TestWaitForWakesOnEventOrAfterLimit(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
-	q.Add("a")
-	k, _ := q.Pop(context.Background())
+	q.Add(g("a"))
+	k := pop(q, context.Background())
 	q.WaitFor(k, 5*time.Second)
 	if a, _ := q.Len(); a != 0 {
 		t.Fatalf("right after WaitFor: want parked, got %d active", a)
@@ -125,7 +125,7 @@ func TestWaitForWakesOnEventOrAfterLimit(t *testing.T) {
 		t.Fatalf("an event must wake a unit in WaitFor at once; active=%d", a)
 	}
 
-	k, _ = q.Pop(context.Background())
+	k = pop(q, context.Background())
 	q.WaitFor(k, 5*time.Second)
 	clk.Step(4 * time.Second)
 	if a, _ := q.Len(); a != 0 {
@@ -140,29 +140,46 @@ func TestWaitForWakesOnEventOrAfterLimit(t *testing.T) {
 // Order keys are taken when a unit is added: a unit whose priority changes
 // (its Add) moves in the heap; a unit that leaves the queue leaves no key.
 func TestOrderKeyFollowsAdd(t *testing.T) {
-	prio := map[Key]int32{"a": 1, "b": 2, "c": 3}
+	prio := map[Key]int32{g("a"): 1, g("b"): 2, g("c"): 3}
 	q := New(clocktesting.NewFakeClock(time.Unix(1000, 0)), func(k Key) (int32, time.Time) { return prio[k], time.Time{} })
-	for _, k := range []Key{"a", "b", "c"} {
+	for _, k := range []Key{g("a"), g("b"), g("c")} {
 		q.Add(k)
 	}
-	prio["a"] = 10 // a's group gained a higher-priority member
-	q.Add("a")
+	prio[g("a")] = 10 // a's group gained a higher-priority member
+	q.Add(g("a"))
 	ctx := context.Background()
 	var got []Key
 	for i := 0; i < 3; i++ {
-		k, _ := q.Pop(ctx)
+		k := pop(q, ctx)
 		got = append(got, k)
 		q.Done(k)
 	}
-	if got[0] != "a" || got[1] != "c" || got[2] != "b" {
+	if got[0] != g("a") || got[1] != g("c") || got[2] != g("b") {
 		t.Errorf("order %v, want [a c b]", got)
 	}
 	if len(q.sortKeys) != 0 {
 		t.Errorf("%d order keys left after every unit was done", len(q.sortKeys))
 	}
-	q.Add("b")
-	q.Forget("b")
-	if a, p := q.Len(); a != 0 || p != 0 || len(q.sortKeys) != 0 {
-		t.Errorf("after Forget: %d active, %d parked, %d keys", a, p, len(q.sortKeys))
+}
+
+// g is the key of PodGroup ns/name.
+func g(name string) Key { return GroupKey("ns", name) }
+
+// pop pops the next unit's key.
+func pop(q *Queue, ctx context.Context) Key {
+	it, _ := q.Pop(ctx)
+	return it.Key
+}
+
+// Pop hands out the priority the unit was ordered by.
+func TestPopCarriesPriority(t *testing.T) {
+	q := New(clocktesting.NewFakeClock(time.Unix(1000, 0)), func(k Key) (int32, time.Time) { return 42, time.Time{} })
+	q.Add(PodKey("ns", "p"))
+	it, ok := q.Pop(context.Background())
+	if !ok || it.Key != PodKey("ns", "p") || it.Priority != 42 {
+		t.Errorf("Pop = %+v, %t; want pod/ns/p at priority 42", it, ok)
+	}
+	if got := it.Key.String(); got != "pod/ns/p" {
+		t.Errorf("String() = %q, want pod/ns/p", got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -42,14 +42,15 @@ var errVolumeBind = errors.New("binding volumes")
 type binder struct {
 	client kubernetes.Interface
 	cache  *snapshot.Cache
+	clock  clock.WithTicker
 	// claimIndex is the claim informer's indexer (extendedOwnerIndex).
 	claimIndex cache.Indexer
 	crashAt    int64 // -1: off
 	binds      atomic.Int64
 }
 
-func newBinder(client kubernetes.Interface, c *snapshot.Cache) *binder {
-	b := &binder{client: client, cache: c, crashAt: -1}
+func newBinder(client kubernetes.Interface, c *snapshot.Cache, clk clock.WithTicker) *binder {
+	b := &binder{client: client, cache: c, clock: clk, crashAt: -1}
 	if v, err := strconv.ParseInt(os.Getenv(EnvCrashAfterBinds), 10, 64); err == nil {
 		b.crashAt = v
 	}
@@ -269,7 +270,7 @@ func (b *binder) writeClaim(ctx context.Context, w *claimWrite) error {
 		if w.newAlloc && cur.Status.Allocation.AllocationTimestamp == nil {
 			// When the allocation was made: binding conditions time out
 			// from here (as kube-scheduler records it).
-			cur.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: time.Now()}
+			cur.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: b.clock.Now()}
 		}
 		for _, p := range w.pods {
 			if !reservedFor(cur, p.UID) {

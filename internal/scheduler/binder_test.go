@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -26,8 +28,8 @@ func TestFailedClaimPhaseForgetsItsAssumptions(t *testing.T) {
 	client.PrependReactor("update", "resourceclaims", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("status.reservedFor: Forbidden: may not be specified when `allocated` is not set")
 	})
-	a := snapshot.NewCache(time.Minute)
-	b := newBinder(client, a)
+	a := snapshot.NewCache(time.Minute, features.Default(), clock.RealClock{})
+	b := newBinder(client, a, clock.RealClock{})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
 	stale := claim.DeepCopy()
 	stale.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "n", Device: "0"}}}}

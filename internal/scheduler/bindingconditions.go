@@ -57,8 +57,8 @@ func (b *binder) waitBindingConditions(ctx context.Context, writes []*claimWrite
 	}
 	logger := klog.FromContext(ctx)
 	logger.V(2).Info("Waiting for device binding conditions", "claims", len(waiting))
-	deadline := time.Now().Add(bindingConditionsTimeout)
-	tick := time.NewTicker(bindingConditionsPoll)
+	deadline := b.clock.Now().Add(bindingConditionsTimeout)
+	tick := b.clock.NewTicker(bindingConditionsPoll)
 	defer tick.Stop()
 	for {
 		pending := 0
@@ -86,13 +86,13 @@ func (b *binder) waitBindingConditions(ctx context.Context, writes []*claimWrite
 		if pending == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if b.clock.Now().After(deadline) {
 			return fmt.Errorf("%w: %d claims did not reach their devices' binding conditions within %s", errBindingConditions, pending, bindingConditionsTimeout)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
-	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // unit is a queue key resolved against the caches (podgroup.Resolve).
@@ -28,33 +27,33 @@ type unit struct {
 func (u *unit) records() bool { return u.Group != nil && !podgroup.Upstream(u.Group) }
 
 // scheduleOne runs one cycle for a unit and reports the outcome to the queue.
-func (s *Scheduler) scheduleOne(ctx context.Context, k queue.Key) {
+func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
+	k := it.Key
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "unit", k)
 	ctx = klog.NewContext(ctx, logger)
-	start := time.Now()
+	start := s.clock.Now()
 	u, err := s.resolveUnit(k)
 	if err != nil {
 		logger.Error(err, "Resolving unit")
 		s.queue.Retry(k)
 		return
 	}
-	if u == nil || len(u.Pending) == 0 {
-		if u != nil && u.records() && podgroup.Unrecorded(u.Group.Status.Incarnation, u.Pods) > 0 {
-			// Bound members nobody recorded: a crash between binding and
-			// recording, or a group bound before incarnations existed.
-			s.recordIncarnation(ctx, u, nil)
-		}
-		s.noms.drop(k)
+	if u != nil && len(u.Pending) == 0 && u.records() && podgroup.Unrecorded(u.Group.Status.Incarnation, u.Pods) > 0 {
+		// Bound members nobody recorded: a crash between binding and
+		// recording, or a group bound before incarnations existed.
+		s.recordIncarnation(ctx, u, nil)
+	}
+	if u == nil || len(u.Pending) == 0 && u.Waiting == "" {
+		s.state.Cache.DropNomination(k.String())
 		s.queue.Done(k)
 		return
 	}
-	prio := s.priority(k)
-	snap := s.snapshot(k, prio)
-	d := decide.Decide(ctx, snap, s.celCache, decide.Input{Unit: u.Unit, Priority: prio, Preemption: func() (*decide.Preemption, error) {
+	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
+	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.Unit, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
 		return s.preemptionInput(ctx, u)
 	}})
-	logger.V(1).Info("Decided", "decision", d.Kind, "pending", len(u.Pending), "bound", u.Bound, "placed", len(d.Result.Assignments), "placeable", d.Result.Placeable, "took", time.Since(start))
-	s.execute(ctx, u, d, start, prio)
+	logger.V(1).Info("Decided", "decision", d.Kind, "pending", len(u.Pending), "bound", u.Bound, "placed", len(d.Result.Assignments), "placeable", d.Result.Placeable, "took", s.clock.Since(start))
+	s.execute(ctx, u, d, start, it.Priority)
 }
 
 // execute carries a decision out: its API writes and exactly one queue
@@ -82,7 +81,7 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		// decided; the unit stays in flight until they are done. The
 		// placement is assumed first, so those cycles see it taken.
 		s.binder.assume(d.Result.Assignments)
-		s.noms.drop(k)
+		s.state.Cache.DropNomination(k.String())
 		s.goBind(ctx, func(ctx context.Context) { s.bindUnit(ctx, u, d, start) })
 	default: // Unschedulable, Preempt
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
@@ -146,18 +145,13 @@ func (s *Scheduler) goBind(ctx context.Context, f func(context.Context)) {
 	}()
 }
 
-func (s *Scheduler) priority(k queue.Key) int32 {
-	p, _ := s.order(k)
-	return p
-}
-
 // victimPoll bounds how long a preemptor waits for an event before it
 // checks on its victims again.
 const victimPoll = 5 * time.Second
 
 func (s *Scheduler) observe(start time.Time, result string) {
 	s.metrics.Attempts.WithLabelValues(result).Inc()
-	s.metrics.AttemptDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	s.metrics.AttemptDuration.WithLabelValues(result).Observe(s.clock.Since(start).Seconds())
 }
 
 // countDeviceFailures counts, once per class, units that failed on devices.
@@ -190,12 +184,8 @@ func writeKind(err error) string {
 
 // resolveUnit reads a unit from the caches; nil means nothing to do.
 func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
-	kind, ns, name, err := parseKey(k)
-	if err != nil {
-		return nil, err
-	}
-	if kind+"/" == podKeyPrefix {
-		p, err := s.listers.pods.Pods(ns).Get(name)
+	if k.Kind == queue.Pod {
+		p, err := s.listers.pods.Pods(k.Namespace).Get(k.Name)
 		if err != nil {
 			return nil, ignoreNotFound(err)
 		}
@@ -207,32 +197,31 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 		}
 		return &unit{key: k, Unit: podgroup.ResolvePod(p, s.isAssumed)}, nil
 	}
-	objs, err := s.listers.podIndex.ByIndex(groupIndex, ns+"/"+name)
+	pods, err := s.groupPods(k.Namespace, k.Name)
 	if err != nil {
 		return nil, err
 	}
-	pg, err := s.podGroup(ns, name)
+	pg, err := s.podGroup(k.Namespace, k.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	return &unit{key: k, Unit: podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.isAssumed)}, nil
+}
+
+// groupPods are the pods that name group ns/name, from the pod cache.
+func (s *Scheduler) groupPods(ns, name string) ([]*corev1.Pod, error) {
+	objs, err := s.listers.podIndex.ByIndex(groupIndex, ns+"/"+name)
+	if err != nil {
 		return nil, err
 	}
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
 		pods = append(pods, o.(*corev1.Pod))
 	}
-	return &unit{key: k, Unit: podgroup.Resolve(pg, ns, name, pods, s.isAssumed)}, nil
+	return pods, nil
 }
 
 func (s *Scheduler) isAssumed(p *corev1.Pod) bool {
-	_, ok := s.cache.AssumedNode(p.UID)
+	_, ok := s.state.Cache.AssumedNode(p.UID)
 	return ok
-}
-
-// snapshot brings the cache's snapshot up to date for a cycle — assumed
-// decisions applied, only what changed since the last cycle copied — with
-// the capacity nominated to other preemptors of priority ≥ prio held.
-func (s *Scheduler) snapshot(self queue.Key, prio int32) *snapshot.Snapshot {
-	snap := s.cache.Update()
-	snap.Constraints = s.filters.NewLazyView(snap.NodeObjects, s.cache.Pods, s.cache.AntiAffinityPods())
-	s.noms.reserve(snap, self, prio)
-	return snap
 }

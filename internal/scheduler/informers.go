@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"context"
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,17 +8,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
+	"github.com/lockstep-dev/lockstep/internal/cycle"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
 type listers struct {
@@ -33,8 +31,8 @@ type listers struct {
 	upstreamPodGroups dynamiclister.Lister
 }
 
-func labelsEverything() labels.Selector { return labels.Everything() }
-
+// setupInformers wires the listers the scheduler reads besides its cache
+// (the cache itself is fed by cycle.Watch in Run, with wakeups as hooks).
 func (s *Scheduler) setupInformers() error {
 	f := s.factory
 	podInf := f.Core().V1().Pods().Informer()
@@ -57,47 +55,45 @@ func (s *Scheduler) setupInformers() error {
 		return err
 	}
 	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), podgroup.Resource)
+	onGroup := cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}
 	if s.upstreamServed {
 		up := s.dynFactor.ForResource(podgroup.UpstreamResource)
 		if err := up.Informer().SetTransform(cachetrim.Transform); err != nil {
 			return err
 		}
 		s.listers.upstreamPodGroups = dynamiclister.New(up.Informer().GetIndexer(), podgroup.UpstreamResource)
-		if _, err := up.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}); err != nil {
+		if _, err := up.Informer().AddEventHandler(onGroup); err != nil {
 			return err
 		}
 	}
+	reg, err := pgInf.Informer().AddEventHandler(onGroup)
+	if err != nil {
+		return err
+	}
+	s.handlers = append(s.handlers, reg.HasSynced)
+	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
+	return nil
+}
 
-	// The scheduling cache first, then the wake-ups, in one handler: a
-	// unit an event wakes sees that event in its snapshot.
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{
-		{podInf, then(s.cache.PodEvents(), cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: func(_, n any) { s.onPod(n) }, DeleteFunc: s.onPodDelete})},
-		{pgInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}},
-		// Anything that can free or add capacity moves parked units back.
-		{f.Core().V1().Nodes().Informer(), then(s.cache.NodeEvents(), cache.ResourceEventHandlerFuncs{
+// wakeups are the scheduler's reactions to cluster events, run after the
+// cache has applied each event (cycle.Hooks): a pending pod queues its
+// unit; anything that can free or add capacity moves parked units back.
+func (s *Scheduler) wakeups() cycle.Hooks {
+	return cycle.Hooks{
+		Pods: cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: func(_, n any) { s.onPod(n) }, DeleteFunc: s.onPodDelete},
+		Nodes: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.queue.MoveAllToActive() },
 			UpdateFunc: s.onNodeUpdate,
 			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
-		})},
-		{f.Resource().V1().DeviceClasses().Informer(), then(s.cache.ClassEvents(), s.moveAllHandler())},
-		{f.Resource().V1().ResourceClaims().Informer(), then(s.cache.ClaimEvents(), cache.ResourceEventHandlerFuncs{
+		},
+		Classes: s.moveAllHandler(),
+		Claims: cache.ResourceEventHandlerFuncs{
 			AddFunc:    s.onClaimAdd,
 			UpdateFunc: s.onClaimUpdate,
 			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
-		})},
+		},
+		Slices: s.moveAllHandler(),
 	}
-	for _, h := range handlers {
-		reg, err := h.inf.AddEventHandler(h.h)
-		if err != nil {
-			return err
-		}
-		s.handlers = append(s.handlers, reg.HasSynced)
-	}
-	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
-	return nil
 }
 
 // onNodeUpdate wakes parked units only when the node changed in a way that
@@ -162,32 +158,6 @@ func (s *Scheduler) moveAllHandler() cache.ResourceEventHandler {
 	}
 }
 
-// startSliceTracker starts the view of ResourceSlices with DeviceTaintRules
-// applied (k8s.io/dynamic-resource-allocation's tracker, as kube-scheduler
-// uses it), so a device tainted by a rule is treated like one tainted in its
-// slice. Where rules are not served it is a thin wrapper of the informer.
-func (s *Scheduler) startSliceTracker(ctx context.Context) error {
-	opts := tracker.Options{
-		EnableDeviceTaintRules: s.taintRulesServed,
-		SliceInformer:          s.factory.Resource().V1().ResourceSlices(),
-		KubeClient:             s.client,
-	}
-	if s.taintRulesServed {
-		opts.TaintInformer = s.factory.Resource().V1().DeviceTaintRules()
-	}
-	t, err := tracker.StartTracker(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("ResourceSlice tracker: %w", err)
-	}
-	s.slices = t
-	reg, err := t.AddEventHandler(then(s.cache.SliceEvents(), s.moveAllHandler()))
-	if err != nil {
-		return err
-	}
-	s.handlers = append(s.handlers, reg.HasSynced)
-	return nil
-}
-
 // onPod queues the unit of a pending Lockstep pod; a pod that stops holding
 // its node (finished) may make room for parked units.
 func (s *Scheduler) onPod(obj any) {
@@ -226,7 +196,7 @@ func (s *Scheduler) onPodGroup(obj any) {
 	if !ok {
 		return
 	}
-	s.queue.Add(groupKey(u.GetNamespace(), u.GetName()))
+	s.queue.Add(queue.GroupKey(u.GetNamespace(), u.GetName()))
 }
 
 // onClaimUpdate: a deallocation frees devices; a new status on a claim a
@@ -254,22 +224,4 @@ func (s *Scheduler) podGroup(ns, name string) (*lockv1.PodGroup, error) {
 		return nil, err
 	}
 	return podgroup.FromUnstructured(u)
-}
-
-// then is a handler that runs first's, then next's.
-func then(first, next cache.ResourceEventHandler) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			first.OnAdd(obj, false)
-			next.OnAdd(obj, false)
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			first.OnUpdate(oldObj, newObj)
-			next.OnUpdate(oldObj, newObj)
-		},
-		DeleteFunc: func(obj any) {
-			first.OnDelete(obj)
-			next.OnDelete(obj)
-		},
-	}
 }

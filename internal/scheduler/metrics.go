@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -25,7 +26,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	active, parked := c.s.queue.Len()
 	ch <- prometheus.MustNewConstMetric(metrics.QueueDepthDesc, prometheus.GaugeValue, float64(active), "active")
 	ch <- prometheus.MustNewConstMetric(metrics.QueueDepthDesc, prometheus.GaugeValue, float64(parked), "parked")
-	pods, err := c.s.listers.pods.List(everything)
+	pods, err := c.s.listers.pods.List(labels.Everything())
 	if err != nil {
 		return
 	}

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -21,7 +20,6 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
-	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -39,74 +37,6 @@ const (
 // nominationSlack is how long past its victims' grace period a nomination
 // waits for them before the preemptor plans again.
 const nominationSlack = 60 * time.Second
-
-// nomination is capacity held for a preemptor while its victims terminate:
-// every unit of lower or equal priority sees it as taken.
-type nomination struct {
-	priority int32
-	// assignments are where the preemptor would go once the victims are gone.
-	assignments []placement.Assignment
-	// victims are the evicted pods and the claims they held.
-	victims  map[types.UID]victimPod
-	deadline time.Time
-}
-
-type victimPod struct {
-	namespace, name string
-	claims          []string
-}
-
-// nominations by unit. Only the scheduling loop writes; metrics may read.
-type nominations struct {
-	mu    sync.Mutex
-	byKey map[queue.Key]*nomination
-}
-
-func (n *nominations) get(k queue.Key) *nomination {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.byKey[k]
-}
-
-func (n *nominations) set(k queue.Key, nom *nomination) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.byKey == nil {
-		n.byKey = map[queue.Key]*nomination{}
-	}
-	n.byKey[k] = nom
-}
-
-func (n *nominations) drop(k queue.Key) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.byKey, k)
-}
-
-// reserve applies to snap every nomination but self's whose priority is at
-// least prio: lower-priority units cannot take capacity freed for others.
-func (n *nominations) reserve(snap *snapshot.Snapshot, self queue.Key, prio int32) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	now := time.Now()
-	for k, nom := range n.byKey {
-		if k == self || nom.priority < prio || now.After(nom.deadline) {
-			continue
-		}
-		for _, a := range nom.assignments {
-			var claims []*resourcev1.ResourceClaim
-			for i, c := range a.Claims {
-				if a.NewlyAllocated[i] {
-					claims = append(claims, c)
-				}
-			}
-			if a.Extended != nil {
-				claims = append(claims, a.Extended.Claim)
-			}
-			snap.Reserve(a.Node, a.Pod, claims)
-		}
-	}
-}
 
 // name is how events name the unit.
 func (u *unit) name() string {
@@ -139,22 +69,12 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 		return d.Reason, true
 	}
 	plan := d.Plan
-	nom := &nomination{priority: prio, assignments: plan.Placement.Assignments, victims: map[types.UID]victimPod{}}
-	grace := int64(0)
-	for _, c := range append(append([]preemption.Candidate(nil), plan.Victims...), plan.Terminating...) {
-		for _, p := range c.Pods {
-			nom.victims[p.UID] = victimPod{namespace: p.Namespace, name: p.Name, claims: snapshot.PodClaimNames(p)}
-			if g := gracePeriod(p); g > grace {
-				grace = g
-			}
-		}
-	}
-	nom.deadline = time.Now().Add(time.Duration(grace)*time.Second + nominationSlack)
-	s.noms.set(u.key, nom)
+	nom := nominationOf(plan, prio, s.clock.Now())
+	s.state.Cache.Nominate(u.key.String(), nom)
 	logger.Info("Preempting", "victims", candidateNames(plan.Victims), "victimPods", plan.VictimPods(),
 		"terminating", len(plan.Terminating), "violatedPDBs", plan.ViolatedPDBs, "considered", plan.Considered)
 	if len(plan.Victims) == 0 {
-		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.victims)), true
+		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.Victims)), true
 	}
 	s.evict(ctx, u, prio, plan)
 	s.metrics.Preemptions.WithLabelValues(strconv.Itoa(int(prio))).Inc()
@@ -162,17 +82,47 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 	return fmt.Sprintf("preempting %s; nominated for the freed capacity", plan.Describe()), true
 }
 
+// nominationOf is the capacity a plan frees, held for the preemptor (of
+// priority prio) from now until its victims' longest grace period and
+// nominationSlack have passed.
+func nominationOf(plan *preemption.Plan, prio int32, now time.Time) *snapshot.Nomination {
+	nom := &snapshot.Nomination{Priority: prio, Victims: map[types.UID]snapshot.Victim{}}
+	for _, a := range plan.Placement.Assignments {
+		np := snapshot.NominatedPod{Pod: a.Pod, Node: a.Node}
+		for i, c := range a.Claims {
+			if a.NewlyAllocated[i] {
+				np.Claims = append(np.Claims, c)
+			}
+		}
+		if a.Extended != nil {
+			np.Claims = append(np.Claims, a.Extended.Claim)
+		}
+		nom.Pods = append(nom.Pods, np)
+	}
+	grace := int64(0)
+	for _, c := range append(append([]preemption.Candidate(nil), plan.Victims...), plan.Terminating...) {
+		for _, p := range c.Pods {
+			nom.Victims[p.UID] = snapshot.Victim{Namespace: p.Namespace, Name: p.Name, Claims: snapshot.PodClaimNames(p)}
+			if g := gracePeriod(p); g > grace {
+				grace = g
+			}
+		}
+	}
+	nom.Deadline = now.Add(time.Duration(grace)*time.Second + nominationSlack)
+	return nom
+}
+
 // preemptionInput is what a unit that does not fit may preempt — or, while
 // its earlier preemption's victims are still going, that one is under way.
 // Victims that did not go by the deadline are planned around.
 func (s *Scheduler) preemptionInput(ctx context.Context, u *unit) (*decide.Preemption, error) {
 	var stuck sets.Set[types.UID]
-	if nom := s.noms.get(u.key); nom != nil {
+	if nom := s.state.Cache.Nomination(u.key.String()); nom != nil {
 		left := s.victimsLeft(nom)
-		if len(left) > 0 && time.Now().Before(nom.deadline) {
-			return &decide.Preemption{InProgress: fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.victims), len(left))}, nil
+		if len(left) > 0 && s.clock.Now().Before(nom.Deadline) {
+			return &decide.Preemption{InProgress: fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.Victims), len(left))}, nil
 		}
-		s.noms.drop(u.key)
+		s.state.Cache.DropNomination(u.key.String())
 		if len(left) > 0 {
 			stuck = sets.New(left...)
 			klog.FromContext(ctx).Info("Preemption victims did not go in time; planning again without them", "stuck", len(left))
@@ -182,7 +132,7 @@ func (s *Scheduler) preemptionInput(ctx context.Context, u *unit) (*decide.Preem
 	if err != nil {
 		return nil, err
 	}
-	pdbs, err := s.listers.pdbs.List(everything)
+	pdbs, err := s.listers.pdbs.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
@@ -192,28 +142,28 @@ func (s *Scheduler) preemptionInput(ctx context.Context, u *unit) (*decide.Preem
 // nominatedNodes maps each pod of a unit's nomination to the node held for
 // it (status.nominatedNodeName); empty without a nomination.
 func (s *Scheduler) nominatedNodes(k queue.Key) map[types.UID]string {
-	nom := s.noms.get(k)
+	nom := s.state.Cache.Nomination(k.String())
 	if nom == nil {
 		return nil
 	}
-	out := make(map[types.UID]string, len(nom.assignments))
-	for _, a := range nom.assignments {
-		out[a.Pod.UID] = a.Node
+	out := make(map[types.UID]string, len(nom.Pods))
+	for _, np := range nom.Pods {
+		out[np.Pod.UID] = np.Node
 	}
 	return out
 }
 
 // victimsLeft are the victims still holding something: the pod exists, or
 // a claim it held still lists it.
-func (s *Scheduler) victimsLeft(nom *nomination) []types.UID {
+func (s *Scheduler) victimsLeft(nom *snapshot.Nomination) []types.UID {
 	var out []types.UID
-	for uid, v := range nom.victims {
-		if p, err := s.listers.pods.Pods(v.namespace).Get(v.name); err == nil && p.UID == uid {
+	for uid, v := range nom.Victims {
+		if p, err := s.listers.pods.Pods(v.Namespace).Get(v.Name); err == nil && p.UID == uid {
 			out = append(out, uid)
 			continue
 		}
-		for _, name := range v.claims {
-			c, err := s.listers.claims.ResourceClaims(v.namespace).Get(name)
+		for _, name := range v.Claims {
+			c, err := s.listers.claims.ResourceClaims(v.Namespace).Get(name)
 			if err != nil || c.Status.Allocation == nil {
 				continue
 			}
@@ -228,7 +178,7 @@ func (s *Scheduler) victimsLeft(nom *nomination) []types.UID {
 
 // candidates are the running units, from the informer cache.
 func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
-	pods, err := s.listers.pods.List(everything)
+	pods, err := s.listers.pods.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}

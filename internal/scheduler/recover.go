@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -18,7 +19,7 @@ import (
 // bound are kept so the rest binds where its devices already are.
 func (s *Scheduler) recover(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	claims, err := s.listers.claims.List(everything)
+	claims, err := s.listers.claims.List(labels.Everything())
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -18,15 +19,16 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
+	"github.com/lockstep-dev/lockstep/internal/cycle"
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/kubefilter"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -55,6 +57,12 @@ type Options struct {
 	// burst of scheduling writes never holds its renewal back (a lost lease
 	// under load is a failover). nil uses the scheduler's client.
 	LeaderElectionClient kubernetes.Interface
+	// Features the decisions follow; the zero value means kube-scheduler
+	// 1.37's (features.Default).
+	Features features.Features
+	// Clock times nominations, binding conditions, assumptions and
+	// backoff; nil means the real clock.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.
@@ -66,28 +74,22 @@ type Scheduler struct {
 	dynFactor dynamicinformer.DynamicSharedInformerFactory
 	listers   listers
 	queue     *queue.Queue
-	// cache is the cluster state cycles decide from, with the decisions
-	// being written (assumed) applied.
-	cache  *snapshot.Cache
-	noms   nominations
+	clock     clock.WithTickerAndDelayedExecution
+	// state is what cycles decide from (internal/cycle): the cache with
+	// the decisions being written (assumed) applied, kube-scheduler's own
+	// pod filters, the nominations.
+	state  *cycle.State
 	binder *binder
 	// bindSlots and bindings: the binding cycles in flight (goBind).
 	bindSlots chan struct{}
 	bindings  sync.WaitGroup
-	celCache  *cel.Cache
-	// filters are kube-scheduler's own InterPodAffinity and
-	// PodTopologySpread, run on every cycle's snapshot.
-	filters   *kubefilter.Filters
 	recorder  events.EventRecorder
 	broadcast events.EventBroadcaster
 	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1 podgroups.
 	upstreamServed bool
 	// taintRulesServed: the API server serves resource.k8s.io/v1 devicetaintrules.
 	taintRulesServed bool
-	// slices are the ResourceSlices with DeviceTaintRules applied (the
-	// tracker kube-scheduler uses); set in Run.
-	slices  *tracker.Tracker
-	metrics *metrics.Scheduler
+	metrics          *metrics.Scheduler
 	// handlers report whether the event handlers feeding the cache have
 	// seen every object the informers listed.
 	handlers []cache.InformerSynced
@@ -103,19 +105,25 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		host, _ := os.Hostname()
 		opts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Features == (features.Features{}) {
+		opts.Features = features.Default()
+	}
 	s := &Scheduler{
 		opts:      opts,
 		client:    client,
 		dynamic:   dyn,
 		factory:   informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(cachetrim.Transform)),
 		dynFactor: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
-		cache:     snapshot.NewCache(time.Minute),
+		clock:     opts.Clock,
 		bindSlots: make(chan struct{}, maxBindingUnits),
-		celCache:  dra.NewCache(),
 		metrics:   metrics.NewScheduler(),
 	}
-	s.binder = newBinder(client, s.cache)
-	s.queue = queue.New(clock.RealClock{}, s.order)
+	s.state = &cycle.State{Cache: snapshot.NewCache(time.Minute, opts.Features, opts.Clock), CEL: dra.NewCache(), Clock: opts.Clock}
+	s.binder = newBinder(client, s.state.Cache, opts.Clock)
+	s.queue = queue.New(opts.Clock, s.order)
 	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
 	served, err := apidiscovery.Serves(client.Discovery(), podgroup.UpstreamResource.GroupVersion().String(), podgroup.UpstreamResource.Resource)
@@ -129,7 +137,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
-	if s.filters, err = kubefilter.New(context.Background(), s.factory, client); err != nil {
+	if s.state.Filters, err = kubefilter.New(context.Background(), s.factory, client); err != nil {
 		return nil, err
 	}
 	s.metrics.Registry.MustRegister(pendingCollector{s})
@@ -155,9 +163,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return fmt.Errorf("health probes: %w", err)
 	}
 	defer s.broadcast.Shutdown()
-	if err := s.startSliceTracker(ctx); err != nil {
+	watched, err := cycle.Watch(ctx, s.factory, s.client, s.state.Cache, cycle.WatchOptions{TaintRules: s.taintRulesServed, Hooks: s.wakeups()})
+	if err != nil {
 		return err
 	}
+	s.handlers = append(s.handlers, watched.Synced...)
 	s.factory.Start(ctx.Done())
 	s.dynFactor.Start(ctx.Done())
 	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
@@ -169,9 +179,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("cache for %v did not sync (are Lockstep's CRDs installed?)", typ)
 		}
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), s.slices.HasSynced) {
-		return fmt.Errorf("ResourceSlice tracker did not sync")
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), s.handlers...) {
 		return fmt.Errorf("scheduling cache did not sync")
@@ -222,9 +229,14 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	if err := s.recover(ctx); err != nil {
 		return fmt.Errorf("start-up recovery: %w", err)
 	}
-	pods, err := s.listers.pods.List(everything)
+	pods, err := s.listers.pods.List(labels.Everything())
 	if err != nil {
 		return err
+	}
+	// The nominations a predecessor held (status.nominatedNodeName) hold
+	// until each preemptor's first cycle here plans again.
+	if n := cycle.RestoreNominations(s.state.Cache, pods, s.unitOf, s.clock.Now().Add(nominationSlack)); n > 0 {
+		klog.FromContext(ctx).Info("Restored nominations from pod status", "units", n)
 	}
 	for _, p := range pods {
 		if podgroup.Ours(p) && podgroup.Pending(p) {
@@ -233,65 +245,55 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	}
 	// Every group once, so bound members left unrecorded by a crash are
 	// recorded (scheduleOne) before the integrity controller judges them.
-	groups, err := s.listers.podGroups.List(everything)
+	groups, err := s.listers.podGroups.List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	for _, g := range groups {
-		s.queue.Add(groupKey(g.GetNamespace(), g.GetName()))
+		s.queue.Add(queue.GroupKey(g.GetNamespace(), g.GetName()))
 	}
 	defer s.bindings.Wait()
 	for {
-		k, ok := s.queue.Pop(ctx)
+		it, ok := s.queue.Pop(ctx)
 		if !ok {
 			return nil
 		}
-		s.scheduleOne(ctx, k)
+		s.scheduleOne(ctx, it)
 	}
 }
 
 // order gives the queue a unit's priority and age.
 func (s *Scheduler) order(k queue.Key) (int32, time.Time) {
-	kind, ns, name, err := parseKey(k)
-	if err != nil {
-		return 0, time.Time{}
-	}
-	if kind+"/" == groupKeyPrefix {
-		if pg, err := s.podGroup(ns, name); err == nil {
+	if k.Kind == queue.Group {
+		if pg, err := s.podGroup(k.Namespace, k.Name); err == nil {
 			return s.groupPriority(pg), pg.CreationTimestamp.Time
 		}
 		return 0, time.Time{}
 	}
-	p, err := s.listers.pods.Pods(ns).Get(name)
+	p, err := s.listers.pods.Pods(k.Namespace).Get(k.Name)
 	if err != nil {
 		return 0, time.Time{}
 	}
-	return podPriority(p), p.CreationTimestamp.Time
+	return corev1helpers.PodPriority(p), p.CreationTimestamp.Time
 }
 
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
+// unitOf names a pod's unit and gives its priority (restored nominations).
+func (s *Scheduler) unitOf(p *corev1.Pod) (string, int32) {
+	k := unitKey(p)
+	prio, _ := s.order(k)
+	return k.String(), prio
 }
 
 // groupPriority is the group's members' priority (podgroup.Priority), from
 // the pod cache.
 func (s *Scheduler) groupPriority(pg *lockv1.PodGroup) int32 {
-	objs, err := s.listers.podIndex.ByIndex(groupIndex, pg.Namespace+"/"+pg.Name)
+	pods, err := s.groupPods(pg.Namespace, pg.Name)
 	if err != nil {
 		return 0
-	}
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		pods = append(pods, o.(*corev1.Pod))
 	}
 	prio, _ := podgroup.Priority(pods)
 	return prio
 }
-
-var everything = labelsEverything()
 
 func ignoreNotFound(err error) error {
 	if apierrors.IsNotFound(err) {

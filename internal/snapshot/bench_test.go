@@ -11,12 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/internal/features"
 )
 
 // benchInput is 5,000 nodes × 8 GPUs where node i has i mod 8 of its GPUs
 // taken by a running pod each (17,500 pods and allocated claims).
 func benchInput() Input {
-	var in Input
+	in := Input{Features: features.Default()}
 	for i := 0; i < 5000; i++ {
 		name := fmt.Sprintf("node-%04d", i)
 		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
@@ -100,7 +102,7 @@ func BenchmarkCacheUpdate(b *testing.B) {
 func BenchmarkCacheMemory(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		before := heap()
-		var in Input
+		in := Input{Features: features.Default()}
 		for n := 0; n < 5000; n++ {
 			name := fmt.Sprintf("node-%04d", n)
 			in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name, corev1.LabelTopologyZone: fmt.Sprint("zone-", n%4)}},

@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/clock"
+
+	"github.com/lockstep-dev/lockstep/internal/features"
 )
 
 // Cache is the cluster as the scheduler decides from it, kept current by
@@ -36,9 +39,10 @@ import (
 // node infos, here a set of changed names since one snapshot is served.
 // A cycle's cost is thus proportional to what changed, not to the cluster.
 type Cache struct {
-	mu  sync.Mutex
-	ttl time.Duration
-	now func() time.Time
+	mu       sync.Mutex
+	ttl      time.Duration
+	clock    clock.PassiveClock
+	features features.Features
 
 	nodes   map[string]*nodeItem
 	pods    map[types.UID]*podItem
@@ -59,6 +63,10 @@ type Cache struct {
 
 	// antiAffinity counts the pods on a node with required anti-affinity.
 	antiAffinity int
+
+	// nominations are the capacity held for preemptors, by unit key
+	// (Nomination).
+	nominations map[string]*Nomination
 
 	snap *Snapshot
 }
@@ -101,12 +109,13 @@ type claimItem struct {
 	pinned   bool
 }
 
-// NewCache returns an empty cache; assumptions that are not pinned expire
-// after ttl.
-func NewCache(ttl time.Duration) *Cache {
+// NewCache returns an empty cache whose snapshots decide with f;
+// assumptions that are not pinned expire after ttl on clk.
+func NewCache(ttl time.Duration, f features.Features, clk clock.PassiveClock) *Cache {
 	return &Cache{
 		ttl:           ttl,
-		now:           time.Now,
+		clock:         clk,
+		features:      f,
 		nodes:         map[string]*nodeItem{},
 		pods:          map[types.UID]*podItem{},
 		claims:        map[types.NamespacedName]*claimItem{},
@@ -116,13 +125,14 @@ func NewCache(ttl time.Duration) *Cache {
 		assumedClaims: map[types.NamespacedName]struct{}{},
 		dirtyNodes:    map[string]struct{}{},
 		dirtyClaims:   map[types.NamespacedName]struct{}{},
+		nominations:   map[string]*Nomination{},
 	}
 }
 
 // CacheFrom is a cache holding the input's objects (explain and benchmarks
 // build their snapshots through the scheduler's path with it).
 func CacheFrom(in Input) *Cache {
-	c := NewCache(time.Minute)
+	c := NewCache(time.Minute, in.Features, clock.RealClock{})
 	for _, n := range in.Nodes {
 		c.AddNode(n)
 	}
@@ -205,7 +215,7 @@ func (c *Cache) recount(pi *podItem) {
 	var req Resources
 	var ports []string
 	if target != "" {
-		req, ports = PodRequests(pi.pod), HostPorts(pi.pod)
+		req, ports = PodRequests(pi.pod, c.features), HostPorts(pi.pod)
 	}
 	if target == pi.on && req.Equal(pi.req) && sameStrings(ports, pi.ports) {
 		return
@@ -303,7 +313,7 @@ func (c *Cache) AssumePod(p *corev1.Pod, node string, pinned bool) {
 		pi = &podItem{pod: p}
 		c.pods[p.UID] = pi
 	}
-	pi.assumed, pi.node, pi.at, pi.pinned = true, node, c.now(), pinned
+	pi.assumed, pi.node, pi.at, pi.pinned = true, node, c.clock.Now(), pinned
 	c.assumedPods[p.UID] = struct{}{}
 	c.recount(pi)
 }
@@ -313,7 +323,7 @@ func (c *Cache) UnpinPod(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if pi := c.pods[uid]; pi != nil && pi.assumed {
-		pi.pinned, pi.at = false, c.now()
+		pi.pinned, pi.at = false, c.clock.Now()
 	}
 }
 
@@ -430,7 +440,7 @@ func (c *Cache) AddClaim(cl *resourcev1.ResourceClaim) {
 	key := claimKey(cl)
 	c.claim(key).informer = cl
 	c.dirtyClaims[key] = struct{}{}
-	c.settleClaim(key, c.now())
+	c.settleClaim(key, c.clock.Now())
 }
 
 // UpdateClaim records a claim's new version.
@@ -456,7 +466,7 @@ func (c *Cache) AssumeClaim(cl *resourcev1.ResourceClaim, pinned bool) {
 	key := claimKey(cl)
 	ci := c.claim(key)
 	ci.pinned = pinned || ci.assumed != nil && ci.pinned
-	ci.assumed, ci.at = cl, c.now()
+	ci.assumed, ci.at = cl, c.clock.Now()
 	c.assumedClaims[key] = struct{}{}
 	c.dirtyClaims[key] = struct{}{}
 }
@@ -466,7 +476,7 @@ func (c *Cache) UnpinClaim(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ci := c.claims[key]; ci != nil && ci.assumed != nil {
-		ci.pinned, ci.at = false, c.now()
+		ci.pinned, ci.at = false, c.clock.Now()
 		c.settleClaim(key, ci.at)
 	}
 }
@@ -584,7 +594,7 @@ func (c *Cache) DeleteClass(cl *resourcev1.DeviceClass) {
 func (c *Cache) Update() *Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
+	now := c.clock.Now()
 	for uid := range c.assumedPods {
 		if pi := c.pods[uid]; !pi.pinned && now.Sub(pi.at) > c.ttl {
 			c.forgetPod(uid)
@@ -595,7 +605,7 @@ func (c *Cache) Update() *Snapshot {
 	}
 	s := c.snap
 	if s == nil {
-		s = New(Input{})
+		s = New(Input{Features: c.features})
 		c.snap, c.nodeSetChanged, c.globalChanged, c.classesChanged = s, true, true, true
 	}
 	s.tracked = false

@@ -7,13 +7,18 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/internal/features"
 )
 
 // The cache's snapshot, after any sequence of informer events,
@@ -42,7 +47,7 @@ func TestCacheSnapshotEqualsRebuild(t *testing.T) {
 type world struct {
 	rng     *rand.Rand
 	cache   *Cache
-	clock   time.Time
+	clock   *testingclock.FakePassiveClock
 	nodes   map[string]*corev1.Node
 	pods    map[types.UID]*corev1.Pod
 	slices  map[string]*resourcev1.ResourceSlice
@@ -62,12 +67,12 @@ const (
 
 func newWorld(seed int64) *world {
 	w := &world{
-		rng: rand.New(rand.NewSource(seed)), cache: NewCache(time.Minute), clock: time.Unix(1e9, 0),
+		rng: rand.New(rand.NewSource(seed)), clock: testingclock.NewFakePassiveClock(time.Unix(1e9, 0)),
 		nodes: map[string]*corev1.Node{}, pods: map[types.UID]*corev1.Pod{}, slices: map[string]*resourcev1.ResourceSlice{},
 		claims: map[types.NamespacedName]*resourcev1.ResourceClaim{}, classes: map[string]*resourcev1.DeviceClass{},
 		aPods: map[types.UID]string{}, aClaims: map[types.NamespacedName]*resourcev1.ResourceClaim{}, pinned: map[types.NamespacedName]bool{},
 	}
-	w.cache.now = func() time.Time { return w.clock }
+	w.cache = NewCache(time.Minute, features.Default(), w.clock)
 	w.cache.ttl = 1000 * time.Hour // expiry: TestCachePinnedPodOutlivesTTL, TestCacheAssumedClaims
 	for i := 0; i < worldNodes; i++ {
 		w.addNode(fmt.Sprint("n", i))
@@ -134,7 +139,7 @@ func (w *world) claimKeys() []types.NamespacedName {
 // event applies one random change, to the cache and to the model.
 func (w *world) event() {
 	w.seq++
-	w.clock = w.clock.Add(time.Second)
+	w.clock.SetTime(w.clock.Now().Add(time.Second))
 	switch r := w.rng.Intn(100); {
 	case r < 20: // a new pod, pending or bound, maybe with a host port
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("p", w.seq), UID: types.UID(fmt.Sprint("p", w.seq))},
@@ -320,7 +325,7 @@ func (w *world) cycle(s *Snapshot) {
 	s.AssumeClaim(ext)
 	for _, uid := range w.podUIDs() {
 		if bp := w.pods[uid]; bp.Spec.NodeName != "" && bp.Status.Phase != corev1.PodSucceeded {
-			s.RemovePod(bp, PodRequests(bp), HostPorts(bp))
+			s.RemovePod(bp, PodRequests(bp, s.Features), HostPorts(bp))
 			break
 		}
 	}
@@ -329,7 +334,7 @@ func (w *world) cycle(s *Snapshot) {
 // reference is the snapshot New builds from the model's objects, with the
 // assumptions applied as the scheduler applies them.
 func (w *world) reference() *Snapshot {
-	var in Input
+	in := Input{Features: features.Default()}
 	for _, n := range w.nodes {
 		in.Nodes = append(in.Nodes, n)
 	}
@@ -446,9 +451,8 @@ func sameSlices(a, b []*resourcev1.ResourceSlice) bool {
 // informer no longer has is not brought back; an assumption that is not
 // pinned ends when its ttl passes.
 func TestCacheAssumedClaims(t *testing.T) {
-	now := time.Unix(1e9, 0)
-	c := NewCache(time.Minute)
-	c.now = func() time.Time { return now }
+	now := testingclock.NewFakePassiveClock(time.Unix(1e9, 0))
+	c := NewCache(time.Minute, features.Default(), now)
 	alloc := &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "p", Device: "0"}}}}
 	created := &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-extended-resources-abcde", Annotations: map[string]string{resourcev1.ExtendedResourceClaimAnnotation: "true"}},
@@ -472,7 +476,7 @@ func TestCacheAssumedClaims(t *testing.T) {
 	if got := claimNames(c.Update()); len(got) != 0 {
 		t.Errorf("after deletion: claims %v, want none", got)
 	}
-	now = now.Add(2 * time.Minute)
+	now.SetTime(now.Now().Add(2 * time.Minute))
 	c.Update()
 	if _, n := c.Assumptions(); n != 0 {
 		t.Errorf("after the ttl: %d claims assumed, want 0", n)
@@ -482,23 +486,22 @@ func TestCacheAssumedClaims(t *testing.T) {
 // A pinned pod assumption holds its node past the ttl; unpinned, it ends
 // once the ttl passes, and the node's requests go back.
 func TestCachePinnedPodOutlivesTTL(t *testing.T) {
-	now := time.Unix(1e9, 0)
-	c := NewCache(time.Minute)
-	c.now = func() time.Time { return now }
+	now := testingclock.NewFakePassiveClock(time.Unix(1e9, 0))
+	c := NewCache(time.Minute, features.Default(), now)
 	c.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
 	c.AddPod(p)
 	c.AssumePod(p, "n", true)
-	now = now.Add(time.Hour)
+	now.SetTime(now.Now().Add(time.Hour))
 	if got := c.Update().Node("n").Requested.Pods; got != 1 {
 		t.Fatalf("pinned for an hour: node holds %d pods, want 1", got)
 	}
 	c.UnpinPod(p.UID)
-	now = now.Add(30 * time.Second)
+	now.SetTime(now.Now().Add(30 * time.Second))
 	if got := c.Update().Node("n").Requested.Pods; got != 1 {
 		t.Fatalf("unpinned 30s ago: node holds %d pods, want 1", got)
 	}
-	now = now.Add(time.Minute)
+	now.SetTime(now.Now().Add(time.Minute))
 	if got := c.Update().Node("n").Requested.Pods; got != 0 {
 		t.Errorf("unpinned past the ttl: node holds %d pods, want 0", got)
 	}
@@ -518,7 +521,7 @@ func claimNames(s *Snapshot) []string {
 // (the binding settled, the informer has not shown the created claim's
 // allocation yet) leaves the device held.
 func TestCacheDeviceHeldByTwoClaimsStaysHeld(t *testing.T) {
-	c := NewCache(time.Minute)
+	c := NewCache(time.Minute, features.Default(), clock.RealClock{})
 	alloc := &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "p", Device: "0"}}}}
 	ext := map[string]string{resourcev1.ExtendedResourceClaimAnnotation: "true"}
 	inMemory := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-extended-resources", Annotations: ext}, Status: resourcev1.ResourceClaimStatus{Allocation: alloc}}

@@ -3,16 +3,10 @@ package snapshot
 import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/features"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 )
-
-// ExtendedResourcesEnabled: extended resources backed by DRA
-// (DRAExtendedResource, GA and on in Kubernetes 1.37).
-var ExtendedResourcesEnabled = utilfeature.DefaultFeatureGate.Enabled(features.DRAExtendedResource)
 
 // ExtendedClass returns the DeviceClass that serves the extended resource
 // name — by its spec.extendedResourceName, or the implicit
@@ -20,7 +14,7 @@ var ExtendedResourcesEnabled = utilfeature.DefaultFeatureGate.Enabled(features.D
 // naming one resource resolve as kube-scheduler resolves them (its
 // ExtendedResourceCache: the newest, then by name).
 func (s *Snapshot) ExtendedClass(name corev1.ResourceName) *resourcev1.DeviceClass {
-	if !ExtendedResourcesEnabled || !schedutil.IsDRAExtendedResourceName(name) {
+	if !s.Features.DRAExtendedResource || !schedutil.IsDRAExtendedResourceName(name) {
 		return nil
 	}
 	if s.extended == nil {

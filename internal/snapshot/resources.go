@@ -2,9 +2,9 @@ package snapshot
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
-	"k8s.io/kubernetes/pkg/features"
+
+	"github.com/lockstep-dev/lockstep/internal/features"
 )
 
 // Resources are amounts in the units the scheduler compares: milli-CPU,
@@ -43,15 +43,11 @@ func FromList(l corev1.ResourceList) Resources {
 // PodRequests is what a pod asks of a node: the effective requests over
 // regular, init and sidecar containers plus pod overhead, pod-level
 // resources where set, and for a running pod resized in place the larger of
-// its spec and its allocated resources — computed by the helper and with
-// the options kube-scheduler 1.37 uses (feature gates at their 1.37
-// defaults, from k8s.io/kubernetes/pkg/features) — and one pod slot.
-func PodRequests(pod *corev1.Pod) Resources {
-	r := FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
-		UseStatusResources:                             utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodVerticalScaling),
-		SkipPodLevelResources:                          !utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources),
-		InPlacePodLevelResourcesVerticalScalingEnabled: utilfeature.DefaultFeatureGate.Enabled(features.InPlacePodLevelResourcesVerticalScaling),
-	}))
+// its spec and its allocated resources — computed by the helper with the
+// options f gives (kube-scheduler's, for features.Default) — and one pod
+// slot.
+func PodRequests(pod *corev1.Pod, f features.Features) Resources {
+	r := FromList(resourcehelper.PodRequests(pod, f.PodResourcesOptions()))
 	r.Pods = 1
 	return r
 }

@@ -12,6 +12,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/internal/features"
 )
 
 // NodeInfo is a node and what is already placed on it. Its fields are
@@ -36,6 +38,9 @@ func (ni *NodeInfo) FreeDevices() int { return ni.devices - ni.used }
 
 // Snapshot is the cluster state of one cycle.
 type Snapshot struct {
+	// Features are the gated behaviours every decision on the snapshot
+	// follows (allocator features, pod requests, …).
+	Features   features.Features
 	Nodes      []*NodeInfo
 	nodeByName map[string]*NodeInfo
 	// GlobalSlices are slices not local to one node (allNodes or a node selector).
@@ -121,17 +126,21 @@ type poolKey struct{ driver, pool string }
 // (or assumed bound) to a node, by any scheduler; pods that are terminal are
 // ignored.
 type Input struct {
-	Nodes   []*corev1.Node
-	Pods    []*corev1.Pod
-	Slices  []*resourcev1.ResourceSlice
-	Classes []*resourcev1.DeviceClass
-	Claims  []*resourcev1.ResourceClaim
+	// Features are what the snapshot's decisions follow (features.Default
+	// for kube-scheduler 1.37's).
+	Features features.Features
+	Nodes    []*corev1.Node
+	Pods     []*corev1.Pod
+	Slices   []*resourcev1.ResourceSlice
+	Classes  []*resourcev1.DeviceClass
+	Claims   []*resourcev1.ResourceClaim
 }
 
 // New builds a snapshot. It does not retain or modify the input objects'
 // contents except by pointer (claims are replaced, never mutated, on Assume).
 func New(in Input) *Snapshot {
 	s := &Snapshot{
+		Features:   in.Features,
 		nodeByName: make(map[string]*NodeInfo, len(in.Nodes)),
 		Classes:    make(map[string]*resourcev1.DeviceClass, len(in.Classes)),
 		Claims:     make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(in.Claims)),
@@ -152,7 +161,7 @@ func New(in Input) *Snapshot {
 			continue
 		}
 		if ni := s.nodeByName[p.Spec.NodeName]; ni != nil {
-			ni.AddPod(p)
+			ni.AddPod(p, s.Features)
 		}
 	}
 	for _, sl := range in.Slices {
@@ -354,8 +363,8 @@ func (s *Snapshot) UnplacePod(ni *NodeInfo, p *corev1.Pod, req Resources, ports 
 }
 
 // AddPod records a pod as placed on the node.
-func (ni *NodeInfo) AddPod(p *corev1.Pod) {
-	ni.Requested.Add(PodRequests(p))
+func (ni *NodeInfo) AddPod(p *corev1.Pod, f features.Features) {
+	ni.Requested.Add(PodRequests(p, f))
 	for _, port := range HostPorts(p) {
 		ni.UsedPorts.Insert(port)
 	}
@@ -473,7 +482,7 @@ func (s *Snapshot) RestorePod(p *corev1.Pod, req Resources, ports []string) {
 func (s *Snapshot) Reserve(node string, p *corev1.Pod, claims []*resourcev1.ResourceClaim) {
 	if ni := s.nodeByName[node]; ni != nil {
 		s.touch(ni)
-		ni.AddPod(p)
+		ni.AddPod(p, s.Features)
 		s.PodAdded(p, node)
 	}
 	for _, c := range claims {

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/lockstep-dev/lockstep/internal/features"
 )
 
 func TestPodRequests(t *testing.T) {
@@ -38,7 +40,7 @@ func TestPodRequests(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := PodRequests(&corev1.Pod{Spec: tc.spec})
+			got := PodRequests(&corev1.Pod{Spec: tc.spec}, features.Default())
 			if got.MilliCPU != tc.want || got.Pods != 1 {
 				t.Errorf("want %dm cpu and 1 pod, got %dm and %d", tc.want, got.MilliCPU, got.Pods)
 			}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -24,5 +25,5 @@ func SnapshotInput(t testing.TB, spec string) snapshot.Input {
 	for _, n := range objs.Nodes {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	}
-	return snapshot.Input{Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
+	return snapshot.Input{Features: features.Default(), Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
 }
