@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"fmt"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -11,12 +12,24 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// ClassCount is how many devices of a DeviceClass exist and how many of them
-// are allocated, for messages like "6 devices, 4 in use".
+// ClassCount is how many devices of a DeviceClass exist, how many of them
+// are allocated, and how many of the others carry a taint that keeps
+// pods off them (NoSchedule or NoExecute, in their slice or from a
+// DeviceTaintRule), for messages like "6 devices, 4 in use, 1 tainted".
 type ClassCount struct {
 	Class     string
 	Total     int
 	Allocated int
+	Tainted   int
+}
+
+// String is "6 devices, 4 in use" (", 1 tainted" when some are).
+func (c ClassCount) String() string {
+	s := fmt.Sprintf("%d devices, %d in use", c.Total, c.Allocated)
+	if c.Tainted > 0 {
+		s += fmt.Sprintf(", %d tainted", c.Tainted)
+	}
+	return s
 }
 
 // CountClass counts the devices in the snapshot that the class's selectors
@@ -43,8 +56,11 @@ func CountClassIn(ctx context.Context, cache *cel.Cache, class *resourcev1.Devic
 				continue
 			}
 			out.Total++
-			if allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
+			switch {
+			case allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)):
 				out.Allocated++
+			case keepsPodsOff(d.Taints):
+				out.Tainted++
 			}
 		}
 	}
@@ -68,4 +84,14 @@ func ClassMatches(ctx context.Context, cache *cel.Cache, class *resourcev1.Devic
 		}
 	}
 	return true
+}
+
+// keepsPodsOff reports whether a device has a NoSchedule or NoExecute taint.
+func keepsPodsOff(taints []resourcev1.DeviceTaint) bool {
+	for _, t := range taints {
+		if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+			return true
+		}
+	}
+	return false
 }

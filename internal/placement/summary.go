@@ -69,7 +69,7 @@ func MainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 	}
 	if top[0].Reason == ReasonDevices && len(d.DeviceClasses) > 0 {
 		c := dra.CountClass(ctx, snap, cache, d.DeviceClasses[0])
-		return fmt.Sprintf("no free device of class %s (%d devices, %d in use)", c.Class, c.Total, c.Allocated)
+		return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
 	}
 	return d.String()
 }

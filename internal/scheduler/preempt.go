@@ -261,7 +261,7 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 // and, for a group taken whole, ends its running incarnation with reason
 // PreemptionByScheduler — in one write.
 func (s *Scheduler) recordPreemption(ctx context.Context, pg *lockv1.PodGroup, endIncarnation bool, cond metav1.Condition) {
-	now := metav1.Now()
+	now := metav1.NewTime(s.clock.Now())
 	s.updateGroupStatus(ctx, pg, "preemption", func(cur *lockv1.PodGroup) bool {
 		c := cond
 		c.ObservedGeneration = cur.Generation
@@ -295,7 +295,7 @@ func (s *Scheduler) markDisruption(ctx context.Context, p *corev1.Pod, msg strin
 		if err != nil {
 			return err
 		}
-		podgroup.SetPodCondition(cur, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.Now()})
+		podgroup.SetPodCondition(cur, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.NewTime(s.clock.Now())})
 		_, err = s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})

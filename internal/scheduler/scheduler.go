@@ -73,7 +73,7 @@ type Scheduler struct {
 	factory   informers.SharedInformerFactory
 	dynFactor dynamicinformer.DynamicSharedInformerFactory
 	listers   listers
-	queue     *queue.Queue
+	queue     unitQueue
 	clock     clock.WithTickerAndDelayedExecution
 	// state is what cycles decide from (internal/cycle): the cache with
 	// the decisions being written (assumed) applied, kube-scheduler's own
@@ -98,6 +98,23 @@ type Scheduler struct {
 	// watchdog reports a leader that stopped renewing its lease (liveness).
 	watchdog *leaderelection.HealthzAdaptor
 }
+
+// unitQueue is what the scheduler asks of its queue (queue.Queue): each
+// cycle ends in exactly one transition (Done, Unschedulable, Wait,
+// WaitFor, Retry) of the unit it popped.
+type unitQueue interface {
+	Add(queue.Key)
+	MoveAllToActive()
+	Pop(context.Context) (queue.Item, bool)
+	Done(queue.Key)
+	Unschedulable(queue.Key)
+	Wait(queue.Key)
+	WaitFor(queue.Key, time.Duration)
+	Retry(queue.Key)
+	Len() (active, parked int)
+}
+
+var _ unitQueue = (*queue.Queue)(nil)
 
 // New wires informers, queue and binder; nothing runs until Run.
 func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Scheduler, error) {
@@ -163,27 +180,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return fmt.Errorf("health probes: %w", err)
 	}
 	defer s.broadcast.Shutdown()
-	watched, err := cycle.Watch(ctx, s.factory, s.client, s.state.Cache, cycle.WatchOptions{TaintRules: s.taintRulesServed, Hooks: s.wakeups()})
-	if err != nil {
+	if err := s.watch(ctx); err != nil {
 		return err
 	}
-	s.handlers = append(s.handlers, watched.Synced...)
-	s.factory.Start(ctx.Done())
-	s.dynFactor.Start(ctx.Done())
-	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("cache for %v did not sync", typ)
-		}
-	}
-	for typ, ok := range s.dynFactor.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("cache for %v did not sync (are Lockstep's CRDs installed?)", typ)
-		}
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), s.handlers...) {
-		return fmt.Errorf("scheduling cache did not sync")
-	}
-	s.synced.Store(true)
 	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)
 	if !s.opts.LeaderElect {
 		return s.lead(ctx)
@@ -222,6 +221,33 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return fmt.Errorf("leader election lost")
 	}
 	return runErr
+}
+
+// watch starts the informers feeding the cycle state and the listers,
+// and returns once every one has synced.
+func (s *Scheduler) watch(ctx context.Context) error {
+	watched, err := cycle.Watch(ctx, s.factory, s.client, s.state.Cache, cycle.WatchOptions{TaintRules: s.taintRulesServed, Hooks: s.wakeups()})
+	if err != nil {
+		return err
+	}
+	s.handlers = append(s.handlers, watched.Synced...)
+	s.factory.Start(ctx.Done())
+	s.dynFactor.Start(ctx.Done())
+	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache for %v did not sync", typ)
+		}
+	}
+	for typ, ok := range s.dynFactor.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("cache for %v did not sync (are Lockstep's CRDs installed?)", typ)
+		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), s.handlers...) {
+		return fmt.Errorf("scheduling cache did not sync")
+	}
+	s.synced.Store(true)
+	return nil
 }
 
 // lead recovers, queues every pending pod, and runs the scheduling loop.

@@ -157,7 +157,7 @@ func (s *Scheduler) setGroupCondition(ctx context.Context, pg *lockv1.PodGroup, 
 // next (podgroup.Record). The integrity controller judges only recorded
 // members, so a gang is never judged while it is being bound.
 func (s *Scheduler) recordIncarnation(ctx context.Context, u *unit, bound []*corev1.Pod) {
-	now := metav1.Now()
+	now := metav1.NewTime(s.clock.Now())
 	s.updateGroupStatus(ctx, u.Group, "incarnation", func(cur *lockv1.PodGroup) bool {
 		next := podgroup.Record(cur.Status.Incarnation, int32(podgroup.MinCount(cur)), u.Pods, bound, now)
 		if cur.Status.Incarnation != nil && len(next.Members) == len(cur.Status.Incarnation.Members) && next.Number == cur.Status.Incarnation.Number {
@@ -225,7 +225,7 @@ func (s *Scheduler) setPodScheduledFalse(ctx context.Context, p *corev1.Pod, rea
 	}
 	cp := p.DeepCopy()
 	cp.Status.NominatedNodeName = nominated
-	podgroup.SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()})
+	podgroup.SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(s.clock.Now())})
 	if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
 		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KObj(p), "err", err)
 	}
