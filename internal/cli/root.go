@@ -14,6 +14,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cli/controllerscmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/dev"
 	"github.com/lockstep-dev/lockstep/internal/cli/explaincmd"
+	"github.com/lockstep-dev/lockstep/internal/cli/getcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/preflightcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/schedulercmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/webhookcmd"
@@ -23,7 +24,7 @@ import (
 // Execute runs the command line and returns the process exit code.
 func Execute(ctx context.Context, args []string) int {
 	root := newRoot("lockstep", "Gang-aware, DRA-native batch scheduler for Kubernetes")
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), demoCommand(), versionCommand())
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewCommand(), getcmd.NewCommand(), demoCommand(), versionCommand())
 	return run(ctx, root, args)
 }
 
@@ -32,7 +33,7 @@ func ExecutePlugin(ctx context.Context, args []string) int {
 	root := newRoot("kubectl-lockstep", "Lockstep for kubectl: why a gang is pending, PodGroups and their state, a cluster preflight")
 	// Help and examples say `kubectl lockstep`, as the user types it.
 	root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lockstep"}
-	root.AddCommand(explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), preflightcmd.NewCommand(), versionCommand())
+	root.AddCommand(explaincmd.NewCommand(), getcmd.NewCommand(), preflightcmd.NewCommand(), versionCommand())
 	return run(ctx, root, args)
 }
 
