@@ -2,7 +2,6 @@ package clientopts
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -141,10 +140,6 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClients(cfg, hc)
-}
-
-func newClients(cfg *rest.Config, hc *http.Client) (*Clients, error) {
 	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
