@@ -44,11 +44,15 @@ plugin:
 tools:
 	hack/build-tools.sh
 
-## generate: deepcopy and CRD YAML for api/ (controller-gen, pinned in hack/tools), and the chart's
-## CRDs, RBAC and webhook configurations from their sources (hack/chartgen)
+## generate: deepcopy and CRD YAML for api/ (controller-gen, pinned in hack/tools), the typed client
+## of api/ in internal/client (client-gen, pinned there too), and the chart's CRDs, RBAC and webhook
+## configurations from their sources (hack/chartgen)
 generate: tools
 	$(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
+	rm -rf internal/client/clientset   # a type removed from api/ leaves no client behind
+	$(BIN)/client-gen --go-header-file /dev/null --input-base github.com/lockstep-dev/lockstep --input api/v1beta1 \
+	  --clientset-name versioned --output-pkg github.com/lockstep-dev/lockstep/internal/client/clientset --output-dir internal/client/clientset
 	$(GO) run ./hack/chartgen
 
 ## test: every test — unit, integration and e2e against the local control plane
@@ -85,8 +89,8 @@ bench: build
 
 ## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
 verify: generate
-	@git diff --exit-code -- api config/crd charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- api config/crd charts)" || { git status --porcelain -- api config/crd charts; echo "untracked generated files: commit them"; exit 1; }
+	@git diff --exit-code -- api config/crd internal/client charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- api config/crd internal/client charts)" || { git status --porcelain --untracked-files=all -- api config/crd internal/client charts; echo "untracked generated files: commit them"; exit 1; }
 	$(BIN)/helm lint charts/lockstep
 	$(BIN)/helm lint charts/lockstep --set certManager.enabled=true,webhook.hostNetwork=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.grafanaDashboard.enabled=true
 	$(BIN)/helm template lockstep charts/lockstep --kube-version 1.37.2 --namespace lockstep-system > /dev/null

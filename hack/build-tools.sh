@@ -2,7 +2,7 @@
 # Builds the binaries the local control plane runs into bin/:
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 #     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
-#   kwok, controller-gen, helm, ociimage  (module hack/tools)
+#   kwok, controller-gen, client-gen, helm, ociimage  (module hack/tools)
 #   krew, validate-krew-manifest          (module hack/krew)
 #   <name>-controller                     (modules hack/integrations/<name>: the
 #     peers' controllers the integration tests run, each at its go.mod's version)
@@ -45,7 +45,7 @@ if stale etcd "$etcd_version"; then
   (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
   echo "$etcd_version" > "$bin/.versions/etcd"
 fi
-for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
+for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen client-gen:k8s.io/code-generator:k8s.io/code-generator/cmd/client-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
   IFS=: read -r name mod pkg <<<"$tool"
   v=$(modversion "$root/hack/tools" "$mod")
   if stale "$name" "$v"; then

@@ -5,6 +5,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// +genclient
+// +genclient:noStatus
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,categories=lockstep
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -147,6 +149,7 @@ const (
 	PreemptNever         PreemptionPolicy = "Never"
 )
 
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=pg,categories=lockstep

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-containerregistry v0.22.1
 	helm.sh/helm/v3 v3.22.0
+	k8s.io/code-generator v0.37.0
 	sigs.k8s.io/controller-tools v0.23.0
 	sigs.k8s.io/kwok v0.8.0
 )
@@ -157,7 +158,6 @@ require (
 	k8s.io/apiserver v0.37.0 // indirect
 	k8s.io/cli-runtime v0.37.0 // indirect
 	k8s.io/client-go v0.37.0 // indirect
-	k8s.io/code-generator v0.37.0 // indirect
 	k8s.io/component-base v0.37.0 // indirect
 	k8s.io/cri-api v0.36.1 // indirect
 	k8s.io/cri-client v0.36.1 // indirect

@@ -1,5 +1,8 @@
-// Package cli wires the lockstep subcommands together. Each subcommand lives
-// in its own package with Options → Complete / Validate / Run.
+// Package cli wires the lockstep subcommands together: the lockstep binary
+// has them all, the kubectl plugin the user commands (explain, get,
+// preflight, version). Each subcommand but version lives in its own package
+// with Options → Complete / Validate / Run, and reaches a cluster through
+// clientopts.
 package cli
 
 import (
@@ -12,8 +15,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/cli/controllerscmd"
+	"github.com/lockstep-dev/lockstep/internal/cli/democmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/dev"
 	"github.com/lockstep-dev/lockstep/internal/cli/explaincmd"
+	"github.com/lockstep-dev/lockstep/internal/cli/getcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/preflightcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/schedulercmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/webhookcmd"
@@ -21,19 +26,23 @@ import (
 )
 
 // Execute runs the command line and returns the process exit code.
-func Execute(ctx context.Context, args []string) int {
-	root := newRoot("lockstep", "Gang-aware, DRA-native batch scheduler for Kubernetes")
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), demoCommand(), versionCommand())
-	return run(ctx, root, args)
-}
+func Execute(ctx context.Context, args []string) int { return run(ctx, lockstepRoot(), args) }
 
 // ExecutePlugin runs `kubectl lockstep`: the user commands only.
-func ExecutePlugin(ctx context.Context, args []string) int {
+func ExecutePlugin(ctx context.Context, args []string) int { return run(ctx, pluginRoot(), args) }
+
+func lockstepRoot() *cobra.Command {
+	root := newRoot("lockstep", "Gang-aware, DRA-native batch scheduler for Kubernetes")
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewCommand(), getcmd.NewCommand(), democmd.NewCommand(), versionCommand())
+	return root
+}
+
+func pluginRoot() *cobra.Command {
 	root := newRoot("kubectl-lockstep", "Lockstep for kubectl: why a gang is pending, PodGroups and their state, a cluster preflight")
 	// Help and examples say `kubectl lockstep`, as the user types it.
 	root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lockstep"}
-	root.AddCommand(explaincmd.NewExplainCommand(), explaincmd.NewGetCommand(), preflightcmd.NewCommand(), versionCommand())
-	return run(ctx, root, args)
+	root.AddCommand(explaincmd.NewCommand(), getcmd.NewCommand(), preflightcmd.NewCommand(), versionCommand())
+	return root
 }
 
 func newRoot(use, short string) *cobra.Command {
@@ -58,6 +67,7 @@ func versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the Lockstep version and the Kubernetes line it targets",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(cmd.OutOrStdout(), "lockstep %s (Kubernetes libraries %s)\n", version.Lockstep, version.KubernetesLibraries)
 			return nil

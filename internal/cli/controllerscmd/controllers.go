@@ -12,111 +12,168 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
+	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
 )
 
+// Options are the flags of `lockstep controllers`.
+type Options struct {
+	Client         *clientopts.Options
+	LeaderElect    bool
+	LeaseNamespace string
+	// NodeGrace is how long a member's node may be NotReady before its
+	// gang restarts whole.
+	NodeGrace               time.Duration
+	MetricsAddr, HealthAddr string
+	// config is the controllers' client configuration (Complete).
+	config *rest.Config
+}
+
+// NewOptions are the defaults the chart runs with.
+func NewOptions() *Options {
+	return &Options{Client: clientopts.ForComponent(), LeaderElect: true, LeaseNamespace: "lockstep-system",
+		NodeGrace: 40 * time.Second, MetricsAddr: ":8081", HealthAddr: ":8084"}
+}
+
 // NewCommand returns `lockstep controllers`.
-func NewCommand() *cobra.Command {
-	var kubeconfig, leaseNamespace, metricsAddr, healthAddr string
-	nodeGrace := 40 * time.Second
-	leaderElect := true
+func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
+
+func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controllers",
 		Short: "Run Lockstep's controllers: Jobs become gangs with no extra YAML; gangs that lose a member restart whole",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(klog.NewKlogr())
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
+			if err := o.Complete(); err != nil {
 				return err
 			}
-			cfg.UserAgent = "lockstep-controllers"
-			cfg.QPS, cfg.Burst = 100, 200
-			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme:                  integrations.Scheme(),
-				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-				LeaderElection:          leaderElect,
-				LeaderElectionID:        "lockstep-controllers",
-				LeaderElectionNamespace: leaseNamespace,
-				HealthProbeBindAddress:  healthAddr,
-				Cache:                   cache.Options{DefaultTransform: cachetrim.Transform},
-			})
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			// Alive while running; ready once the caches synced (a standby
-			// replica, waiting for the lease, is ready too).
-			if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-				return err
-			}
-			if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
-				ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
-				defer cancel()
-				if !mgr.GetCache().WaitForCacheSync(ctx) {
-					return fmt.Errorf("informer caches not synced")
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			taintRules, err := apidiscovery.Serves(dc, "resource.k8s.io/v1", "devicetaintrules")
-			if err != nil {
-				return err
-			}
-			kube, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			all := integrations.All()
-			integrityCtl := &integrity.Reconciler{
-				Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), Kube: kube,
-				NodeGrace: nodeGrace, TaintRules: taintRules, Integrations: all,
-			}
-			if err := integrityCtl.SetupWithManager(mgr); err != nil {
-				return err
-			}
-			kueueGroups := &kueuegroup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("lockstep-kueue-pod-groups")}
-			if err := kueueGroups.SetupWithManager(mgr); err != nil {
-				return err
-			}
-			enabler := &jobintegration.Enabler{Discovery: dc, Integrations: all, Interval: 30 * time.Second, Setup: func(integ jobintegration.Integration) error {
-				r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ, Integrations: all}
-				if err := r.SetupWithManager(mgr); err != nil {
-					return err
-				}
-				return integrityCtl.WatchOwners(integ)
-			}}
-			if err := enabler.Prepare(); err != nil {
-				return err
-			}
-			if err := mgr.Add(enabler); err != nil {
-				return err
-			}
-			return mgr.Start(cmd.Context())
+			return o.Run(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig file; empty means in-cluster configuration")
-	f.BoolVar(&leaderElect, "leader-elect", leaderElect, "elect a leader; only the leader reconciles")
-	f.StringVar(&leaseNamespace, "leader-elect-namespace", "lockstep-system", "namespace of the Lease")
-	f.DurationVar(&nodeGrace, "node-not-ready-grace", nodeGrace, "how long a gang member's node may be NotReady before the gang restarts whole")
-	f.StringVar(&healthAddr, "health-probe-bind-address", ":8084", "host:port to serve /healthz and /readyz on; 0 disables it")
-	f.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "host:port to serve Prometheus /metrics on (controller-runtime's reconcile metrics); 0 disables it")
+	o.Client.AddFlags(f)
+	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader; only the leader reconciles")
+	f.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the Lease")
+	f.DurationVar(&o.NodeGrace, "node-not-ready-grace", o.NodeGrace, "how long a gang member's node may be NotReady before the gang restarts whole")
+	f.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "host:port to serve /healthz and /readyz on; 0 disables it")
+	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "host:port to serve Prometheus /metrics on (controller-runtime's reconcile metrics); 0 disables it")
 	return cmd
+}
+
+// Complete loads the kubeconfig (or the in-cluster configuration).
+func (o *Options) Complete() error {
+	if err := o.Client.Complete(); err != nil {
+		return err
+	}
+	o.config = rest.CopyConfig(o.Client.Config)
+	o.config.UserAgent = "lockstep-controllers"
+	o.config.QPS, o.config.Burst = 100, 200
+	return nil
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	switch {
+	case o.LeaderElect && o.LeaseNamespace == "":
+		return fmt.Errorf("leader election needs --leader-elect-namespace, or --leader-elect=false")
+	case o.NodeGrace < 0:
+		return fmt.Errorf("--node-not-ready-grace %s: want a duration of 0 or more, e.g. 40s (0 restarts a gang as soon as a member's node is NotReady)", o.NodeGrace)
+	}
+	return nil
+}
+
+// Run reconciles until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	ctrl.SetLogger(klog.NewKlogr())
+	mgr, err := ctrl.NewManager(o.config, ctrl.Options{
+		Scheme:                  integrations.Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "lockstep-controllers",
+		LeaderElectionNamespace: o.LeaseNamespace,
+		HealthProbeBindAddress:  o.HealthAddr,
+		Cache:                   cache.Options{DefaultTransform: cachetrim.Transform},
+	})
+	if err != nil {
+		return err
+	}
+	if err := addHealthChecks(mgr); err != nil {
+		return err
+	}
+	if err := o.setupControllers(mgr); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// addHealthChecks: alive while running; ready once the caches synced (a
+// standby replica, waiting for the lease, is ready too).
+func addHealthChecks(mgr manager.Manager) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	})
+}
+
+// setupControllers adds the integrity controller, Kueue's pod groups and
+// the enabler that starts each job integration once its API is served.
+func (o *Options) setupControllers(mgr manager.Manager) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(o.config)
+	if err != nil {
+		return err
+	}
+	taintRules, err := apidiscovery.Serves(dc, "resource.k8s.io/v1", "devicetaintrules")
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(o.config)
+	if err != nil {
+		return err
+	}
+	all := integrations.All()
+	integrityCtl := &integrity.Reconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), Kube: kube,
+		NodeGrace: o.NodeGrace, TaintRules: taintRules, Integrations: all,
+	}
+	if err := integrityCtl.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	kueueGroups := &kueuegroup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("lockstep-kueue-pod-groups")}
+	if err := kueueGroups.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	enabler := &jobintegration.Enabler{Discovery: dc, Integrations: all, Interval: 30 * time.Second, Setup: func(integ jobintegration.Integration) error {
+		r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ, Integrations: all}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		return integrityCtl.WatchOwners(integ)
+	}}
+	if err := enabler.Prepare(); err != nil {
+		return err
+	}
+	return mgr.Add(enabler)
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,8 +34,12 @@ type UpOptions struct {
 	schedulers []devcluster.Scheduler
 }
 
-func newUpCommand() *cobra.Command {
-	o := &UpOptions{StateDir: DefaultStateDir, Profile: string(devcluster.ProfileEKS), BasePort: devcluster.DefaultBasePort, Timeout: 3 * time.Minute, Schedulers: []string{string(devcluster.SchedulerLockstep)}}
+// NewUpOptions are the defaults: seed 004's cluster, EKS's gates, Lockstep's scheduler.
+func NewUpOptions() *UpOptions {
+	return &UpOptions{StateDir: DefaultStateDir, Profile: string(devcluster.ProfileEKS), BasePort: devcluster.DefaultBasePort, Timeout: 3 * time.Minute, Schedulers: []string{string(devcluster.SchedulerLockstep)}}
+}
+
+func newUpCommand(o *UpOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up [--cluster FILE] [--profile eks|upstream] [--detach]",
 		Short: "Start the local control plane (foreground until Ctrl-C, or --detach)",
@@ -97,12 +103,16 @@ func (o *UpOptions) Validate() error {
 	}
 	o.schedulers = []devcluster.Scheduler{}
 	for _, s := range o.Schedulers {
-		switch devcluster.Scheduler(s) {
-		case devcluster.SchedulerLockstep, devcluster.SchedulerKube:
-			o.schedulers = append(o.schedulers, devcluster.Scheduler(s))
-		case "none":
-		default:
+		switch sch := devcluster.Scheduler(s); {
+		case s == "none" && len(o.Schedulers) > 1:
+			return fmt.Errorf("--schedulers %s: none runs no scheduler; pass it alone", strings.Join(o.Schedulers, ","))
+		case s == "none":
+		case sch != devcluster.SchedulerLockstep && sch != devcluster.SchedulerKube:
 			return fmt.Errorf("--schedulers: unknown scheduler %q: want lockstep, kube-scheduler or none", s)
+		case slices.Contains(o.schedulers, sch):
+			return fmt.Errorf("--schedulers: %s given twice: each scheduler runs once", s)
+		default:
+			o.schedulers = append(o.schedulers, sch)
 		}
 	}
 	return nil

@@ -1,20 +1,41 @@
-// Package explaincmd implements `lockstep explain` and `lockstep get podgroups`.
+// Package explaincmd implements `lockstep explain` (`kubectl lockstep
+// explain`): why a gang or pod is pending, the answer first, then the
+// evidence, as internal/explain computes it.
 package explaincmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
+	"github.com/lockstep-dev/lockstep/internal/cli/output"
+	"github.com/lockstep-dev/lockstep/internal/cli/typename"
 	"github.com/lockstep-dev/lockstep/internal/explain"
 )
 
-// NewExplainCommand returns `lockstep explain` (`kubectl lockstep explain`).
-func NewExplainCommand() *cobra.Command {
-	f := newFlags("json", "yaml", "wide", "name")
+// Options are the flags and arguments of `lockstep explain`.
+type Options struct {
+	Client *clientopts.Options
+	Output *output.Flag
+	// Kind and Name are the TYPE NAME argument (Complete).
+	Kind, Name string
+	// Clients are set by Complete from Client.
+	Clients *clientopts.Clients
+}
+
+// NewOptions are the defaults: the report, in the context's namespace.
+func NewOptions() *Options {
+	return &Options{Client: clientopts.ForUser(clientopts.Namespaced), Output: output.New("", "the report", "json", "yaml", "wide", "name")}
+}
+
+// NewCommand returns `lockstep explain`.
+func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
+
+func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "explain (podgroup|pod|JOB-KIND) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
 		Short: "Say why a gang (a PodGroup, or a job such as a Job, JobSet or TrainJob) or pod is pending: the answer first, then the evidence",
@@ -30,138 +51,56 @@ Lists of evidence (claims, nodes with matching devices, tainted devices) show th
   lockstep explain jobset llama-pretrain -n ml-team`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.validate(); err != nil {
+			if err := o.Complete(args); err != nil {
 				return err
 			}
-			kind, name, err := typeName(args, true)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			client, dyn, ns, err := f.clients()
-			if err != nil {
-				return err
-			}
-			r, err := explain.Run(cmd.Context(), client, dyn, explain.Target{Kind: kind, Namespace: ns, Name: name})
-			if err != nil {
-				return err
-			}
-			switch f.output {
-			case "json", "yaml":
-				return printStructured(cmd.OutOrStdout(), f.output, r)
-			case "name":
-				fmt.Fprintln(cmd.OutOrStdout(), r.UnitRef())
-				return nil
-			}
-			printReport(cmd.OutOrStdout(), r, f.output == "wide")
-			return nil
+			return o.Run(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
-	f.add(cmd)
+	o.Client.AddFlags(cmd.Flags())
+	o.Output.AddFlag(cmd.Flags())
 	return cmd
 }
 
-// listLimit is how many entries of each evidence list the default output
-// shows: on a cluster of thousands of nodes "every node with a matching
-// device" would bury the answer.
-const listLimit = 10
-
-// shown is how many of n entries to print; more reports the ones left out.
-func shown(n int, wide bool) int {
-	if wide || n <= listLimit {
-		return n
+// Complete reads TYPE NAME (or TYPE/NAME), the kubeconfig and the
+// namespace, and builds the clients.
+func (o *Options) Complete(args []string) error {
+	refs, err := typename.Parse(args)
+	if err != nil {
+		return err
 	}
-	return listLimit
+	if len(refs) != 1 || refs[0].Name == "" {
+		return fmt.Errorf("explain takes one TYPE NAME or TYPE/NAME, e.g. `explain podgroup train` or `explain job/train`; got %q", strings.Join(args, " "))
+	}
+	o.Kind, o.Name = refs[0].Type, refs[0].Name
+	if err := o.Client.Complete(); err != nil {
+		return err
+	}
+	o.Clients, err = clientopts.NewClients(o.Client.Config)
+	return err
 }
 
-func more(out io.Writer, n, shown int, what string) {
-	if n > shown {
-		fmt.Fprintf(out, "   … %d more %s (-o wide lists them)\n", n-shown, what)
-	}
+// Validate checks -o.
+func (o *Options) Validate() error {
+	return o.Output.Validate()
 }
 
-func printReport(out io.Writer, r *explain.Report, wide bool) {
-	fmt.Fprintln(out, r.Answer)
-	fmt.Fprintln(out)
-	if r.Condition != nil {
-		fmt.Fprintf(out, "1. Condition PodGroupInitiallyScheduled=%s (%s): %s\n", r.Condition.Status, r.Condition.Reason, r.Condition.Message)
-	} else {
-		fmt.Fprintln(out, "1. Condition: none yet")
+// Run explains the target and prints the report.
+func (o *Options) Run(ctx context.Context, out io.Writer) error {
+	r, err := explain.Run(ctx, o.Clients.Kube, o.Clients.Dynamic, explain.Target{Kind: o.Kind, Namespace: o.Client.Namespace, Name: o.Name})
+	if err != nil {
+		return err
 	}
-	if r.State != nil {
-		fmt.Fprintf(out, "   Condition Running=%s (%s): %s\n", r.State.Status, r.State.Reason, r.State.Message)
+	switch {
+	case o.Output.Structured():
+		return o.Output.Print(out, r)
+	case o.Output.Format == "name":
+		fmt.Fprintln(out, r.UnitRef())
+		return nil
 	}
-	if inc := r.Incarnation; inc != nil {
-		fmt.Fprintf(out, "   Incarnation %d: %d members bound %s", inc.Number, inc.Members, inc.BoundTime)
-		if inc.Succeeded > 0 || inc.Removed > 0 {
-			fmt.Fprintf(out, " (%d succeeded, %d removed by a scale-down)", inc.Succeeded, inc.Removed)
-		}
-		if inc.Ended != "" {
-			fmt.Fprintf(out, "; ended — %s", inc.Ended)
-		}
-		fmt.Fprintln(out)
-	}
-	if r.LastEvent != "" {
-		fmt.Fprintf(out, "   Last event: %s\n", r.LastEvent)
-	}
-	policy := "basic"
-	if r.Gang {
-		policy = fmt.Sprintf("gang, minCount %d", r.MinCount)
-	}
-	fmt.Fprintf(out, "2. Members: %d exist (%d bound, %d pending); policy %s\n", r.Members, r.Bound, r.Pending, policy)
-	for _, er := range r.ExtendedResources {
-		fmt.Fprintf(out, "3. Extended resource %s: %d per pod; %d nodes advertise it, %d allocatable, %d free", er.Name, er.PerPod, er.Nodes, er.Total, er.Free)
-		if er.DeviceClass != "" {
-			fmt.Fprintf(out, "; elsewhere served by DRA through DeviceClass %s", er.DeviceClass)
-		}
-		fmt.Fprintln(out)
-	}
-	if len(r.Reasons) > 0 {
-		fmt.Fprintf(out, "4. Nodes (%d) rejecting the first pod that does not fit:\n", r.Nodes)
-		for _, rc := range r.Reasons {
-			fmt.Fprintf(out, "   %d  %s\n", rc.Nodes, rc.Reason)
-		}
-	}
-	if len(r.Claims) > 0 {
-		fmt.Fprintln(out, "5. Claims of pending pods:")
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		n := shown(len(r.Claims), wide)
-		for _, c := range r.Claims[:n] {
-			fmt.Fprintf(tw, "   %s\t%s\t%s\n", c.Pod, c.Claim, c.State)
-		}
-		_ = tw.Flush()
-		more(out, len(r.Claims), n, "claims")
-	}
-	for _, d := range r.Devices {
-		if !d.Exists {
-			fmt.Fprintf(out, "6. DeviceClass %s does not exist\n", d.Class)
-			continue
-		}
-		fmt.Fprintf(out, "6. DeviceClass %s: %d devices, %d allocated, %d free\n", d.Class, d.Total, d.Allocated, d.Total-d.Allocated)
-		nodes := shown(len(d.PerNode), wide)
-		for _, n := range d.PerNode[:nodes] {
-			fmt.Fprintf(out, "   %s: %d matching, %d allocated %s\n", n.Node, n.Matching, n.Allocated, strings.Join(n.To, ", "))
-		}
-		more(out, len(d.PerNode), nodes, "nodes with matching devices")
-		tainted := shown(len(d.Tainted), wide)
-		for _, t := range d.Tainted[:tainted] {
-			fmt.Fprintf(out, "   tainted: %s\n", t)
-		}
-		more(out, len(d.Tainted), tainted, "tainted devices")
-		for _, e := range d.CELErrors {
-			fmt.Fprintf(out, "   CEL error: %s\n", e)
-		}
-	}
-	if len(r.Topology) > 0 {
-		fmt.Fprintf(out, "7. Topology: the whole group must share one value of %s\n", strings.Join(r.Topology, ", "))
-	}
-	for _, h := range r.Holders {
-		verdict := "equal or higher priority: preemption cannot help"
-		if h.Preemptible {
-			verdict = "lower priority: preemption could free them"
-		}
-		fmt.Fprintf(out, "   held by %s (priority %d): %d devices — %s\n", h.Unit, h.Priority, h.Devices, verdict)
-	}
-	if r.Preemption != "" {
-		fmt.Fprintf(out, "8. Preemption: %s\n", r.Preemption)
-	}
+	printReport(out, r, o.Output.Format == "wide")
+	return nil
 }

@@ -1,47 +1,71 @@
 package explaincmd
 
 import (
-	"bytes"
-	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/lockstep-dev/lockstep/internal/explain"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-dev/lockstep/internal/cli/clitest"
 )
 
-func TestPrintReportLists(t *testing.T) {
-	r := &explain.Report{Answer: "waiting", Devices: []explain.ClassReport{{Class: "gpu", Exists: true, Total: 30, Allocated: 30}}}
-	for i := 0; i < 15; i++ {
-		r.Devices[0].PerNode = append(r.Devices[0].PerNode, explain.NodeDevice{Node: fmt.Sprintf("node-%02d", i), Matching: 2, Allocated: 2})
-	}
-	r.Devices[0].Tainted = []string{"node-00/gpu-0 NoSchedule:broken="}
+// parsed is what Complete and Validate make of a command line.
+type parsed struct {
+	Kind, Name, Namespace, Output string
+}
+
+func TestCompleteValidate(t *testing.T) {
+	kubeconfig := clitest.Kubeconfig(t, "config", "dev", clitest.Context{Name: "dev", Server: "https://dev.example:6443", Namespace: "ml-team"},
+		clitest.Context{Name: "prod", Server: "https://prod.example:6443"})
 	for _, tc := range []struct {
-		wide      bool
-		nodes     int
-		more      string
-		lastShown string
+		name       string
+		argv       []string
+		kubeconfig string // default: kubeconfig
+		want       parsed
+		wantErr    []string
 	}{
-		{wide: false, nodes: 10, more: "… 5 more nodes with matching devices (-o wide lists them)", lastShown: "node-09"},
-		{wide: true, nodes: 15, lastShown: "node-14"},
+		{name: "TYPE NAME in the context's namespace", argv: []string{"podgroup", "train-b"},
+			want: parsed{Kind: "podgroup", Name: "train-b", Namespace: "ml-team"}},
+		{name: "TYPE/NAME, type lowercased, -n and -o yaml", argv: []string{"Job/train", "-n", "research", "-o", "yaml"},
+			want: parsed{Kind: "job", Name: "train", Namespace: "research", Output: "yaml"}},
+		{name: "--context of $KUBECONFIG, its namespace default", argv: []string{"jobset", "llama", "--context", "prod", "-o", "wide"},
+			want: parsed{Kind: "jobset", Name: "llama", Namespace: "default", Output: "wide"}},
+		{name: "-o name", argv: []string{"pod/train-0", "-o", "name"},
+			want: parsed{Kind: "pod", Name: "train-0", Namespace: "ml-team", Output: "name"}},
+		{name: "-o json", argv: []string{"pg", "train", "--output", "json"},
+			want: parsed{Kind: "pg", Name: "train", Namespace: "ml-team", Output: "json"}},
+		{name: "TYPE without a name", argv: []string{"podgroup"},
+			wantErr: []string{`explain takes one TYPE NAME or TYPE/NAME, e.g. ` + "`explain podgroup train`" + ` or ` + "`explain job/train`" + `; got "podgroup"`}},
+		{name: "two TYPE/NAMEs", argv: []string{"job/a", "job/b"},
+			wantErr: []string{`explain takes one TYPE NAME or TYPE/NAME`}},
+		{name: "three arguments", argv: []string{"job", "a", "b"},
+			wantErr: []string{"accepts between 1 and 2 arg(s), received 3"}},
+		{name: "TYPE/ without a name", argv: []string{"job/"},
+			wantErr: []string{`"job/": want TYPE/NAME`}},
+		{name: "no argument", argv: nil,
+			wantErr: []string{"accepts between 1 and 2 arg(s), received 0"}},
+		{name: "-A: explain reads one namespace", argv: []string{"job", "a", "-A"},
+			wantErr: []string{"unknown shorthand flag: 'A'"}},
+		{name: "an output format explain does not print", argv: []string{"job", "a", "-o", "table"},
+			wantErr: []string{`-o "table": not an output format of this command: use one of json, yaml, wide, name`}},
+		{name: "--context naming no context", argv: []string{"job", "a", "--context", "staging"},
+			wantErr: []string{"--context staging: no such context", "pass one of dev, prod"}},
+		{name: "no kubeconfig at all", argv: []string{"job", "a"}, kubeconfig: clitest.Missing(t),
+			wantErr: []string{"no cluster to talk to", "names no existing file", "pass --kubeconfig FILE or set $KUBECONFIG"}},
 	} {
-		t.Run(fmt.Sprintf("wide=%v", tc.wide), func(t *testing.T) {
-			var out bytes.Buffer
-			printReport(&out, r, tc.wide)
-			s := out.String()
-			if got := strings.Count(s, " matching, "); got != tc.nodes {
-				t.Errorf("%d node lines, want %d:\n%s", got, tc.nodes, s)
+		t.Run(tc.name, func(t *testing.T) {
+			env := kubeconfig
+			if tc.kubeconfig != "" {
+				env = tc.kubeconfig
 			}
-			if !strings.Contains(s, tc.lastShown+":") {
-				t.Errorf("%s not listed:\n%s", tc.lastShown, s)
+			clitest.Env(t, env)
+			o := NewOptions()
+			err := clitest.CompleteValidate(newCommand(o), tc.argv, o.Complete, o.Validate)
+			if clitest.WantErr(t, err, tc.wantErr) {
+				return
 			}
-			if tc.more != "" && !strings.Contains(s, tc.more) {
-				t.Errorf("want %q:\n%s", tc.more, s)
-			}
-			if tc.more == "" && strings.Contains(s, "more nodes") {
-				t.Errorf("wide output says entries were left out:\n%s", s)
-			}
-			if !strings.Contains(s, "tainted: node-00/gpu-0") || strings.Contains(s, "more tainted") {
-				t.Errorf("a list under the limit is printed whole:\n%s", s)
+			got := parsed{Kind: o.Kind, Name: o.Name, Namespace: o.Client.Namespace, Output: o.Output.Format}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want,+got):\n%s", diff)
 			}
 		})
 	}

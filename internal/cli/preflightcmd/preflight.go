@@ -1,81 +1,93 @@
-// Package preflightcmd implements `lockstep preflight`.
+// Package preflightcmd implements `lockstep preflight` (`kubectl lockstep
+// preflight`): internal/preflight's checks of a cluster, printed, with a
+// non-zero exit when one failed.
 package preflightcmd
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
+	"github.com/lockstep-dev/lockstep/internal/cli/output"
 	"github.com/lockstep-dev/lockstep/internal/preflight"
 )
 
 // ErrFailed makes the command exit non-zero when a check failed.
 var ErrFailed = errors.New("preflight found problems that would make gangs or DRA fail")
 
-// NewCommand returns `lockstep preflight` (`kubectl lockstep preflight`).
-func NewCommand() *cobra.Command {
-	config := genericclioptions.NewConfigFlags(true)
-	var output string
+// Options are the flags of `lockstep preflight`.
+type Options struct {
+	// Client has no -n: preflight reads the whole cluster.
+	Client *clientopts.Options
+	Output *output.Flag
+	// Clients are set by Complete from Client.
+	Clients *clientopts.Clients
+}
+
+// NewOptions are the defaults: tables.
+func NewOptions() *Options {
+	return &Options{Client: clientopts.ForUser(clientopts.Cluster), Output: output.New("table", "", "table", "json", "yaml")}
+}
+
+// NewCommand returns `lockstep preflight`.
+func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
+
+func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "preflight [-o table|json|yaml]",
 		Short: "Check a cluster for gang scheduling and DRA: APIs, the silent Job field prune, Lockstep, drivers, oversubscription, EKS node supply",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" && output != "yaml" {
-				return fmt.Errorf("-o %q: want table, json or yaml", output)
-			}
-			cfg, err := config.ToRESTConfig()
-			if err != nil {
+			if err := o.Complete(); err != nil {
 				return err
 			}
-			client, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			dyn, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			r, err := preflight.Run(cmd.Context(), client, dyn)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			case "yaml":
-				b, err := yaml.Marshal(r)
-				if err != nil {
-					return err
-				}
-				if _, err := out.Write(b); err != nil {
-					return err
-				}
-			default:
-				printTable(out, r)
-			}
-			if r.Failed() {
-				return ErrFailed
-			}
-			return nil
+			return o.Run(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
-	config.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	o.Client.AddFlags(cmd.Flags())
+	o.Output.AddFlag(cmd.Flags())
 	return cmd
+}
+
+// Complete reads the kubeconfig and builds the clients.
+func (o *Options) Complete() error {
+	if err := o.Client.Complete(); err != nil {
+		return err
+	}
+	var err error
+	o.Clients, err = clientopts.NewClients(o.Client.Config)
+	return err
+}
+
+// Validate checks -o.
+func (o *Options) Validate() error { return o.Output.Validate() }
+
+// Run checks the cluster and prints the report; it returns ErrFailed when
+// a check failed.
+func (o *Options) Run(ctx context.Context, out io.Writer) error {
+	r, err := preflight.Run(ctx, o.Clients.Kube, o.Clients.Dynamic)
+	if err != nil {
+		return err
+	}
+	if o.Output.Structured() {
+		if err := o.Output.Print(out, r); err != nil {
+			return err
+		}
+	} else {
+		printTable(out, r)
+	}
+	if r.Failed() {
+		return ErrFailed
+	}
+	return nil
 }
 
 func printTable(out io.Writer, r *preflight.Report) {

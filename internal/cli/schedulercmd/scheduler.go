@@ -10,31 +10,42 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
 )
 
 // Options are the flags of `lockstep scheduler`.
 type Options struct {
-	Kubeconfig string
-	QPS        float32
-	Burst      int
-	Scheduler  scheduler.Options
+	Client    *clientopts.Options
+	QPS       float32
+	Burst     int
+	Scheduler scheduler.Options
+	// config is the scheduler's client configuration (Complete).
+	config *rest.Config
 }
 
-// NewCommand returns `lockstep scheduler`.
-func NewCommand() *cobra.Command {
-	o := &Options{QPS: -1, Burst: 400, Scheduler: scheduler.Options{
+// NewOptions are the defaults the chart runs with.
+func NewOptions() *Options {
+	return &Options{Client: clientopts.ForComponent(), QPS: -1, Burst: 400, Scheduler: scheduler.Options{
 		LeaderElect: true, LeaseNamespace: "lockstep-system", LeaseName: "lockstep-scheduler",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		MetricsAddr: ":8080", HealthAddr: ":8083",
 	}}
+}
+
+// NewCommand returns `lockstep scheduler`.
+func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
+
+func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Schedule every pod whose schedulerName is lockstep: gangs all or nothing, DRA devices included",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -42,7 +53,7 @@ func NewCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
+	o.Client.AddFlags(f)
 	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "client QPS to the API server; negative: no client-side limit, the API server's API Priority and Fairness paces the writes (429 responses are retried)")
 	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client burst to the API server (with a positive --kube-api-qps)")
 	f.BoolVar(&o.Scheduler.LeaderElect, "leader-elect", o.Scheduler.LeaderElect, "elect a leader through a coordination Lease; only the leader schedules")
@@ -58,33 +69,48 @@ func NewCommand() *cobra.Command {
 	return cmd
 }
 
+// Complete loads the kubeconfig (or the in-cluster configuration) and
+// applies the client rate flags to it.
+func (o *Options) Complete() error {
+	if err := o.Client.Complete(); err != nil {
+		return err
+	}
+	o.config = rest.CopyConfig(o.Client.Config)
+	o.config.QPS, o.config.Burst = o.QPS, o.Burst
+	o.config.UserAgent = "lockstep-scheduler"
+	return nil
+}
+
 // Validate checks the flags.
 func (o *Options) Validate() error {
-	if o.Scheduler.LeaderElect && !(o.Scheduler.LeaseDuration > o.Scheduler.RenewDeadline && o.Scheduler.RenewDeadline > o.Scheduler.RetryPeriod) {
-		return fmt.Errorf("leader election needs lease-duration > renew-deadline > retry-period")
+	s := o.Scheduler
+	switch {
+	case s.LeaderElect && !(s.LeaseDuration > s.RenewDeadline && s.RenewDeadline > s.RetryPeriod):
+		return fmt.Errorf("leader election needs --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s)", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod)
+	case s.LeaderElect && (s.LeaseNamespace == "" || s.LeaseName == ""):
+		return fmt.Errorf("leader election needs --leader-elect-namespace and --leader-elect-name, or --leader-elect=false")
+	case o.QPS == 0:
+		// client-go would silently use its default of 5 per second.
+		return fmt.Errorf("--kube-api-qps 0: give a positive rate, or a negative one for no client-side limit")
+	case o.QPS > 0 && o.Burst < 1:
+		return fmt.Errorf("--kube-api-burst %d: a positive --kube-api-qps needs a burst of at least 1", o.Burst)
 	}
 	return nil
 }
 
 // Run schedules until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	client, err := kubernetes.NewForConfig(o.config)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = o.QPS, o.Burst
-	cfg.UserAgent = "lockstep-scheduler"
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfig(o.config)
 	if err != nil {
 		return err
 	}
 	// Leader election renews its Lease on a client of its own: scheduling
 	// writes must never hold a renewal back behind the rate limiter.
-	le := rest.CopyConfig(cfg)
+	le := rest.CopyConfig(o.config)
 	le.QPS, le.Burst = 5, 10
 	le.UserAgent = "lockstep-scheduler-leader-election"
 	if o.Scheduler.LeaderElectionClient, err = kubernetes.NewForConfig(le); err != nil {

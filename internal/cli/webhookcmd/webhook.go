@@ -2,53 +2,113 @@
 package webhookcmd
 
 import (
+	"context"
+	"fmt"
+	"net"
+
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/webhook"
 )
 
-// NewCommand returns `lockstep webhook`.
-func NewCommand() *cobra.Command {
-	var kubeconfig string
-	o := webhook.Options{
+// Options are the flags of `lockstep webhook`.
+type Options struct {
+	Client  *clientopts.Options
+	Webhook webhook.Options
+	// config is the webhook's client configuration (Complete).
+	config *rest.Config
+}
+
+// NewOptions are the defaults the chart runs with.
+func NewOptions() *Options {
+	return &Options{Client: clientopts.ForComponent(), Webhook: webhook.Options{
 		BindAddress: "0.0.0.0", Port: 9443, CertDir: "/tmp/lockstep-webhook-certs",
 		ServiceNamespace: "lockstep-system", ServiceName: "lockstep-webhook",
 		CertSource: webhook.CertSourceSelf, SecretNamespace: "lockstep-system", SecretName: "lockstep-webhook-tls",
 		MutatingConfig: webhook.MutatingConfigName, ValidatingConfig: webhook.ValidatingConfigName,
 		HealthAddr: ":8082",
-	}
+	}}
+}
+
+// NewCommand returns `lockstep webhook`.
+func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
+
+func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "Serve admission for PodGroups and for pods and Jobs that target Lockstep",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(klog.NewKlogr())
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
+			if err := o.Complete(); err != nil {
 				return err
 			}
-			cfg.UserAgent = "lockstep-webhook"
-			// Informers only, plus a Job read when the cache lags: small.
-			cfg.QPS, cfg.Burst = 50, 100
-			return webhook.Run(cmd.Context(), cfg, o)
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig file; empty means in-cluster configuration")
-	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address to listen on")
-	f.IntVar(&o.Port, "port", o.Port, "HTTPS port")
-	f.StringVar(&o.URLHost, "url-host", o.URLHost, "host:port the API server calls the webhook at (out-of-cluster, e.g. the local control plane); empty uses the Service")
-	f.StringVar(&o.ServiceNamespace, "service-namespace", o.ServiceNamespace, "namespace of the webhook Service")
-	f.StringVar(&o.ServiceName, "service-name", o.ServiceName, "name of the webhook Service")
-	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory the serving certificate is written to")
-	f.StringVar(&o.CertSource, "cert-source", o.CertSource, `"self": keep the serving certificate in the Secret, renew it while running and inject the CA into the webhook configurations; "files": serve what is in --cert-dir (cert-manager)`)
-	f.StringVar(&o.SecretNamespace, "secret-namespace", o.SecretNamespace, "namespace of the Secret holding the serving certificate (--cert-source self)")
-	f.StringVar(&o.SecretName, "secret-name", o.SecretName, "name of the Secret holding the serving certificate (--cert-source self)")
-	f.StringVar(&o.MutatingConfig, "mutating-configuration", o.MutatingConfig, "MutatingWebhookConfiguration to inject the CA into (--cert-source self)")
-	f.StringVar(&o.ValidatingConfig, "validating-configuration", o.ValidatingConfig, "ValidatingWebhookConfiguration to inject the CA into (--cert-source self)")
-	f.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "host:port to serve /healthz and /readyz on; 0 disables it")
+	w := &o.Webhook
+	o.Client.AddFlags(f)
+	f.StringVar(&w.BindAddress, "bind-address", w.BindAddress, "address to listen on")
+	f.IntVar(&w.Port, "port", w.Port, "HTTPS port")
+	f.StringVar(&w.URLHost, "url-host", w.URLHost, "host:port the API server calls the webhook at (out-of-cluster, e.g. the local control plane); empty uses the Service")
+	f.StringVar(&w.ServiceNamespace, "service-namespace", w.ServiceNamespace, "namespace of the webhook Service")
+	f.StringVar(&w.ServiceName, "service-name", w.ServiceName, "name of the webhook Service")
+	f.StringVar(&w.CertDir, "cert-dir", w.CertDir, "directory the serving certificate is written to")
+	f.StringVar(&w.CertSource, "cert-source", w.CertSource, `"self": keep the serving certificate in the Secret, renew it while running and inject the CA into the webhook configurations; "files": serve what is in --cert-dir (cert-manager)`)
+	f.StringVar(&w.SecretNamespace, "secret-namespace", w.SecretNamespace, "namespace of the Secret holding the serving certificate (--cert-source self)")
+	f.StringVar(&w.SecretName, "secret-name", w.SecretName, "name of the Secret holding the serving certificate (--cert-source self)")
+	f.StringVar(&w.MutatingConfig, "mutating-configuration", w.MutatingConfig, "MutatingWebhookConfiguration to inject the CA into (--cert-source self)")
+	f.StringVar(&w.ValidatingConfig, "validating-configuration", w.ValidatingConfig, "ValidatingWebhookConfiguration to inject the CA into (--cert-source self)")
+	f.StringVar(&w.HealthAddr, "health-probe-bind-address", w.HealthAddr, "host:port to serve /healthz and /readyz on; 0 disables it")
 	return cmd
+}
+
+// Complete loads the kubeconfig (or the in-cluster configuration).
+func (o *Options) Complete() error {
+	if err := o.Client.Complete(); err != nil {
+		return err
+	}
+	o.config = rest.CopyConfig(o.Client.Config)
+	o.config.UserAgent = "lockstep-webhook"
+	// Informers only, plus a Job read when the cache lags: small.
+	o.config.QPS, o.config.Burst = 50, 100
+	return nil
+}
+
+// Validate checks the flags before anything is served.
+func (o *Options) Validate() error {
+	w := o.Webhook
+	switch {
+	case w.Port < 1 || w.Port > 65535:
+		return fmt.Errorf("--port %d: want 1-65535", w.Port)
+	case w.CertSource != webhook.CertSourceSelf && w.CertSource != webhook.CertSourceFiles:
+		return fmt.Errorf("--cert-source %q: want %s (the webhook keeps its certificate in a Secret) or %s (serve what is in --cert-dir)", w.CertSource, webhook.CertSourceSelf, webhook.CertSourceFiles)
+	case w.CertDir == "":
+		return fmt.Errorf("--cert-dir is empty: name the directory the serving certificate is in")
+	case w.CertSource == webhook.CertSourceSelf && (w.SecretNamespace == "" || w.SecretName == ""):
+		return fmt.Errorf("--cert-source self keeps the certificate in a Secret: give --secret-namespace and --secret-name")
+	case w.URLHost != "" && !hostPort(w.URLHost):
+		return fmt.Errorf("--url-host %q: want host:port, e.g. 127.0.0.1:9443", w.URLHost)
+	case w.URLHost == "" && (w.ServiceNamespace == "" || w.ServiceName == ""):
+		return fmt.Errorf("without --url-host the certificate names the Service: give --service-namespace and --service-name")
+	}
+	return nil
+}
+
+func hostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	return err == nil && host != "" && port != ""
+}
+
+// Run serves admission until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	ctrl.SetLogger(klog.NewKlogr())
+	return webhook.Run(ctx, o.config, o.Webhook)
 }

@@ -1,6 +1,8 @@
 // Package devcli drives `bin/lockstep dev up|down` as a user would and checks
 // what it leaves behind: a working cluster, clean refusals, and after `down`
-// no process and no port.
+// no process and no port; then the user commands (get, explain, and the
+// kubectl plugin) on that cluster, reached through $KUBECONFIG as kubectl
+// reaches it.
 package devcli
 
 import (
@@ -41,18 +43,43 @@ func newCLI(t *testing.T) *cli {
 // run runs a binary from bin/ and returns its combined output and exit code.
 func (c *cli) run(t *testing.T, timeout time.Duration, name string, args ...string) (string, int) {
 	t.Helper()
+	return c.runWith(t, timeout, invocation{}, name, args...)
+}
+
+// invocation is what a command runs with beside its arguments.
+type invocation struct {
+	// env is added to the test's environment (a later entry wins).
+	env []string
+	// stdin is the command's input.
+	stdin string
+	// stdoutOnly leaves stderr out of the output returned.
+	stdoutOnly bool
+}
+
+// runWith runs a binary from bin/ with env and stdin and returns its output
+// and exit code.
+func (c *cli) runWith(t *testing.T, timeout time.Duration, in invocation, name string, args ...string) (string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Dir = c.root
-	var out bytes.Buffer
+	cmd.Env = append(os.Environ(), in.env...)
+	cmd.Stdin = strings.NewReader(in.stdin)
+	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	if in.stdoutOnly {
+		cmd.Stderr = &errOut
+	}
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatalf("running %s %v: %v", name, args, err)
+	}
+	if in.stdoutOnly && code != 0 {
+		t.Logf("%s %v: stderr:\n%s", name, args, errOut.String())
 	}
 	return out.String(), code
 }

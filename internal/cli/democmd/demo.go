@@ -1,0 +1,84 @@
+// Package democmd implements `lockstep demo` (`make demo`): seed 004's
+// scenarios on local clusters of its own under three schedulers, compared.
+package democmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-dev/lockstep/internal/cli/dev"
+	"github.com/lockstep-dev/lockstep/internal/demo"
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
+)
+
+// Options are the flags of `lockstep demo`. The demo starts and stops its
+// own clusters: it takes no kubeconfig.
+type Options struct {
+	Demo demo.Options
+}
+
+// NewOptions are the defaults `make demo` runs with.
+func NewOptions() *Options {
+	return &Options{Demo: demo.Options{StateDir: ".lockstep/demo", BasePort: 16553, Quiet: 6 * time.Second}}
+}
+
+// NewCommand returns `lockstep demo`.
+func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
+
+func newCommand(o *Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run seed 004's deadlock and preemption scenarios under kube-scheduler pod by pod, kube-scheduler's in-tree gang, and Lockstep, and compare",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Demo.StateDir, "state-dir", o.Demo.StateDir, "where the demo's local clusters keep their state")
+	f.IntVar(&o.Demo.BasePort, "base-port", o.Demo.BasePort, "API server port of the demo clusters (one at a time)")
+	f.StringVar(&o.Demo.BinDir, "bin-dir", o.Demo.BinDir, "directory holding the Kubernetes binaries (default: beside this binary)")
+	f.DurationVar(&o.Demo.Quiet, "settle", o.Demo.Quiet, "how long a scenario must stay unchanged to count as settled")
+	return cmd
+}
+
+// Complete finds the binaries (beside this one unless --bin-dir) and sets
+// where the comparison is printed.
+func (o *Options) Complete(out io.Writer) error {
+	o.Demo.Out = out
+	if o.Demo.BinDir != "" {
+		return nil
+	}
+	dir, err := dev.BinDir()
+	o.Demo.BinDir = dir
+	return err
+}
+
+// Validate checks the flags before a cluster is started.
+func (o *Options) Validate() error {
+	switch d := o.Demo; {
+	case d.StateDir == "":
+		return fmt.Errorf("--state-dir is empty: name a directory for the demo's clusters (default .lockstep/demo)")
+	case d.BasePort < 1024 || d.BasePort > 65535-devcluster.PortCount:
+		return fmt.Errorf("--base-port %d: want 1024-%d", d.BasePort, 65535-devcluster.PortCount)
+	case d.Quiet <= 0:
+		return fmt.Errorf("--settle %s: want a positive duration, e.g. 6s (a scenario settles once unchanged that long)", d.Quiet)
+	}
+	return nil
+}
+
+// Run runs the scenarios under each scheduler and prints the comparison.
+func (o *Options) Run(ctx context.Context) error {
+	_, err := demo.Run(ctx, o.Demo)
+	return err
+}
