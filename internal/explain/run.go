@@ -98,8 +98,10 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 // decisionAnswer words the scheduler's decision for the unit.
 func decisionAnswer(u *unit, d decide.Decision) string {
 	switch {
-	case d.Kind == decide.Wait && u.Gang() && len(u.Members) < u.MinCount():
-		return fmt.Sprintf("%s is %s (%d of minCount %d exist)", u.label, d.Reason, len(u.Members), u.MinCount())
+	case d.Kind == decide.Wait && u.Gang() && len(u.Members) < u.MinCount() && d.WaitReason == "":
+		// The decision's reason, with the count the scheduler leaves out
+		// of conditions (it would be rewritten with every member created).
+		return fmt.Sprintf("%s is waiting for pods: %d of minCount %d exist; none is placed until %d do", u.label, len(u.Members), u.MinCount(), u.MinCount())
 	case d.Kind == decide.Wait:
 		return fmt.Sprintf("%s is waiting: %s", u.label, d.Reason)
 	case d.Kind == decide.Bind && d.Outcome.Complete():

@@ -113,4 +113,7 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 	if r.Preemption != "" {
 		fmt.Fprintf(out, "8. Preemption: %s\n", r.Preemption)
 	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(out, "Note: %s\n", n)
+	}
 }

@@ -35,7 +35,7 @@ func TestRun(t *testing.T) {
 			podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList"}, u),
 		Lockstep: lockfake.NewSimpleClientset(pg),
 	}
-	const answer = "PodGroup ml/train is waiting for pods: 1 of minCount 2 exist; no placement is attempted until minCount members exist"
+	const answer = "PodGroup ml/train is waiting for pods: 1 of minCount 2 exist; none is placed until 2 do"
 	for _, tc := range []struct {
 		format string
 		check  func(t *testing.T, out string)
