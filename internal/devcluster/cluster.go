@@ -364,19 +364,6 @@ func Down(dir string) error {
 // IsNoCluster reports whether Down found nothing to stop.
 func IsNoCluster(err error) bool { return errors.Is(err, errNoCluster) }
 
-// Attach returns the cluster recorded in dir if it is running.
-func Attach(dir string) (*Cluster, error) {
-	s, err := readState(dir)
-	if err != nil {
-		return nil, err
-	}
-	c := &Cluster{layout: layout{dir: dir}, state: s}
-	if err := c.Failed(); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 func refuseIfRunning(l layout) error {
 	s, err := readState(l.dir)
 	if errors.Is(err, os.ErrNotExist) {

@@ -1,6 +1,15 @@
-// Package explain answers "why is my gang pending?" for a PodGroup, Job or
-// pod. It walks the diagnosis order operators use (seed 003) and computes
-// the answer with the scheduler's own decision core — the same snapshot,
-// placement and summary code — on a fresh read of the cluster, so explain
-// and the scheduler cannot disagree about why something does not fit.
+// Package explain answers "why is my gang pending?" for a PodGroup, a pod,
+// or a job of any integrated kind. It walks the diagnosis order operators
+// use (seed 003): the group's conditions and incarnation, its members, their
+// claims, then the scheduler's own decision for the unit — decide.Decide on
+// the view internal/cycle assembles, watched from the cluster the way the
+// scheduler watches it (DeviceTaintRules applied, nominations rebuilt from
+// status.nominatedNodeName) — and the evidence around it: devices per class
+// and node, who holds them, and what preemption would do.
+//
+// What explain cannot read as the scheduler does (DeviceTaintRules the user
+// may not list) it says in Report.Notes. The scheduler's assumptions of
+// bindings in flight, which only its process holds, are the one input
+// explain does not have: for the moments a binding is being written, the
+// two may differ.
 package explain

@@ -1,8 +1,10 @@
 // Package placement decides where the pods of one unit (a gang, a basic
-// group or a lone pod) go, on an in-memory snapshot, all or nothing. It never
-// calls the API server: it returns assignments (pod → node, plus the device
-// allocations made for the pod's claims) and, for pods it could not place, a
-// diagnosis counting the nodes that failed each reason.
+// group or a lone pod) go, on an in-memory snapshot. It never calls the API
+// server: it returns assignments (pod → node, plus the device allocations
+// made for the pod's claims) and, for pods it could not place, a diagnosis
+// counting the nodes that failed each reason. What a result means for the
+// unit — admitted or not, who waits — is Judge's answer (Outcome), the one
+// every caller reads.
 //
 // The algorithm, for a unit of members with minCount m of which b are bound:
 //
@@ -16,11 +18,18 @@
 //  3. Within a signature, feasible nodes are tried tightest first (fewest free
 //     devices, then least free CPU and memory) and a node is filled before the
 //     next is opened, so large free blocks stay free for the next gang.
-//  4. A gang succeeds if b + placed ≥ m; otherwise every tentative placement is
-//     rolled back and other signature orders are tried (heterogeneous groups)
-//     before giving up.
+//  4. A gang is admitted if b + placed ≥ m and binds what was placed;
+//     otherwise every tentative placement is rolled back and, for a gang of
+//     several signatures, up to maxOrders other signature orders are tried
+//     before giving up. A basic group or lone pod binds whatever fits.
+//  5. With topology keys, a gang is tried in each domain (the nodes sharing
+//     one value of every key), smallest domain first, and placed in the
+//     first that admits it.
 //
-// For a homogeneous gang whose pods need only node-local resources the greedy
-// fill is complete: placing a pod on one node never reduces what fits on
-// another, so if a placement of m pods exists, it is found.
+// For a homogeneous gang whose pods need only node-local resources and no
+// inter-pod constraints, the greedy fill is complete: placing a pod on one
+// node never reduces what fits on another, so if a placement of m pods
+// exists, it is found. Heterogeneous gangs, inter-pod affinity and
+// topology spread are searched greedily and may be refused although a
+// placement exists.
 package placement

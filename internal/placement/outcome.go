@@ -78,4 +78,4 @@ func (o Outcome) Sufficient() bool {
 
 // ForGang reports whether the member found a node but waits for its gang
 // (Judge: a gang that is not admitted), rather than for a node of its own.
-func (f Failure) ForGang() bool { return f.Diagnosis.Reasons == nil && f.Diagnosis.Err == nil }
+func (f Failure) ForGang() bool { return f.Diagnosis.Reasons == nil }

@@ -60,9 +60,6 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 // MainReason words the reason most nodes gave; a device shortage names the
 // class with its arithmetic.
 func MainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis) string {
-	if d.Err != nil {
-		return d.Err.Error()
-	}
 	top := d.Top()
 	if len(top) == 0 {
 		return "no nodes"

@@ -75,8 +75,6 @@ type Diagnosis struct {
 	Reasons map[string]int
 	// DeviceClasses are the classes of the device requests that did not fit.
 	DeviceClasses []string
-	// Err is set when the pod could not be evaluated at all (SchedulerError).
-	Err error
 }
 
 func (d *Diagnosis) add(reason string) {
@@ -103,9 +101,6 @@ func (d Diagnosis) Top() []ReasonCount {
 
 // String is "0/3 nodes are available: 3 Insufficient cpu, 1 node(s) had untolerated taint …".
 func (d Diagnosis) String() string {
-	if d.Err != nil {
-		return d.Err.Error()
-	}
 	var parts []string
 	for _, rc := range d.Top() {
 		parts = append(parts, fmt.Sprintf("%d %s", rc.Nodes, rc.Reason))

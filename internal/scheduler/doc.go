@@ -1,18 +1,23 @@
 // Package scheduler is `lockstep scheduler`: the thin layer that turns
-// informer events into units on a queue, builds a snapshot per cycle, asks
-// package placement where a unit goes, and turns the answer into API writes
-// (claim allocations, then bindings), PodGroup conditions and events.
+// informer events into units on a queue, takes each cycle's view from
+// internal/cycle, asks decide.Decide what to do with the unit, and turns
+// the Decision into API writes (claim allocations, then bindings;
+// evictions and a nomination), PodGroup conditions, pod conditions and
+// events, and exactly one queue transition.
 //
-// Crash safety. Writes for a unit go in two phases: first every claim
-// allocation (status.allocation + reservedFor the pod), then every binding.
-// Nothing else is written in between, so a crash leaves one of two states,
-// both repaired on start-up before the first cycle (see recover.go):
+// Crash safety. Writes for a unit go in phases, each finished for every
+// member before the next starts: volumes (PersistentVolume bindings), then
+// claims (claims for extended resources created; every allocation and
+// reservation written; device binding conditions waited for), then
+// bindings. A crash leaves one of two states, both repaired on start-up
+// before the first cycle (see recover.go):
 //   - claims written, no member bound: the claims are released and the unit
 //     is placed again from scratch;
 //   - some members bound: the claims of the rest are kept, so those pods are
 //     pinned to the devices already reserved for them and the next cycle
-//     binds them; such units are scheduled first.
+//     binds them.
 //
 // Never is a device left allocated by Lockstep to a pod that is not bound
-// once start-up recovery has run.
+// once start-up recovery has run; a binding that fails part way releases
+// the claims of the pods it did not bind at once.
 package scheduler
