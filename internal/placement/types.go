@@ -108,6 +108,25 @@ func (d Diagnosis) String() string {
 	return fmt.Sprintf("0/%d nodes are available: %s", d.Nodes, strings.Join(parts, ", "))
 }
 
+// Causes are the reasons without their node counts, most nodes first:
+// "Insufficient cpu, node(s) had untolerated taint {…}"; a device shortage
+// names the class. Unlike String it does not change as capacity comes and
+// goes, so a condition carrying it is rewritten only when the cause does.
+func (d Diagnosis) Causes() string {
+	var parts []string
+	for _, rc := range d.Top() {
+		r := rc.Reason
+		if r == ReasonDevices && len(d.DeviceClasses) > 0 {
+			r = "no free device of class " + strings.Join(d.DeviceClasses, ", ")
+		}
+		parts = append(parts, r)
+	}
+	if len(parts) == 0 {
+		return "no node can take it"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ReasonCount is one reason and how many nodes failed it.
 type ReasonCount struct {
 	Reason string

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -161,8 +162,8 @@ func TestExecuteBindsWhatFitsBeyondMinCount(t *testing.T) {
 	if len(pending) != 1 {
 		t.Fatalf("%d members pending, want 1", len(pending))
 	}
-	if got := podScheduled(pending[0]); !strings.HasPrefix(got, "False/Unschedulable: PodGroup elastic has reached minCount 2; this pod joins it when it fits: 0/2 nodes are available") {
-		t.Errorf("pending member's condition %q", got)
+	if got, want := podScheduled(pending[0]), "False/Unschedulable: PodGroup elastic has reached minCount 2; this pod joins it when it fits: no free device of class gpu.example.com"; got != want {
+		t.Errorf("pending member's condition %q, want %q", got, want)
 	}
 	pg := f.group("ml", "elastic")
 	if got, want := condition(pg), "True/Scheduled: 3 of 4 pods placed (minCount 2)"; got != want {
@@ -230,8 +231,10 @@ func TestExecuteUnschedulableGang(t *testing.T) {
 	}
 	for i := 0; i < 5; i++ {
 		p := f.pod("ml", "big-"+string(rune('0'+i)))
-		if got := podScheduled(p); !strings.HasPrefix(got, "False/Unschedulable: PodGroup big: minCount 5 not satisfiable") {
-			t.Errorf("%s: condition %q", p.Name, got)
+		// No count in a member's message: it would be rewritten on every
+		// member as capacity changes; the group's condition has them.
+		if got, want := podScheduled(p), "False/Unschedulable: PodGroup big: minCount 5 not satisfiable: no free device of class gpu.example.com (the PodGroup's PodGroupInitiallyScheduled condition has the arithmetic)"; got != want {
+			t.Errorf("%s: condition %q, want %q", p.Name, got, want)
 		}
 	}
 	if got := condition(f.group("ml", "big")); !strings.HasPrefix(got, "False/Unschedulable: minCount 5 not satisfiable: at most 4 of 5 pods fit") {
@@ -272,7 +275,7 @@ func TestExecutePreempts(t *testing.T) {
 	f.run(k)
 
 	writes := f.writes()
-	for _, want := range []string{"delete pods batch/low-0", "delete pods batch/low-1", "update pods/status batch/low-0", "update pods/status batch/low-1", "update pods/status ml/urgent-0", "update pods/status ml/urgent-1"} {
+	for _, want := range []string{"delete pods batch/low-0", "delete pods batch/low-1", "update pods/status batch/low-0", "update pods/status batch/low-1", "patch pods/status ml/urgent-0", "patch pods/status ml/urgent-1"} {
 		if !slices.Contains(writes, want) {
 			t.Errorf("missing %q in writes:\n%s", want, strings.Join(writes, "\n"))
 		}
@@ -364,4 +367,45 @@ func countPrefix(ss []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// When capacity changes but the gang still does not fit, only the group's
+// condition (which carries the counts) is rewritten: no member is written
+// again, however many members the gang has.
+func TestCapacityChangeRewritesOnlyTheGroup(t *testing.T) {
+	busy := running(gpuPods("other", "", "busy", 1, 1000), "gpu-0", 0)
+	f := newFixture(t, twoNodes, objects(busy, gpuPods("ml", "big", "big", 5, 0), []runtime.Object{builders.GangPodGroup("ml", "big", 5)})...)
+	k := queue.GroupKey("ml", "big")
+	f.run(k)
+	if got := condition(f.group("ml", "big")); !strings.Contains(got, "at most 3 of 5 pods fit") {
+		t.Fatalf("condition %q, want at most 3 of 5", got)
+	}
+	f.waitFor("the members' conditions in the cache", func() bool {
+		for i := 0; i < 5; i++ {
+			p, err := f.s.listers.pods.Pods("ml").Get("big-" + string(rune('0'+i)))
+			if err != nil || podScheduled(p) == "" {
+				return false
+			}
+		}
+		return true
+	})
+	if err := f.client.CoreV1().Pods("other").Delete(f.ctx, "busy-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := f.claim("other", "busy-0-gpu")
+	c.Status = resourcev1.ResourceClaimStatus{}
+	if _, err := f.client.ResourceV1().ResourceClaims("other").UpdateStatus(f.ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the freed device in the cache", func() bool {
+		return f.s.state.Snapshot(f.ctx, "none", 0).Node("gpu-0").FreeDevices() == 2
+	})
+	f.client.ClearActions()
+	f.run(k)
+	if w := only(f.writes(), "pods"); len(w) != 0 {
+		t.Errorf("members rewritten after a capacity change: %v", w)
+	}
+	if got := condition(f.group("ml", "big")); !strings.Contains(got, "at most 4 of 5 pods fit") {
+		t.Errorf("condition %q, want at most 4 of 5", got)
+	}
 }

@@ -103,6 +103,7 @@ func newFixture(t *testing.T, spec string, objs ...runtime.Object) *fixture {
 	if err := s.watch(ctx); err != nil {
 		t.Fatal(err)
 	}
+	go s.podStatus.run(ctx)
 	f.client.ClearActions()
 	f.dyn.ClearActions()
 	return f
@@ -151,6 +152,7 @@ func (f *fixture) run(k queue.Key) {
 	prio, _ := f.s.order(k)
 	f.s.scheduleOne(f.ctx, queue.Item{Key: k, Priority: prio})
 	f.s.bindings.Wait()
+	f.s.podStatus.idle()
 }
 
 // waitFor waits until the scheduler's caches satisfy cond (informer events
@@ -185,6 +187,8 @@ func (f *fixture) writes() []string {
 				name = m
 			}
 		case clienttesting.DeleteAction:
+			name = a.GetName()
+		case clienttesting.PatchAction:
 			name = a.GetName()
 		}
 		out = append(out, fmt.Sprintf("%s %s %s/%s", a.GetVerb(), res, a.GetNamespace(), name))

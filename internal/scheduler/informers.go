@@ -169,6 +169,7 @@ func (s *Scheduler) onPod(obj any) {
 		s.queue.Add(unitKey(pod))
 		return
 	}
+	s.podStatus.forget(pod.UID)
 	if pod.Spec.NodeName != "" && !podgroup.Active(pod) {
 		s.queue.MoveAllToActive()
 	}
@@ -182,6 +183,7 @@ func (s *Scheduler) onPodDelete(obj any) {
 	if !ok {
 		return
 	}
+	s.podStatus.forget(pod.UID)
 	if pod.Spec.NodeName != "" {
 		s.queue.MoveAllToActive()
 	}

@@ -80,6 +80,8 @@ type Scheduler struct {
 	// pod filters, the nominations.
 	state  *cycle.State
 	binder *binder
+	// podStatus writes pending pods' conditions off the scheduling loop.
+	podStatus *podStatusWriter
 	// bindSlots and bindings: the binding cycles in flight (goBind).
 	bindSlots chan struct{}
 	bindings  sync.WaitGroup
@@ -140,6 +142,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	}
 	s.state = &cycle.State{Cache: snapshot.NewCache(time.Minute, opts.Features, opts.Clock), CEL: dra.NewCache(), Clock: opts.Clock}
 	s.binder = newBinder(client, s.state.Cache, opts.Clock)
+	s.podStatus = newPodStatusWriter(client, opts.Clock)
 	s.queue = queue.New(opts.Clock, s.order)
 	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
@@ -183,6 +186,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.watch(ctx); err != nil {
 		return err
 	}
+	go s.podStatus.run(ctx)
 	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)
 	if !s.opts.LeaderElect {
 		return s.lead(ctx)

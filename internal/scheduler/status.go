@@ -50,7 +50,7 @@ func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 	for _, p := range u.Pending {
 		// The condition carries the current message (events with the same
 		// reason are folded into a series that keeps the first note).
-		if s.setPodScheduledFalse(ctx, p, podReasonSchedulerError, msg, p.Status.NominatedNodeName) {
+		if s.podStatus.set(p, podReasonSchedulerError, msg, p.Status.NominatedNodeName) {
 			s.recorder.Eventf(p, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
 		}
 	}
@@ -76,10 +76,10 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, d decide.Decision
 	if len(o.Waiting) > 0 {
 		nominated := s.nominatedNodes(u.key)
 		for _, f := range o.Waiting {
-			pm := podMessage(u, o, f, msg, note)
+			pm := podMessage(u, d, f, note)
 			// Condition and event only when the pod's message changes: a
 			// unit retried for an hour writes nothing new.
-			if s.setPodUnschedulable(ctx, f.Pod, pm, nominated[f.Pod.UID]) {
+			if s.setPodUnschedulable(f.Pod, pm, nominated[f.Pod.UID]) {
 				s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", pm)
 			}
 		}
@@ -107,22 +107,43 @@ func (u *unit) related() runtime.Object {
 	return u.Group
 }
 
-// podMessage is a pending member's PodScheduled message: a gang below
-// minCount speaks for the whole gang; a member that waits on its own (a
-// lone pod, a basic group's, a gang's beyond minCount) gives its own
-// diagnosis.
-func podMessage(u *unit, o placement.Outcome, f placement.Failure, groupMsg, note string) string {
-	if u.Gang() && (!o.MinCountMet() || f.ForGang()) {
-		return fmt.Sprintf("PodGroup %s: %s", u.Group.Name, groupMsg)
+// podMessage is a pending member's PodScheduled message. A lone pod's is
+// kube-scheduler's ("0/3 nodes are available: …", with the preemption
+// note). A group member's names its group and a cause that does not
+// change with capacity — counts that do go on the group's condition, so a
+// gang of thousands is not rewritten pod by pod as nodes fill and drain:
+// a gang below minCount speaks for the whole gang; a member that waits on
+// its own (a basic group's, a gang's beyond minCount) gives its own cause.
+func podMessage(u *unit, d decide.Decision, f placement.Failure, note string) string {
+	o := d.Outcome
+	switch {
+	case u.Group == nil && note != "":
+		return f.Diagnosis.String() + "; " + note
+	case u.Group == nil:
+		return f.Diagnosis.String()
+	case u.Gang() && (!o.MinCountMet() || f.ForGang()):
+		return fmt.Sprintf("PodGroup %s: %s", u.Group.Name, gangCause(d))
+	case u.Gang():
+		return fmt.Sprintf("PodGroup %s has reached minCount %d; this pod joins it when it fits: %s", u.Group.Name, o.MinCount, f.Diagnosis.Causes())
 	}
-	msg := f.Diagnosis.String()
-	if u.Gang() {
-		msg = fmt.Sprintf("PodGroup %s has reached minCount %d; this pod joins it when it fits: %s", u.Group.Name, o.MinCount, msg)
+	return fmt.Sprintf("PodGroup %s: this pod does not fit: %s", u.Group.Name, f.Diagnosis.Causes())
+}
+
+// gangCause is why a gang below minCount is not placed, in words that
+// change only when the cause does.
+func gangCause(d decide.Decision) string {
+	min := d.Outcome.MinCount
+	if d.Kind == decide.Preempt {
+		return fmt.Sprintf("preempting lower-priority pods to make room for the gang (minCount %d); this pod waits for them to go", min)
 	}
-	if note != "" {
-		return msg + "; " + note
+	cause := "not enough room"
+	for _, f := range d.Outcome.Waiting {
+		if !f.ForGang() {
+			cause = f.Diagnosis.Causes()
+			break
+		}
 	}
-	return msg
+	return fmt.Sprintf("minCount %d not satisfiable: %s (the PodGroup's %s condition has the arithmetic)", min, cause, lockv1.PodGroupInitiallyScheduled)
 }
 
 // setCondition writes the PodGroupInitiallyScheduled condition if it
@@ -205,29 +226,10 @@ func (s *Scheduler) updateGroupStatus(ctx context.Context, pg *lockv1.PodGroup, 
 	}
 }
 
-// setPodUnschedulable sets PodScheduled=False/Unschedulable on a pod, and
-// status.nominatedNodeName to the node a preemption holds for it ("" when
-// none), in one status write as kube-scheduler does. It reports whether
-// anything changed.
-func (s *Scheduler) setPodUnschedulable(ctx context.Context, p *corev1.Pod, msg, nominated string) bool {
-	return s.setPodScheduledFalse(ctx, p, corev1.PodReasonUnschedulable, msg, nominated)
-}
-
-// setPodScheduledFalse sets PodScheduled=False with reason and msg, and the
-// nominated node, unless the pod says exactly that already.
-func (s *Scheduler) setPodScheduledFalse(ctx context.Context, p *corev1.Pod, reason, msg, nominated string) bool {
-	if p.Status.NominatedNodeName == nominated {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == reason && c.Message == msg {
-				return false
-			}
-		}
-	}
-	cp := p.DeepCopy()
-	cp.Status.NominatedNodeName = nominated
-	podgroup.SetPodCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(s.clock.Now())})
-	if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
-		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KObj(p), "err", err)
-	}
-	return true
+// setPodUnschedulable asks for PodScheduled=False/Unschedulable on a pod,
+// and status.nominatedNodeName to the node a preemption holds for it (""
+// when none), written in one patch off the scheduling loop
+// (podStatusWriter). It reports whether that is news to the pod.
+func (s *Scheduler) setPodUnschedulable(p *corev1.Pod, msg, nominated string) bool {
+	return s.podStatus.set(p, corev1.PodReasonUnschedulable, msg, nominated)
 }
