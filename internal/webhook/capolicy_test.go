@@ -68,8 +68,8 @@ func TestCAPolicy(t *testing.T) {
 		denied bool
 	}{
 		"first injection into the validating configuration": {req: update(sa, val, withCA(val, "ca-1"))},
-		"first injection into the mutating configuration":    {req: update(sa, mut, mutWithCA)},
-		"a rotation: a new bundle replaces the old":          {req: update(sa, withCA(val, "ca-1"), withCA(val, "ca-2\nca-1"))},
+		"first injection into the mutating configuration":   {req: update(sa, mut, mutWithCA)},
+		"a rotation: a new bundle replaces the old":         {req: update(sa, withCA(val, "ca-1"), withCA(val, "ca-2\nca-1"))},
 		"the local control plane's user injects":            {req: update("lockstep-webhook", val, withCA(val, "ca-1"))},
 		"rules matching every resource": {req: update(sa, val, valEdit(func(v *admissionv1.ValidatingWebhookConfiguration) {
 			v.Webhooks[0].Rules = []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.OperationAll},
