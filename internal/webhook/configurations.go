@@ -162,7 +162,8 @@ func rule(group, version, resource string, ops ...admissionv1.OperationType) adm
 // Configurations are Lockstep's webhook configurations, without caBundle
 // (the webhook injects its CA, or cert-manager does): what the Helm chart
 // ships and the local control plane installs. The webhook never creates
-// them — its identity may only read and patch these two named objects.
+// them — its identity may only read and patch these two named objects, and
+// CAPolicy admits no patch of its but one of caBundle.
 // failurePolicy, per webhook (docs/admission.md):
 //   - pod mutation: Fail — a gang rank created without its membership label
 //     would be scheduled alone; only Lockstep-targeting pods are affected.
