@@ -70,6 +70,14 @@ var (
 		sameBut("object.spec.template.spec", "oldObject.spec.template.spec", "nodeSelector", "tolerations", "affinity", "schedulingGates")
 )
 
+// namesAGroup are, by kind, CEL expressions true when a job's template
+// carries the membership label: such a job reaches its validating webhook
+// even when the template names another scheduler, for the pod mutation
+// makes its pods Lockstep's and members of that group.
+var namesAGroup = map[schema.GroupVersionKind]string{
+	batchv1.SchemeGroupVersion.WithKind("Job"): `("` + lockv1.PodGroupLabel + `" in object.spec.template.?metadata.?labels.orValue({}))`,
+}
+
 // judgedOnUpdate are, by kind, CEL expressions true when an update leaves
 // unchanged all that the kind's validation judges.
 var judgedOnUpdate = map[schema.GroupVersionKind]string{
@@ -228,6 +236,9 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 			MatchConditions: match,
 		})
 		validate := match
+		if named, ok := namesAGroup[integ.GVK()]; ok {
+			validate = []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: "(" + integ.AdmissionMatch() + ") || " + named}}
+		}
 		if c, ok := updateJudged(integ); ok {
 			validate = append(validate[:len(validate):len(validate)], c)
 		}

@@ -109,10 +109,16 @@ func (v *JobValidator) ValidateDelete(context.Context, runtime.Object) (admissio
 
 func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob) (admission.Warnings, error) {
 	obj := j.Object()
-	if !jobintegration.TargetsLockstep(j) || integrationSet.Parent(obj) != nil {
+	if integrationSet.Parent(obj) != nil {
 		// A job another integration controls (a JobSet's Job) was
 		// checked as part of its parent.
 		return nil, nil
+	}
+	if !jobintegration.TargetsLockstep(j) {
+		// A template with the membership label but another scheduler:
+		// the pod mutation makes its pods Lockstep's, members of the
+		// group it names.
+		return v.labelledOnly(ctx, j)
 	}
 	meta := field.NewPath("metadata", "annotations")
 	ann := obj.GetAnnotations()

@@ -72,6 +72,16 @@ func (v *JobValidator) namedGroups(ctx context.Context, ns string, j jobintegrat
 	return errs, warnings, nil
 }
 
+// labelledOnly checks a job whose templates name a group but not Lockstep
+// as their scheduler: only the groups they name.
+func (v *JobValidator) labelledOnly(ctx context.Context, j jobintegration.GenericJob) (admission.Warnings, error) {
+	errs, warnings, err := v.namedGroups(ctx, namespaceOf(ctx, j.Object().GetNamespace()), j)
+	if err != nil || len(errs) == 0 {
+		return warnings, err
+	}
+	return warnings, apierrors.NewInvalid(j.GVK().GroupKind(), j.Object().GetName(), errs)
+}
+
 // namedByOthers warns, when a job is created, about other jobs whose
 // templates name one of its gangs: their pods will never join it.
 func (v *JobValidator) namedByOthers(ctx context.Context, ns string, j jobintegration.GenericJob) (admission.Warnings, error) {

@@ -51,6 +51,8 @@ func TestJobNamingAnotherJobsGroup(t *testing.T) {
 	trainGroup := builders.GangPodGroup("team-a", "train", 4)
 	trainGroup.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "train-uid", Controller: ptr.To(true)}}
 	solo := lockstepJob("solo", "solo-uid", 1, "") // parallelism 1: not a gang, makes no group
+	labelOnly := builders.IndexedJob("team-a", "b", 2, builders.MakePod().Scheduler(corev1.DefaultSchedulerName).Member("train").Obj())
+	labelOnly.UID = "b-uid"
 	bySchedulingGroup := lockstepJob("b", "b-uid", 2, "")
 	bySchedulingGroup.Spec.Template.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
 	label := "spec.template.metadata.labels[scheduling.lockstep.dev/pod-group]"
@@ -67,6 +69,8 @@ func TestJobNamingAnotherJobsGroup(t *testing.T) {
 			wantFields: []string{label}, wantMsg: "PodGroup train will be the gang of Job train (Lockstep creates it for that Job)"},
 		"another Job's gang, by spec.schedulingGroup": {objs: []client.Object{train}, job: bySchedulingGroup,
 			wantFields: []string{"spec.template.spec.schedulingGroup.podGroupName"}, wantMsg: "will be the gang of Job train"},
+		"another Job's gang, named by a Job for another scheduler": {objs: []client.Object{train, trainGroup}, job: labelOnly,
+			wantFields: []string{label}, wantMsg: "PodGroup train is the gang of Job train"},
 		"a group nobody has": {objs: []client.Object{solo}, job: lockstepJob("b", "b-uid", 2, "solo"),
 			wantWarn: "names PodGroup solo, which does not exist: the Job's pods wait, unscheduled, until it is created"},
 		"a hand-written group":        {objs: []client.Object{builders.GangPodGroup("team-a", "mine", 2)}, job: lockstepJob("b", "b-uid", 2, "mine")},

@@ -115,7 +115,11 @@ func TestJobUpdatesReachValidationOnlyWhenJudged(t *testing.T) {
 		req  request
 		want bool
 	}{
-		"a user creates a Lockstep Job":     {req: request{op: admission.Create, obj: held, gvk: jobGVK, resource: "jobs", username: alice}, want: true},
+		"a user creates a Lockstep Job":              {req: request{op: admission.Create, obj: held, gvk: jobGVK, resource: "jobs", username: alice}, want: true},
+		"a user creates a Job for another scheduler": {req: request{op: admission.Create, obj: plain, gvk: jobGVK, resource: "jobs", username: alice}},
+		"a user creates a Job for another scheduler whose template names a group": {req: request{op: admission.Create, obj: edited(plain, func(j *batchv1.Job) {
+			j.Spec.Template.Labels = map[string]string{lockv1.PodGroupLabel: "train"}
+		}), gvk: jobGVK, resource: "jobs", username: alice}, want: true},
 		"a user resumes it":                 {req: update(alice, held, edited(held, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) }))},
 		"Kueue admits it":                   {req: update(kueueManager, held, edited(held, kueueStarts))},
 		"Kueue suspends it again":           {req: update(kueueManager, edited(held, kueueStarts), held)},

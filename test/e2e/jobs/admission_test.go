@@ -102,6 +102,14 @@ func TestAdmissionRejectsWithActionableMessages(t *testing.T) {
 			create:  withJob(func(j *batchv1.Job) { j.Spec.Template.Labels = map[string]string{lockv1.PodGroupLabel: "held"} }),
 			wantErr: []string{"spec.template.metadata.labels[scheduling.lockstep.dev/pod-group]", "the gang of Job held", "remove the label to let Lockstep make the Job's own gang"},
 		},
+		"Job: a template for another scheduler naming another Job's gang": {
+			create: func() error {
+				j := builders.IndexedJob(ns, "k", 2, builders.MakePod().Member("held").Obj())
+				_, err := h.Client.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{})
+				return err
+			},
+			wantErr: []string{"spec.template.metadata.labels[scheduling.lockstep.dev/pod-group]", "the gang of Job held"},
+		},
 		"Job: min-count annotation above parallelism": {
 			create:  withJob(func(j *batchv1.Job) { j.Annotations = map[string]string{"scheduling.lockstep.dev/min-count": "9"} }),
 			wantErr: []string{"scheduling.lockstep.dev/min-count", "larger than the job can ever run (4 pods at once)", "at most 4"},
