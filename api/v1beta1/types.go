@@ -180,9 +180,8 @@ type PodGroupList struct {
 	Items           []PodGroup `json:"items"`
 }
 
-// PodGroupSpec defines a PodGroup. Everything but gang.minCount and
-// preemptionPolicy is immutable: a field can neither change nor be added
-// or removed (the field's own rule sees only changes, as CEL transition
+// PodGroupSpec defines a PodGroup. Everything but gang.minCount is
+// immutable: a field can neither change nor be added or removed (the field's own rule sees only changes, as CEL transition
 // rules run only where the field exists on both sides; these see the rest).
 // +kubebuilder:validation:XValidation:rule="has(self.schedulingPolicy.gang) == has(oldSelf.schedulingPolicy.gang)",message="schedulingPolicy cannot change between basic and gang"
 // +kubebuilder:validation:XValidation:rule="has(self.workloadRef) == has(oldSelf.workloadRef)",message="workloadRef is immutable: it cannot be added or removed",fieldPath=".workloadRef"
@@ -191,6 +190,7 @@ type PodGroupList struct {
 // +kubebuilder:validation:XValidation:rule="has(self.disruptionMode) == has(oldSelf.disruptionMode)",message="disruptionMode is immutable: it cannot be added or removed",fieldPath=".disruptionMode"
 // +kubebuilder:validation:XValidation:rule="has(self.priorityClassName) == has(oldSelf.priorityClassName)",message="priorityClassName is immutable: it cannot be added or removed",fieldPath=".priorityClassName"
 // +kubebuilder:validation:XValidation:rule="has(self.priority) == has(oldSelf.priority)",message="priority is immutable: it cannot be added or removed",fieldPath=".priority"
+// +kubebuilder:validation:XValidation:rule="has(self.preemptionPolicy) == has(oldSelf.preemptionPolicy)",message="preemptionPolicy is immutable: it cannot be added or removed; delete the PodGroup and create it with the policy you want",fieldPath=".preemptionPolicy"
 type PodGroupSpec struct {
 	// workloadRef points to the Workload template this group instantiates.
 	// +optional
@@ -218,7 +218,12 @@ type PodGroupSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="priority is immutable"
 	Priority *int32 `json:"priority,omitempty"`
+	// preemptionPolicy can only make the group stricter than its members:
+	// Never forbids preemption for the group; PreemptLowerPriority (or
+	// unset) leaves it to the members' own policy, and a member whose
+	// PriorityClass says Never keeps the group from preempting.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="preemptionPolicy is immutable; delete the PodGroup and create it with the policy you want"
 	PreemptionPolicy *PreemptionPolicy `json:"preemptionPolicy,omitempty"`
 }
 

@@ -225,10 +225,14 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 			continue
 		}
 		fmt.Fprintln(opts.Progress, "starting lockstep webhook, controllers and scheduler")
-		// What the Helm chart ships: the webhook configurations and the
-		// Secret the webhook keeps its certificate in.
+		// What the Helm chart ships: the policy that confines the webhook
+		// to its CA bundle, the webhook configurations and the Secret the
+		// webhook keeps its certificate in. The webhook runs as the client
+		// certificate user webhookUser here (config/rbac binds it beside
+		// the chart's ServiceAccount).
 		endpoint := webhook.Endpoint{URL: "https://127.0.0.1:" + strconv.Itoa(ports.Webhook)}
-		if err := webhook.Install(ctx, client, endpoint, LockstepNamespace, WebhookSecret); err != nil {
+		webhookUsers := []string{webhook.WebhookServiceAccount(LockstepNamespace), webhookUser}
+		if err := webhook.Install(ctx, client, endpoint, LockstepNamespace, WebhookSecret, webhookUsers); err != nil {
 			return fmt.Errorf("installing the webhook configurations: %w", err)
 		}
 		procs := c.lockstepProcesses(bin)

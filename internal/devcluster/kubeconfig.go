@@ -26,8 +26,11 @@ var identities = []identity{
 	// Lockstep's components get only the RBAC in config/rbac.
 	{file: "lockstep-scheduler", cn: "lockstep-scheduler"},
 	{file: "lockstep-controllers", cn: "lockstep-controllers"},
-	{file: "lockstep-webhook", cn: "lockstep-webhook"},
+	{file: "lockstep-webhook", cn: webhookUser},
 }
+
+// webhookUser is the identity `lockstep webhook` runs as.
+const webhookUser = "lockstep-webhook"
 
 func writeKubeconfig(path, server string, p *pki, user string) error {
 	cfg := clientcmdapi.NewConfig()

@@ -11,12 +11,15 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
-// Allowed reports whether a unit may preempt: the group's
-// preemptionPolicy, else the pods' (set from their PriorityClass). pg may
-// be nil (a lone pod).
+// Allowed reports whether a unit may preempt: only when neither its group's
+// preemptionPolicy nor any of pods' (set from their PriorityClass by the API
+// server's Priority admission) is Never. A group's policy can make
+// preemption stricter, never grant it: the pods' policy is what the API
+// server admitted them with, and a PodGroup is written by its namespace's
+// users. pg may be nil (a lone pod).
 func Allowed(pg *lockv1.PodGroup, pods []*corev1.Pod) bool {
-	if pg != nil && pg.Spec.PreemptionPolicy != nil {
-		return *pg.Spec.PreemptionPolicy != lockv1.PreemptNever
+	if pg != nil && pg.Spec.PreemptionPolicy != nil && *pg.Spec.PreemptionPolicy == lockv1.PreemptNever {
+		return false
 	}
 	for _, p := range pods {
 		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == corev1.PreemptNever {

@@ -49,7 +49,8 @@ const (
 // Secret shared by replicas, writes the pair to the cert directory (the
 // webhook server reloads it when the files change) and injects the CA into
 // the two webhook configurations. It needs only get/update on that one
-// Secret and get/patch on those two configurations; it creates nothing.
+// Secret and get/patch on those two configurations; it creates nothing,
+// and CAPolicy refuses any patch of its that changes more than caBundle.
 //
 // It is written here rather than taken from
 // github.com/open-policy-agent/cert-controller, the rotator Kueue and JobSet

@@ -1,11 +1,14 @@
 package webhook
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -41,6 +44,55 @@ const (
 	podWasMember       = `oldObject != null && has(oldObject.metadata.labels) && "` + lockv1.PodGroupLabel + `" in oldObject.metadata.labels`
 	podNeedsDefaults   = `(` + isMember + ` && object.spec.schedulerName != "lockstep") || (object.spec.schedulerName == "lockstep" && !` + isMember + ` && (` + ownedByJob + ` || has(object.spec.schedulingGroup)))`
 )
+
+// What an update must change to reach a validating webhook: only what the
+// webhook judges, so that an outage never blocks the updates other
+// controllers make on Lockstep objects — the Job controller removing its
+// tracking finalizer from finished pods, Kueue resuming a suspended Job
+// (spec.suspend and the template's scheduling directives), the garbage
+// collector's finalizers — while every change the webhook judges still
+// fails closed (failurePolicy Fail) when it is down:
+//   - a pod: its group (PodValidator.ValidateUpdate judges nothing else;
+//     priority, priorityClassName and schedulerName are immutable);
+//   - a PodGroup: its spec, or its owners (a job's group is bounded by it);
+//   - a Job: its Lockstep annotations, its spec but suspend and template,
+//     the template's group label, and the template's spec but the
+//     scheduling directives the API server lets a suspended Job change
+//     (nodeSelector, tolerations, affinity, schedulingGates) — what Kueue
+//     writes when it admits a Job. Other kinds' updates all reach their
+//     webhook (judgedOnUpdate lists the kinds narrowed).
+var (
+	podChangesGroup   = `request.operation == "CREATE" || ` + celGroupOf("object") + ` != ` + celGroupOf("oldObject")
+	podGroupJudged    = `request.operation == "CREATE" || object.spec != oldObject.spec || object.metadata.?ownerReferences.orValue([]) != oldObject.metadata.?ownerReferences.orValue([])`
+	jobUnchangedForUs = sameWithPrefix("object.metadata.?annotations", "oldObject.metadata.?annotations", lockv1.GroupVersion.Group+"/") + " && " +
+		sameBut("object.spec", "oldObject.spec", "suspend", "template") + " && " +
+		fmt.Sprintf(`object.spec.template.?metadata.?labels[?%[1]q].orValue("") == oldObject.spec.template.?metadata.?labels[?%[1]q].orValue("")`, lockv1.PodGroupLabel) + " && " +
+		sameBut("object.spec.template.spec", "oldObject.spec.template.spec", "nodeSelector", "tolerations", "affinity", "schedulingGates")
+)
+
+// namesAGroup are, by kind, CEL expressions true when a job's template
+// carries the membership label: such a job reaches its validating webhook
+// even when the template names another scheduler, for the pod mutation
+// makes its pods Lockstep's and members of that group.
+var namesAGroup = map[schema.GroupVersionKind]string{
+	batchv1.SchemeGroupVersion.WithKind("Job"): `("` + lockv1.PodGroupLabel + `" in object.spec.template.?metadata.?labels.orValue({}))`,
+}
+
+// judgedOnUpdate are, by kind, CEL expressions true when an update leaves
+// unchanged all that the kind's validation judges.
+var judgedOnUpdate = map[schema.GroupVersionKind]string{
+	batchv1.SchemeGroupVersion.WithKind("Job"): jobUnchangedForUs,
+}
+
+// updateJudged is the match condition of integ's validating webhook that
+// lets through creations and the updates it must judge.
+func updateJudged(integ jobintegration.Integration) (admissionv1.MatchCondition, bool) {
+	same, ok := judgedOnUpdate[integ.GVK()]
+	if !ok {
+		return admissionv1.MatchCondition{}, false
+	}
+	return admissionv1.MatchCondition{Name: "changes-what-is-judged", Expression: `request.operation != "UPDATE" || !(` + same + `)`}, true
+}
 
 // inKueueGroup: an unlabelled, unbound Lockstep pod that names a Kueue pod
 // group — at creation (plain pods), or when Kueue labels it later (a
@@ -118,7 +170,8 @@ func rule(group, version, resource string, ops ...admissionv1.OperationType) adm
 // Configurations are Lockstep's webhook configurations, without caBundle
 // (the webhook injects its CA, or cert-manager does): what the Helm chart
 // ships and the local control plane installs. The webhook never creates
-// them — its identity may only read and patch these two named objects.
+// them — its identity may only read and patch these two named objects, and
+// CAPolicy admits no patch of its but one of caBundle.
 // failurePolicy, per webhook (docs/admission.md):
 //   - pod mutation: Fail — a gang rank created without its membership label
 //     would be scheduled alone; only Lockstep-targeting pods are affected.
@@ -158,6 +211,7 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 				Name: "podgroups.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodGroup),
 				Rules:         []admissionv1.RuleWithOperations{rule(lockv1.GroupVersion.Group, lockv1.GroupVersion.Version, "podgroups", admissionv1.Create, admissionv1.Update)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
+				MatchConditions: []admissionv1.MatchCondition{{Name: "changes-what-is-judged", Expression: podGroupJudged}},
 			},
 			{
 				Name: "pods.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodValidate),
@@ -166,6 +220,7 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 				MatchConditions: []admissionv1.MatchCondition{
 					{Name: "targets-lockstep", Expression: podTargetsLockstep + " || " + podWasMember},
 					{Name: "not-from-a-job-template", Expression: "!(" + fromJobController(jobControllers) + ")"},
+					{Name: "creates-or-changes-the-group", Expression: podChangesGroup},
 				},
 			},
 		},
@@ -180,11 +235,18 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 			FailurePolicy: ignore, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 			MatchConditions: match,
 		})
+		validate := match
+		if named, ok := namesAGroup[integ.GVK()]; ok {
+			validate = []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: "(" + integ.AdmissionMatch() + ") || " + named}}
+		}
+		if c, ok := updateJudged(integ); ok {
+			validate = append(validate[:len(validate):len(validate)], c)
+		}
 		validating.Webhooks = append(validating.Webhooks, admissionv1.ValidatingWebhook{
 			Name: integ.Resource() + ".validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobValidate(integ)),
 			Rules:         []admissionv1.RuleWithOperations{integrationRule(integ, admissionv1.Create, admissionv1.Update)},
 			FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
-			MatchConditions: match,
+			MatchConditions: validate,
 		})
 	}
 	return mutating, validating

@@ -9,17 +9,27 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Install writes what the Helm chart ships for admission — both webhook
-// configurations (no caBundle yet) and the empty Secret the webhook keeps
-// its certificate in — for the local control plane, where no chart is
-// installed. It runs with the installer's (admin) identity, never the
-// webhook's.
-func Install(ctx context.Context, client kubernetes.Interface, e Endpoint, secretNamespace, secretName string) error {
-	mutating, validating := Configurations(e, JobControllerUsers)
-	if err := upsert(ctx, client.AdmissionregistrationV1().MutatingWebhookConfigurations(), mutating); err != nil {
+// Install writes what the Helm chart ships for admission — the admission
+// policy that confines webhookUsers (the identities the webhook runs as) to
+// the CA bundle, both webhook configurations (no caBundle yet) and the
+// empty Secret the webhook keeps its certificate in — for the local control
+// plane, where no chart is installed. It runs with the installer's (admin)
+// identity, never the webhook's. The policy goes first, so the webhook is
+// never able to change its configurations without it.
+func Install(ctx context.Context, client kubernetes.Interface, e Endpoint, secretNamespace, secretName string, webhookUsers []string) error {
+	adm := client.AdmissionregistrationV1()
+	policy, binding := CAPolicy(webhookUsers)
+	if err := upsert(ctx, adm.ValidatingAdmissionPolicies(), policy); err != nil {
 		return err
 	}
-	if err := upsert(ctx, client.AdmissionregistrationV1().ValidatingWebhookConfigurations(), validating); err != nil {
+	if err := upsert(ctx, adm.ValidatingAdmissionPolicyBindings(), binding); err != nil {
+		return err
+	}
+	mutating, validating := Configurations(e, JobControllerUsers)
+	if err := upsert(ctx, adm.MutatingWebhookConfigurations(), mutating); err != nil {
+		return err
+	}
+	if err := upsert(ctx, adm.ValidatingWebhookConfigurations(), validating); err != nil {
 		return err
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: secretName}, Type: corev1.SecretTypeOpaque}

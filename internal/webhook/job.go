@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,8 +42,15 @@ func (v *JobValidator) ValidateCreate(ctx context.Context, o runtime.Object) (ad
 		return nil, err
 	}
 	warnings, err := v.validate(ctx, j)
+	ns := namespaceOf(ctx, j.Object().GetNamespace())
+	if err == nil {
+		w, err := v.namedByOthers(ctx, ns, j)
+		if err != nil {
+			return warnings, apierrors.NewInternalError(err)
+		}
+		warnings = append(warnings, w...)
+	}
 	if v.Claims != nil && jobintegration.TargetsLockstep(j) {
-		ns := namespaceOf(ctx, j.Object().GetNamespace())
 		for _, r := range j.Roles() {
 			for _, pc := range r.Template.Spec.ResourceClaims {
 				warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
@@ -103,10 +109,16 @@ func (v *JobValidator) ValidateDelete(context.Context, runtime.Object) (admissio
 
 func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob) (admission.Warnings, error) {
 	obj := j.Object()
-	if !jobintegration.TargetsLockstep(j) || integrationSet.Parent(obj) != nil {
+	if integrationSet.Parent(obj) != nil {
 		// A job another integration controls (a JobSet's Job) was
 		// checked as part of its parent.
 		return nil, nil
+	}
+	if !jobintegration.TargetsLockstep(j) {
+		// A template with the membership label but another scheduler:
+		// the pod mutation makes its pods Lockstep's, members of the
+		// group it names.
+		return v.labelledOnly(ctx, j)
 	}
 	meta := field.NewPath("metadata", "annotations")
 	ann := obj.GetAnnotations()
@@ -132,22 +144,14 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	for _, r := range j.Roles() {
 		errs = append(errs, prunedClaims(j, r)...)
 		errs = append(errs, validatePriority(ctx, v.Cached, r.Path.Child("spec"), r.Template.Spec.PriorityClassName, nil)...)
-		// The role's pods join the group its template names: it must not be
-		// another job's gang.
-		g := r.Template.Labels[lockv1.PodGroupLabel]
-		if g == "" || g == obj.GetName() {
-			continue
-		}
-		pg, err := v.podGroup(ctx, ns, g)
-		if err != nil {
-			continue
-		}
-		if ref := metav1.GetControllerOf(pg); ref != nil && integrationSet.ForKind(ref.APIVersion, ref.Kind) != nil && ref.UID != obj.GetUID() {
-			errs = append(errs, field.Forbidden(r.Path.Child("metadata", "labels").Key(lockv1.PodGroupLabel),
-				fmt.Sprintf("PodGroup %s is the gang of %s %s: only its pods join it", g, ref.Kind, ref.Name)))
-		}
 	}
-	var warnings admission.Warnings
+	// The roles' pods join the groups their templates name: none may be
+	// another job's gang.
+	named, warnings, err := v.namedGroups(ctx, ns, j)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, named...)
 	// A template naming its own group is no warning: its pods join it.
 	if _, err := jobintegration.Groups(j); errors.As(err, &nq) && nq.Named == "" && !j.InTreeGang() {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())

@@ -3,12 +3,15 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -18,9 +21,11 @@ import (
 )
 
 // PodGroupValidator rejects PodGroups that can only deadlock, that would
-// raise their own priority above their members', or that ask for what
-// Lockstep does not do. (Static rules — minCount ≥ 1, one policy, immutable
-// fields — are in the CRD schema and run first.)
+// raise their own priority above their members', whose name cannot be a
+// label value or whose topology key cannot be a node label, that change
+// their preemptionPolicy, or that ask for what Lockstep does not do.
+// (Static rules — minCount ≥ 1, one policy, immutable fields — are in the
+// CRD schema and run first.)
 type PodGroupValidator struct {
 	reads
 }
@@ -38,12 +43,44 @@ func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGr
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "resourceClaims"),
 			"claims reserved for a whole PodGroup are not supported by Lockstep: give each pod its own claim from a ResourceClaimTemplate, or share one ResourceClaim through the pods' spec.resourceClaims (at most 256 pods can reserve one claim)"))
 	}
+	errs = append(errs, validateName(pg.Name)...)
+	errs = append(errs, validateTopology(pg.Spec.SchedulingConstraints)...)
 	return nil, v.validate(ctx, pg, errs)
 }
 
-// ValidateUpdate implements admission.Validator.
-func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, _, pg *lockv1.PodGroup) (admission.Warnings, error) {
-	return nil, v.validate(ctx, pg, nil)
+// ValidateUpdate implements admission.Validator: the new spec must be
+// valid, and preemptionPolicy cannot change — it only ever makes the
+// group's preemption stricter than its members' (preemption.Allowed), and
+// the scheduler may already have acted on it. (The CRD schema refuses the
+// same since this release; the webhook also holds it on a cluster whose
+// CRDs predate it — Helm installs crds/ once and never upgrades them.)
+func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, old, pg *lockv1.PodGroup) (admission.Warnings, error) {
+	var errs field.ErrorList
+	if was, is := policyOf(old.Spec.PreemptionPolicy), policyOf(pg.Spec.PreemptionPolicy); was != is {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "preemptionPolicy"),
+			fmt.Sprintf("a PodGroup's preemptionPolicy is fixed when it is created (it is %s): restore it, or delete the PodGroup and create it with the policy you want", was)))
+	}
+	return nil, v.validate(ctx, pg, errs)
+}
+
+// preemptionNotGranted warns when a group asks to preempt for a member
+// whose PriorityClass says Never: the member's Never wins
+// (preemption.Allowed), so the group's policy is not what happens.
+func preemptionNotGranted(pg *lockv1.PodGroup, pod *corev1.Pod) string {
+	if pg.Spec.PreemptionPolicy == nil || *pg.Spec.PreemptionPolicy != lockv1.PreemptLowerPriority ||
+		pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != corev1.PreemptNever {
+		return ""
+	}
+	return fmt.Sprintf("PodGroup %s says preemptionPolicy %s, but pod %s has preemptionPolicy Never (from PriorityClass %q): a group cannot grant its pods a preemption their PriorityClass forbids, so the gang will wait rather than preempt; give the pods a PriorityClass whose preemptionPolicy is PreemptLowerPriority if it should preempt",
+		pg.Name, lockv1.PreemptLowerPriority, pod.Name+pod.GenerateName, pod.Spec.PriorityClassName)
+}
+
+// policyOf names a preemptionPolicy for messages ("unset" when it is).
+func policyOf(p *lockv1.PreemptionPolicy) string {
+	if p == nil {
+		return "unset"
+	}
+	return string(*p)
 }
 
 // ValidateDelete implements admission.Validator.
@@ -56,15 +93,60 @@ func (v *PodGroupValidator) validate(ctx context.Context, pg *lockv1.PodGroup, e
 	spec := field.NewPath("spec")
 	errs = append(errs, validatePriority(ctx, v.Cached, spec, pg.Spec.PriorityClassName, pg.Spec.Priority)...)
 	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
-		if size, job, ok := v.ownerJobSize(ctx, ns, pg); ok && g.MinCount > size {
-			errs = append(errs, field.Invalid(spec.Child("schedulingPolicy", "gang", "minCount"), g.MinCount,
+		path := spec.Child("schedulingPolicy", "gang", "minCount")
+		size, job, owned := v.ownerJobSize(ctx, ns, pg)
+		switch {
+		case owned && g.MinCount > size:
+			errs = append(errs, field.Invalid(path, g.MinCount,
 				fmt.Sprintf("larger than %s can ever run (%d pods at once): the gang would wait forever; set minCount to at most %d or raise its parallelism", job, size, size)))
+		case !owned && g.MinCount > MaxMinCount:
+			errs = append(errs, field.Invalid(path, g.MinCount,
+				fmt.Sprintf("more than %d, the most pods one workload can run at once (an Indexed Job's parallelism is capped at %d): the gang would wait forever; set minCount to the number of pods that must run together, at most %d", MaxMinCount, MaxMinCount, MaxMinCount)))
 		}
 	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return apierrors.NewInvalid(schema.GroupKind{Group: lockv1.GroupVersion.Group, Kind: "PodGroup"}, pg.Name, errs)
+}
+
+// MaxMinCount bounds the minCount of a PodGroup no job owns (written by
+// hand, or by a controller Lockstep does not integrate). Upstream caps
+// nothing; a larger gang can never be placed, so it would wait for ever
+// and say only "does not fit". The bound is the most pods one workload the
+// API server accepts can run at once: batch/v1 caps an Indexed Job's
+// parallelism at 100,000 — also below Kubernetes' tested envelope of
+// 150,000 pods in a whole cluster. A job's own group is bounded by the
+// job's size instead.
+const MaxMinCount = 100_000
+
+// validateName: a PodGroup's name is the value of its members' membership
+// label, so it must be a valid label value (at most 63 characters; the
+// API server allows 253 for the object).
+func validateName(name string) field.ErrorList {
+	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name,
+			fmt.Sprintf("a PodGroup's name is the value of its pods' label %s, and %s: choose a name of at most %d characters",
+				lockv1.PodGroupLabel, strings.Join(errs, "; "), validation.LabelValueMaxLength))}
+	}
+	return nil
+}
+
+// validateTopology: each topology key names a node label, so it must be a
+// valid label key; a group keyed by anything else never fits anywhere.
+func validateTopology(c *lockv1.PodGroupSchedulingConstraints) field.ErrorList {
+	if c == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	path := field.NewPath("spec", "schedulingConstraints", "topology")
+	for i, t := range c.Topology {
+		if e := validation.IsQualifiedName(t.Key); len(e) > 0 {
+			errs = append(errs, field.Invalid(path.Index(i).Child("key"), t.Key,
+				fmt.Sprintf("not a valid label key (%s), so no node can carry it and the group could never be placed: use the key of a label your nodes carry, e.g. %s", strings.Join(e, "; "), corev1.LabelTopologyZone)))
+		}
+	}
+	return errs
 }
 
 // ownerJobSize returns the size of the group's job: how many pods the

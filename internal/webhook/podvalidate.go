@@ -81,6 +81,9 @@ func (v *PodValidator) joining(ctx context.Context, ns string, pod *corev1.Pod) 
 	}
 	if pg != nil {
 		warnings = append(warnings, v.Claims.sharedClaimWarnings(ctx, ns, pod, pg)...)
+		if w := preemptionNotGranted(pg, pod); w != "" {
+			warnings = append(warnings, w)
+		}
 	}
 	return warnings, errs, nil
 }

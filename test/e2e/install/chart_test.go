@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,13 +51,19 @@ func TestChartInstallsAWorkingLockstep(t *testing.T) {
 	webhookPort := base
 	pointWebhooksAt(t, ctx, h, "https://127.0.0.1:"+strconv.Itoa(webhookPort))
 
-	start := func(component string, args ...string) {
+	// start runs a component as the chart's ServiceAccount; it returns the
+	// kubeconfig it runs with and a function that stops it.
+	start := func(component string, args ...string) (string, func()) {
 		kc := serviceAccountKubeconfig(t, ctx, h, "lockstep-"+component)
-		run(t, h, component, append([]string{component, "--kubeconfig=" + kc, "-v=2"}, args...)...)
+		return kc, run(t, h, component, append([]string{component, "--kubeconfig=" + kc, "-v=2"}, args...)...)
 	}
-	start("webhook", "--bind-address=127.0.0.1", "--port="+strconv.Itoa(webhookPort), "--url-host=127.0.0.1:"+strconv.Itoa(webhookPort),
-		"--cert-dir="+t.TempDir(), "--secret-namespace="+releaseNS, "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(base+1))
+	webhookArgs := []string{"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(webhookPort), "--url-host=127.0.0.1:" + strconv.Itoa(webhookPort),
+		"--cert-dir=" + t.TempDir(), "--secret-namespace=" + releaseNS, "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(base+1)}
+	webhookKubeconfig, stopWebhook := start("webhook", webhookArgs...)
+	// Ready means the webhook injected its CA as the chart's ServiceAccount,
+	// through the CA-injection policy.
 	waitReady(t, ctx, base+1)
+	webhookConfinedToCABundle(t, ctx, h, webhookKubeconfig)
 	start("controllers", "--leader-elect-namespace="+releaseNS, "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(base+2))
 	start("scheduler", "--leader-elect-namespace="+releaseNS, "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(base+3))
 	waitReady(t, ctx, base+2)
@@ -110,6 +117,11 @@ func TestChartInstallsAWorkingLockstep(t *testing.T) {
 	if args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--kube-api-qps=300") || !strings.Contains(args, "-v=4") {
 		t.Errorf("upgrade did not change the scheduler's arguments: %s", args)
 	}
+
+	// A CA rotation still works: a webhook that finds no CA in its Secret
+	// makes a new one and injects it, as the chart's ServiceAccount.
+	stopWebhook()
+	rotateCA(t, ctx, h, func() { start("webhook", webhookArgs...); waitReady(t, ctx, base+1) })
 
 	// Uninstall: everything the chart created goes but the CRDs (Helm 3
 	// installs crds/ once and never deletes them).
@@ -268,8 +280,9 @@ func serviceAccountKubeconfig(t *testing.T, ctx context.Context, h *harness.Harn
 	return path
 }
 
-// run starts a lockstep component; it is killed when the test ends.
-func run(t *testing.T, h *harness.Harness, name string, args ...string) {
+// run starts a lockstep component; it is killed when the test ends, or
+// when the function it returns is called.
+func run(t *testing.T, h *harness.Harness, name string, args ...string) func() {
 	t.Helper()
 	logPath := filepath.Join(h.Cluster.Dir(), "logs", "chart-"+name+".log")
 	logf, err := os.Create(logPath)
@@ -282,15 +295,22 @@ func run(t *testing.T, h *harness.Harness, name string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			logf.Close()
+		})
+	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
+		stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("--- %s log ---\n%s", name, tailLines(string(b), 30))
 		}
 	})
+	return stop
 }
 
 func waitReady(t *testing.T, ctx context.Context, port int) {

@@ -36,6 +36,12 @@ func TestAdmissionRejectsWithActionableMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A suspended gang Job: its gang is "held" (created now or soon).
+	held := gpuJob(ns, "held", 2)
+	held.Spec.Suspend = ptr.To(true)
+	if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, held, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	withPG := func(mut func(*lockv1.PodGroup)) func() error {
 		return func() error {
@@ -78,6 +84,32 @@ func TestAdmissionRejectsWithActionableMessages(t *testing.T) {
 			}),
 			wantErr: []string{"spec.schedulingPolicy.gang.minCount", "larger than Job small can ever run (2 pods at once)", "at most 2"},
 		},
+		"PodGroup: a name longer than a label value": {
+			create:  func() error { return createPodGroup(ctx, h, builders.GangPodGroup(ns, strings.Repeat("g", 64), 2)) },
+			wantErr: []string{"metadata.name", "value of its pods' label scheduling.lockstep.dev/pod-group", "must be no more than 63", "choose a name of at most 63 characters"},
+		},
+		"PodGroup: a topology key that is no label key": {
+			create: withPG(func(pg *lockv1.PodGroup) {
+				pg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: "topology.kubernetes.io/zone"}, {Key: "rack name"}}}
+			}),
+			wantErr: []string{"spec.schedulingConstraints.topology[1].key", "not a valid label key", "use the key of a label your nodes carry"},
+		},
+		"PodGroup: a hand-written minCount of 1e9": {
+			create:  withPG(func(pg *lockv1.PodGroup) { pg.Spec.SchedulingPolicy.Gang.MinCount = 1_000_000_000 }),
+			wantErr: []string{"spec.schedulingPolicy.gang.minCount", "more than 100000, the most pods one workload can run at once", "set minCount to the number of pods that must run together"},
+		},
+		"Job: a template naming another Job's gang": {
+			create:  withJob(func(j *batchv1.Job) { j.Spec.Template.Labels = map[string]string{lockv1.PodGroupLabel: "held"} }),
+			wantErr: []string{"spec.template.metadata.labels[scheduling.lockstep.dev/pod-group]", "the gang of Job held", "remove the label to let Lockstep make the Job's own gang"},
+		},
+		"Job: a template for another scheduler naming another Job's gang": {
+			create: func() error {
+				j := builders.IndexedJob(ns, "k", 2, builders.MakePod().Member("held").Obj())
+				_, err := h.Client.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{})
+				return err
+			},
+			wantErr: []string{"spec.template.metadata.labels[scheduling.lockstep.dev/pod-group]", "the gang of Job held"},
+		},
 		"Job: min-count annotation above parallelism": {
 			create:  withJob(func(j *batchv1.Job) { j.Annotations = map[string]string{"scheduling.lockstep.dev/min-count": "9"} }),
 			wantErr: []string{"scheduling.lockstep.dev/min-count", "larger than the job can ever run (4 pods at once)", "at most 4"},
@@ -106,9 +138,60 @@ func TestAdmissionRejectsWithActionableMessages(t *testing.T) {
 			}
 		})
 	}
-	// The same PodGroup with a consistent priority is accepted.
+	// The same PodGroup with a consistent priority is accepted, and so are
+	// a 63-character name, valid topology keys and a large minCount within
+	// the bound.
 	if err := withPG(func(pg *lockv1.PodGroup) { pg.Spec.PriorityClassName = pcName; pg.Spec.Priority = ptr.To[int32](1000) })(); err != nil {
 		t.Errorf("consistent priority rejected: %v", err)
+	}
+	valid := builders.GangPodGroup(ns, strings.Repeat("g", 63), 100_000)
+	valid.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: "topology.kubernetes.io/zone"}, {Key: "example.com/rack"}}}
+	if err := createPodGroup(ctx, h, valid); err != nil {
+		t.Errorf("a valid PodGroup rejected: %v", err)
+	}
+}
+
+// TestJobNamingAGroupNobodyHasIsWarned: a Job whose template names a
+// PodGroup that does not exist is admitted with a warning saying its pods
+// wait for it; when a gang Job of that name is created later, its
+// admission warns that the first Job's pods will never join its gang.
+func TestJobNamingAGroupNobodyHasIsWarned(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 2*time.Minute)
+	w := &warnings{}
+	cfg := rest.CopyConfig(h.Config)
+	cfg.WarningHandler = w
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := builders.IndexedJob(ns, "early", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Member("late").Obj())
+	early.Spec.Suspend = ptr.To(true)
+	if _, err := client.BatchV1().Jobs(ns).Create(ctx, early, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "names PodGroup late, which does not exist: the Job's pods wait, unscheduled, until it is created"; !strings.Contains(w.all(), want) {
+		t.Errorf("warnings %q: want one containing %q", w.all(), want)
+	}
+	w.msgs = nil
+	late := builders.IndexedJob(ns, "late", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+	late.Spec.Suspend = ptr.To(true)
+	if _, err := client.BatchV1().Jobs(ns).Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Job early's spec.template.metadata.labels[scheduling.lockstep.dev/pod-group] names PodGroup late, which will be this Job's gang"; !strings.Contains(w.all(), want) {
+		t.Errorf("warnings %q: want one containing %q", w.all(), want)
+	}
+	// A gang Job nobody names is created without a word about groups.
+	w.msgs = nil
+	alone := builders.IndexedJob(ns, "alone", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+	alone.Spec.Suspend = ptr.To(true)
+	if _, err := client.BatchV1().Jobs(ns).Create(ctx, alone, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.all(); strings.Contains(got, "PodGroup") {
+		t.Errorf("a Job nobody names: want no warning about groups, got %q", got)
 	}
 }
 

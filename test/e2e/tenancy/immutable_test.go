@@ -39,6 +39,9 @@ func TestImmutableFieldsCannotBeAddedOrRemoved(t *testing.T) {
 		"schedulingConstraints": {func(pg *lockv1.PodGroup) {
 			pg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: "topology.kubernetes.io/zone"}}}
 		}, "spec.schedulingConstraints"},
+		"preemptionPolicy": {func(pg *lockv1.PodGroup) {
+			pg.Spec.PreemptionPolicy = ptr.To(lockv1.PreemptLowerPriority)
+		}, "spec.preemptionPolicy"},
 		"workloadRef": {func(pg *lockv1.PodGroup) {
 			pg.Spec.WorkloadRef = &lockv1.WorkloadReference{WorkloadName: "w", TemplateName: "t"}
 		}, "spec.workloadRef"},

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
@@ -107,4 +110,95 @@ func overlap[K comparable, V any](a, b map[K]V) int {
 		}
 	}
 	return n
+}
+
+// TestGroupCannotGrantPreemption: a tenant whose high PriorityClass says
+// preemptionPolicy Never writes PreemptLowerPriority on its own PodGroup:
+// its gang does not fit, the scheduler says it will not preempt (members'
+// Never wins), and the lower-priority gang of another namespace keeps
+// running untouched. The tenant cannot add or change the group's policy
+// afterwards either.
+func TestGroupCannotGrantPreemption(t *testing.T) {
+	h := harness.Get(t)
+	nsLow, nsHigh := h.Namespace(t), h.Namespace(t)
+	ctx := harness.Context(t, 3*time.Minute)
+	low, never := "low-"+nsLow, "never-"+nsHigh
+	priorityClass(t, ctx, h, low, 100)
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: never}, Value: 10000, PreemptionPolicy: ptr.To(corev1.PreemptNever)}
+	if _, err := h.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), never, metav1.DeleteOptions{})
+	})
+	gpuGang(t, ctx, h, h.Client, nsLow, "low", 4, "", low)
+	before := h.WaitRunning(t, ctx, nsLow, "low", 4)
+
+	mallory := newTenant(t, ctx, h, nsHigh, "mallory")
+	if _, err := mallory.client.ResourceV1().ResourceClaimTemplates(nsHigh).Create(ctx, builders.ClaimTemplate(nsHigh, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pg := builders.GangPodGroup(nsHigh, "grab", 4)
+	pg.Spec.PreemptionPolicy = ptr.To(lockv1.PreemptLowerPriority)
+	if err := mallory.h.CreatePodGroupErr(ctx, pg); err != nil {
+		t.Fatalf("mallory creating her PodGroup: %v", err)
+	}
+	for i := 0; i < 4; i++ {
+		if _, err := mallory.client.CoreV1().Pods(nsHigh).Create(ctx, gpuPod(nsHigh, fmt.Sprintf("grab-%d", i), "grab", never), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating member %d: %v", i, err)
+		}
+	}
+	// Wait for the scheduler's verdict either way: the event that it will
+	// not preempt, or the other gang disturbed.
+	var notes []string
+	harness.Eventually(t, ctx, "the scheduler decides whether the gang preempts", func(ctx context.Context) (bool, string, error) {
+		var err error
+		notes, err = eventNotes(ctx, h, nsHigh, "PodGroup", "grab", "NotPreempting")
+		now, _ := h.RunningPods(ctx, nsLow, "low")
+		return len(notes) > 0 || !sameUIDs(before, now), fmt.Sprintf("NotPreempting %q, %d of 4 original pods of the other gang running", notes, overlap(before, now)), err
+	})
+	if !strings.Contains(strings.Join(notes, "\n"), "preemptionPolicy Never: no preemption") {
+		t.Errorf("want a NotPreempting event saying preemptionPolicy Never, got %q", notes)
+	}
+	time.Sleep(3 * time.Second) // a later cycle would not decide otherwise; give it the chance
+	if now, _ := h.RunningPods(ctx, nsLow, "low"); len(now) != 4 || !sameUIDs(before, now) {
+		t.Errorf("the other namespace's gang was disturbed: %d of 4 original pods running", overlap(before, now))
+	}
+	pods, _, _ := h.GroupPods(ctx, nsLow, "low")
+	for i := range pods {
+		if c := podgroup.Disruption(&pods[i]); c != nil {
+			t.Errorf("pod %s of the other namespace was marked for disruption: %s", pods[i].Name, c.Message)
+		}
+	}
+	if n := bound(t, ctx, h, nsHigh, "grab"); n != 0 {
+		t.Errorf("the Never gang bound %d pods on GPUs it could only get by preempting", n)
+	}
+
+	// Nor can the policy be changed, or added to a group created without one.
+	err := updatePodGroup(ctx, mallory.h, nsHigh, "grab", func(cur *lockv1.PodGroup) { cur.Spec.PreemptionPolicy = ptr.To(lockv1.PreemptNever) })
+	if err == nil || !strings.Contains(err.Error(), "spec.preemptionPolicy") || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("changing preemptionPolicy: want a refusal naming spec.preemptionPolicy as immutable, got %v", err)
+	}
+	if err := mallory.h.CreatePodGroupErr(ctx, builders.GangPodGroup(nsHigh, "later", 2)); err != nil {
+		t.Fatal(err)
+	}
+	err = updatePodGroup(ctx, mallory.h, nsHigh, "later", func(cur *lockv1.PodGroup) { cur.Spec.PreemptionPolicy = ptr.To(lockv1.PreemptLowerPriority) })
+	if err == nil || !strings.Contains(err.Error(), "spec.preemptionPolicy") || !strings.Contains(err.Error(), "cannot be added or removed") {
+		t.Errorf("adding preemptionPolicy: want a refusal naming spec.preemptionPolicy, got %v", err)
+	}
+}
+
+// eventNotes are the notes of the events with this reason about one object.
+func eventNotes(ctx context.Context, h *harness.Harness, ns, kind, name, reason string) ([]string, error) {
+	evs, err := h.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == kind && e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out, nil
 }

@@ -68,6 +68,10 @@ func TestComponentRBAC(t *testing.T) {
 		{"lockstep-webhook", "create", "validatingwebhookconfigurations.admissionregistration.k8s.io", ""},
 		{"lockstep-webhook", "update", "validatingwebhookconfigurations.admissionregistration.k8s.io/lockstep", ""},
 		{"lockstep-webhook", "create", "secrets", "lockstep-system"},
+		{"lockstep-webhook", "patch", "validatingadmissionpolicies.admissionregistration.k8s.io/lockstep-webhook-ca-injection", ""},
+		{"lockstep-webhook", "delete", "validatingadmissionpolicies.admissionregistration.k8s.io/lockstep-webhook-ca-injection", ""},
+		{"lockstep-webhook", "delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io/lockstep-webhook-ca-injection", ""},
+		{"lockstep-webhook", "create", "validatingadmissionpolicybindings.admissionregistration.k8s.io", ""},
 	} {
 		args := []string{"--kubeconfig", h.Kubeconfig, "auth", "can-i", tc.verb, tc.resource, "--as", tc.user}
 		if tc.ns != "" {
@@ -93,4 +97,28 @@ func rules(ns, out string) []string {
 	}
 	sort.Strings(lines)
 	return lines
+}
+
+// TestWebhookPatchIsConfinedToTheCABundle: on the local control plane too
+// (the webhook runs as its client-certificate user), the CA-injection
+// policy lets the webhook's identity change a configuration's caBundle and
+// nothing else: server-side dry runs as that user.
+func TestWebhookPatchIsConfinedToTheCABundle(t *testing.T) {
+	h := harness.Get(t)
+	patch := func(p string) (string, error) {
+		out, err := exec.Command(filepath.Join(h.BinDir, "kubectl"), "--kubeconfig", h.Kubeconfig, "--as", "lockstep-webhook",
+			"patch", "validatingwebhookconfiguration", "lockstep", "--type=json", "-p", p, "--dry-run=server").CombinedOutput()
+		return string(out), err
+	}
+	for name, p := range map[string]string{
+		"rules matching every resource": `[{"op":"replace","path":"/webhooks/0/rules","value":[{"apiGroups":["*"],"apiVersions":["*"],"resources":["*"],"operations":["*"],"scope":"*"}]}]`,
+		"an external URL":               `[{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"https://collector.example.com/admission"}]`,
+	} {
+		if out, err := patch(p); err == nil || !strings.Contains(out, "lockstep-webhook-ca-injection") {
+			t.Errorf("%s as lockstep-webhook: want a refusal by the CA-injection policy, got %v: %s", name, err, out)
+		}
+	}
+	if out, err := patch(`[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"Y2EK"}]`); err != nil {
+		t.Errorf("a new caBundle as lockstep-webhook: want it admitted, got %v: %s", err, out)
+	}
 }
