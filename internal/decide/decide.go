@@ -89,10 +89,6 @@ type Decision struct {
 	Err                error
 }
 
-// reasonPreemptionNever is why a unit whose policy forbids preemption is
-// not preempting.
-const reasonPreemptionNever = "preemptionPolicy Never: no preemption"
-
 // Decide decides one unit on snap. A unit that is placed stays placed in
 // snap (the caller assumes it); one that is not leaves snap as it found it.
 func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in Input) Decision {
@@ -122,8 +118,8 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 	// Not admitted: placement left snap as it found it, so preemption
 	// searches the cluster as it is.
 	d.Kind = Unschedulable
-	if !preemption.Allowed(u.Group, u.Pending) {
-		d.Reason = reasonPreemptionNever
+	if who := preemption.Forbidden(u.Group, u.Pending); who != "" {
+		d.Reason = "preemptionPolicy Never (" + who + "): no preemption"
 		return d
 	}
 	if in.Preemption == nil {

@@ -17,16 +17,20 @@ import (
 // preemption stricter, never grant it: the pods' policy is what the API
 // server admitted them with, and a PodGroup is written by its namespace's
 // users. pg may be nil (a lone pod).
-func Allowed(pg *lockv1.PodGroup, pods []*corev1.Pod) bool {
+func Allowed(pg *lockv1.PodGroup, pods []*corev1.Pod) bool { return Forbidden(pg, pods) == "" }
+
+// Forbidden says who forbids the unit to preempt ("" when nothing does):
+// "PodGroup ns/name" or "pod ns/name (from its PriorityClass)".
+func Forbidden(pg *lockv1.PodGroup, pods []*corev1.Pod) string {
 	if pg != nil && pg.Spec.PreemptionPolicy != nil && *pg.Spec.PreemptionPolicy == lockv1.PreemptNever {
-		return false
+		return fmt.Sprintf("PodGroup %s/%s", pg.Namespace, pg.Name)
 	}
 	for _, p := range pods {
 		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == corev1.PreemptNever {
-			return false
+			return fmt.Sprintf("pod %s/%s (from its PriorityClass)", p.Namespace, p.Name)
 		}
 	}
-	return true
+	return ""
 }
 
 // Candidates groups the running pods into victim units: the Lockstep pods

@@ -120,7 +120,7 @@ func TestNoPreemption(t *testing.T) {
 	}{
 		{"equal priority", classUrgent, classUrgent, 4, "preemption cannot help: no running pods of lower priority"},
 		{"higher priority", classUrgent, classLow, 4, "preemption cannot help: no running pods of lower priority"},
-		{"preemptionPolicy Never", classLow, classUrgentNever, 4, "preemptionPolicy Never: no preemption"},
+		{"preemptionPolicy Never", classLow, classUrgentNever, 4, "preemptionPolicy Never (pod "},
 		{"futile: 8 ranks on 6 GPUs", classLow, classUrgent, 8, "preemption cannot help: evicting all 1 lower-priority candidates would not make room"},
 	}
 	for _, tc := range cases {

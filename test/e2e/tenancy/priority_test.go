@@ -157,8 +157,10 @@ func TestGroupCannotGrantPreemption(t *testing.T) {
 		now, _ := h.RunningPods(ctx, nsLow, "low")
 		return len(notes) > 0 || !sameUIDs(before, now), fmt.Sprintf("NotPreempting %q, %d of 4 original pods of the other gang running", notes, overlap(before, now)), err
 	})
-	if !strings.Contains(strings.Join(notes, "\n"), "preemptionPolicy Never: no preemption") {
-		t.Errorf("want a NotPreempting event saying preemptionPolicy Never, got %q", notes)
+	// The pods' Never (from their PriorityClass) wins over the group's
+	// PreemptLowerPriority, and the event names the pod that says it.
+	if !strings.Contains(strings.Join(notes, "\n"), "preemptionPolicy Never (pod "+nsHigh+"/") {
+		t.Errorf("want a NotPreempting event naming a pod whose preemptionPolicy is Never, got %q", notes)
 	}
 	time.Sleep(3 * time.Second) // a later cycle would not decide otherwise; give it the chance
 	if now, _ := h.RunningPods(ctx, nsLow, "low"); len(now) != 4 || !sameUIDs(before, now) {
