@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -82,8 +83,7 @@ func Decide(v View) Verdict {
 	}
 	switch {
 	case inc == nil:
-		return Verdict{Running: running(pg, metav1.ConditionFalse, lockv1.RunningReasonPending,
-			"not admitted yet: see condition "+lockv1.PodGroupInitiallyScheduled)}
+		return Verdict{Running: running(pg, metav1.ConditionFalse, lockv1.RunningReasonPending, notAdmitted(pg, v.Pods, ours))}
 	case inc.Ended != nil:
 		return v.ended(inc, pods)
 	}
@@ -360,6 +360,38 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 		vd.EvictMessage = fmt.Sprintf("PodGroup %s was preempted whole (%s)", pg.Name, end.Message)
 	}
 	return vd
+}
+
+// notAdmitted is the Running message of a group never admitted. It points
+// at the scheduler's condition only when the group has it; else it says
+// what this controller sees. It counts nothing, so creating members one by
+// one does not rewrite it.
+func notAdmitted(pg *lockv1.PodGroup, all, ours []*corev1.Pod) string {
+	const prefix = "not admitted yet: "
+	if meta.FindStatusCondition(pg.Status.Conditions, lockv1.PodGroupInitiallyScheduled) != nil {
+		return prefix + "see condition " + lockv1.PodGroupInitiallyScheduled
+	}
+	if len(ours) == 0 {
+		for _, p := range all {
+			if !podgroup.Ours(p) {
+				return prefix + "its pods are not scheduled by Lockstep: set spec.schedulerName: " + lockv1.SchedulerName + " on them"
+			}
+		}
+		return fmt.Sprintf("%sit has no member pods yet (label %s=%s)", prefix, lockv1.PodGroupLabel, pg.Name)
+	}
+	gated := 0
+	for _, p := range ours {
+		if podgroup.Pending(p) {
+			if !podgroup.Gated(p) {
+				return prefix + "waiting for the scheduler to consider it"
+			}
+			gated++
+		}
+	}
+	if gated > 0 {
+		return prefix + "every pending member has scheduling gates (spec.schedulingGates); the scheduler considers it once they are removed"
+	}
+	return prefix + "waiting for the scheduler to consider it"
 }
 
 // hasPendingBeyond reports whether the group has pending Lockstep pods
