@@ -53,7 +53,7 @@ type Reconciler struct {
 	TaintRules bool
 	// Integrations resolve a group's owner (its Job, JobSet, …) for
 	// scale-downs and suspension; WatchOwners watches each.
-	Integrations []jobintegration.Integration
+	Integrations jobintegration.Set
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 
@@ -254,41 +254,39 @@ func (r *Reconciler) view(ctx context.Context, pg *lockv1.PodGroup) (View, error
 	return v, nil
 }
 
-// owner resolves the group's controller through the integrations; nil for
-// a group no integration owns (bare pods).
+// owner resolves the group's controller through the integration set; nil
+// for a group no integration's kind controls (bare pods).
 func (r *Reconciler) owner(ctx context.Context, pg *lockv1.PodGroup) (*Owner, error) {
 	ref := metav1.GetControllerOf(pg)
 	if ref == nil {
 		return nil, nil
 	}
-	for _, integ := range r.Integrations {
-		gvk := integ.GVK()
-		if ref.Kind != gvk.Kind || ref.APIVersion != gvk.GroupVersion().String() {
-			continue
-		}
-		obj := integ.NewObject()
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pg.Namespace, Name: ref.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: "deleted", Failed: true}, nil
-			}
-			return nil, err
-		}
-		if obj.GetUID() != ref.UID {
-			return &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: "deleted", Failed: true}, nil
-		}
-		j := integ.Wrap(obj)
-		why, failed, suspended := j.Stopped()
-		o := &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: why, Failed: failed, Suspended: suspended, Wants: j.Wants}
-		if groups, err := jobintegration.Groups(j); err == nil {
-			for _, g := range groups {
-				if g.Name == pg.Name {
-					o.Size = int(g.Size)
-				}
-			}
-		}
-		return o, nil
+	integ := r.Integrations.ForKind(ref.APIVersion, ref.Kind)
+	if integ == nil {
+		return nil, nil
 	}
-	return nil, nil
+	name := ref.Kind + " " + pg.Namespace + "/" + ref.Name
+	obj := integ.NewObject()
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pg.Namespace, Name: ref.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &Owner{Name: name, Stopped: "deleted", Failed: true}, nil
+		}
+		return nil, err
+	}
+	if obj.GetUID() != ref.UID {
+		return &Owner{Name: name, Stopped: "deleted", Failed: true}, nil
+	}
+	j := integ.Wrap(obj)
+	why, failed, suspended := j.Stopped()
+	o := &Owner{Name: name, Stopped: why, Failed: failed, Suspended: suspended, Wants: j.Wants}
+	if groups, err := jobintegration.Groups(j); err == nil {
+		for _, g := range groups {
+			if g.Name == pg.Name {
+				o.Size = int(g.Size)
+			}
+		}
+	}
+	return o, nil
 }
 
 // apply writes a verdict: status first (so a crash never evicts without the
