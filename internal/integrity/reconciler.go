@@ -92,7 +92,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	r.slices = &sliceSource{kube: r.Kube, taintRules: r.TaintRules, groups: r.groupsOfSlice}
+	r.slices = &sliceSource{kube: r.Kube, taintRules: r.TaintRules, groups: r.groupsOfSlice, taints: newTaintIndex()}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("gang-integrity").
 		For(&lockv1.PodGroup{}).
@@ -241,11 +241,7 @@ func (r *Reconciler) view(ctx context.Context, pg *lockv1.PodGroup) (View, error
 		}
 		return c
 	}
-	slices, err := r.slices.list()
-	if err != nil {
-		return v, err
-	}
-	v.Taints = TaintIndex(slices)
+	v.Taints = r.slices.taints.taints
 	owner, err := r.owner(ctx, pg)
 	if err != nil {
 		return v, err

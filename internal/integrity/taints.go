@@ -38,7 +38,7 @@ func (v View) nodeOrDeviceLost(p *corev1.Pod) (reason, detail string, wait time.
 		}
 		for _, r := range claim.Status.Allocation.Devices.Results {
 			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			for _, t := range v.Taints[id] {
+			for _, t := range v.Taints(id) {
 				at, ok := evictionTime(t, r.Tolerations)
 				if !ok {
 					continue
@@ -88,20 +88,4 @@ func evictionTime(t resourcev1.DeviceTaint, tolerations []resourcev1.DeviceToler
 		return added, true
 	}
 	return added.Add(time.Duration(seconds) * time.Second), true
-}
-
-// TaintIndex maps every device to its taints, from ResourceSlices with
-// DeviceTaintRules already applied (the tracker kube-scheduler and
-// kube-controller-manager use does that: it selects exactly the devices
-// resource.k8s.io/v1 says a rule selects).
-func TaintIndex(slices []*resourcev1.ResourceSlice) map[structured.DeviceID][]resourcev1.DeviceTaint {
-	out := map[structured.DeviceID][]resourcev1.DeviceTaint{}
-	for _, s := range slices {
-		for _, d := range s.Spec.Devices {
-			if len(d.Taints) > 0 {
-				out[structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)] = d.Taints
-			}
-		}
-	}
-	return out
 }

@@ -28,8 +28,8 @@ type View struct {
 	Node func(name string) (*corev1.Node, bool)
 	// Claim returns a claim, or nil.
 	Claim func(namespace, name string) *resourcev1.ResourceClaim
-	// Taints are the taints of every device, DeviceTaintRules applied.
-	Taints map[structured.DeviceID][]resourcev1.DeviceTaint
+	// Taints returns a device's taints, DeviceTaintRules applied.
+	Taints func(structured.DeviceID) []resourcev1.DeviceTaint
 	// Owner is the workload that owns the group and recreates its pods
 	// (a Job); nil for a group of bare pods, which nothing recreates.
 	Owner *Owner

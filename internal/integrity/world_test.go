@@ -160,8 +160,9 @@ func (w *world) sorted() []*corev1.Pod {
 
 func (w *world) view() View {
 	return View{
-		Group: w.pg, Pods: w.sorted(), Departed: w.departed, Owner: w.owner, Now: w.now, NodeGrace: 40 * time.Second, Taints: w.taints,
-		Node: func(name string) (*corev1.Node, bool) { n, ok := w.nodes[name]; return n, ok },
+		Group: w.pg, Pods: w.sorted(), Departed: w.departed, Owner: w.owner, Now: w.now, NodeGrace: 40 * time.Second,
+		Taints: func(id structured.DeviceID) []resourcev1.DeviceTaint { return w.taints[id] },
+		Node:   func(name string) (*corev1.Node, bool) { n, ok := w.nodes[name]; return n, ok },
 		Claim: func(ns, name string) *resourcev1.ResourceClaim {
 			return w.claims[name]
 		},
