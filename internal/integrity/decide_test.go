@@ -317,7 +317,7 @@ func TestDecideSequences(t *testing.T) {
 				}
 				// A verdict depends on the view alone: deciding again on
 				// the same state (a controller restart) changes nothing.
-				if again := Decide(w.view()); again.Restart != nil || len(again.Evict) != countUnevicted(vd) {
+				if again, _ := Confirmed(w.view(), w.read); again.Restart != nil || len(again.Evict) != countUnevicted(vd) {
 					t.Fatalf("after %q: a second decision on the same state differs: restart %v, evict %d", s.name, again.Restart, len(again.Evict))
 				}
 			}

@@ -39,10 +39,14 @@ const (
 
 // Reconciler keeps every Lockstep PodGroup's state true (the Running
 // condition, the current incarnation's member outcomes) and restarts gangs
-// with disruptionMode all that lost a member. It reads only the manager's
-// caches; Decide makes every choice.
+// with disruptionMode all that lost a member. It reads the manager's caches,
+// and the API server only for what a verdict asks to confirm (a member or a
+// node the caches do not show for sure); Decide makes every choice.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Reader reads from the API server, not a cache; SetupWithManager
+	// defaults it to the manager's.
+	Reader   client.Reader
 	Recorder record.EventRecorder
 	// Kube is used for the ResourceSlice tracker's informers.
 	Kube kubernetes.Interface
@@ -69,6 +73,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
 	}
 	r.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockstep_gang_restarts_total",
@@ -198,7 +205,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	vd := Decide(v)
+	vd, err := r.decide(ctx, v)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.apply(ctx, pg, vd); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{Requeue: true}, nil
