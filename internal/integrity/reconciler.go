@@ -124,7 +124,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.ctl, r.cache = ctl, mgr.GetCache()
-	return nil
+	return holdPodInformer(ctx, mgr.GetCache())
 }
 
 // WatchOwners watches the jobs of one integration (their suspension,
