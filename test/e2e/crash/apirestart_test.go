@@ -254,4 +254,3 @@ func withdrawPodListWatch(t *testing.T, ctx context.Context, h *harness.Harness)
 	t.Cleanup(restore)
 	return restore
 }
-

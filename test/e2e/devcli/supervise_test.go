@@ -1,13 +1,16 @@
 package devcli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -249,4 +252,81 @@ func TestUpRestartsComponentsThatExit(t *testing.T) {
 	if !portsFree(base, 12) {
 		t.Errorf("ports %d-%d still taken after dev down", base, base+11)
 	}
+}
+
+// TestForegroundUpSupervisesUntilDown: a foreground `dev up` is the
+// supervisor itself — it says so, starts a killed component again and
+// reports it — and `dev down` from another shell stops it, which stops the
+// cluster.
+func TestForegroundUpSupervisesUntilDown(t *testing.T) {
+	c := newCLI(t)
+	dir := stateDir(t, c)
+	base := freeBase(t)
+	up := exec.Command(filepath.Join(c.bin, "lockstep"), "dev", "up", "--state-dir", dir, "--base-port", strconv.Itoa(base))
+	up.Dir = c.root
+	out := &syncBuffer{}
+	up.Stdout, up.Stderr = out, out
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait() }()
+	t.Cleanup(func() {
+		_ = up.Process.Kill()
+		c.run(t, 3*time.Minute, "lockstep", "dev", "down", "--state-dir", dir)
+	})
+	eventually(t, 4*time.Minute, "dev up running in the foreground", func() (bool, string) {
+		return strings.Contains(out.String(), "starting again any component that exits"), out.String()
+	})
+	st := readSupervised(t, dir)
+	if st.Supervisor == nil || st.Supervisor.PID != up.Process.Pid {
+		t.Fatalf("state.json: want dev up (pid %d) recorded as the supervisor, got %+v", up.Process.Pid, st.Supervisor)
+	}
+	ctl, _ := st.component("lockstep-controllers")
+	if err := syscall.Kill(ctl, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "dev up reporting the controllers started again", func() (bool, string) {
+		pid, restarts := readSupervised(t, dir).component("lockstep-controllers")
+		return strings.Contains(out.String(), "lockstep-controllers started again") && pid != ctl && restarts == 1 && running(pid),
+			fmt.Sprintf("pid %d, restarts %d", pid, restarts)
+	})
+	final := readSupervised(t, dir)
+	if o, code := c.run(t, 3*time.Minute, "lockstep", "dev", "down", "--state-dir", dir); code != 0 {
+		t.Fatalf("dev down: exit %d:\n%s", code, o)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("dev up: %v\n%s", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("dev up still running after dev down:\n%s", out.String())
+	}
+	for _, p := range final.Processes {
+		if running(p.PID) {
+			t.Errorf("%s (pid %d) still running after dev down", p.Name, p.PID)
+		}
+	}
+	if !portsFree(base, 12) {
+		t.Errorf("ports %d-%d still taken after dev down", base, base+11)
+	}
+}
+
+// syncBuffer is an io.Writer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
