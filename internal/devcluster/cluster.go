@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -91,8 +92,10 @@ func (o *Options) complete() error {
 // Cluster is a running local control plane.
 type Cluster struct {
 	layout  layout
-	state   *state
 	Objects *clusterspec.Objects
+	// mu guards writes of state (its processes' pids) and state.json.
+	mu    sync.Mutex
+	state *state
 }
 
 // Kubeconfig is the path of the admin kubeconfig.
@@ -153,7 +156,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{layout: l, Objects: objs, state: &state{
-		Profile: opts.Profile, Server: server, Ports: ports, Kubeconfig: l.adminKubeconfig(),
+		Profile: opts.Profile, Server: server, Ports: ports, Kubeconfig: l.adminKubeconfig(), Tied: opts.Tied,
 	}}
 	ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
@@ -256,6 +259,8 @@ func (c *Cluster) launch(p *process, tied bool) error {
 	if err := p.start(tied); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.state.Processes = append(c.state.Processes, p)
 	return writeState(c.layout.dir, c.state)
 }
@@ -314,10 +319,8 @@ func (c *Cluster) LogTail(component string, n int) string {
 
 // PID is the process ID of a running component, or 0 when it does not run.
 func (c *Cluster) PID(component string) int {
-	for _, p := range c.state.Processes {
-		if p.Name == component {
-			return p.PID
-		}
+	if p := c.process(component); p != nil {
+		return p.PID
 	}
 	return 0
 }
@@ -351,7 +354,13 @@ func (c *Cluster) stopAll() error {
 	return errors.Join(errs...)
 }
 
-// Down stops the cluster recorded in dir by another process.
+// supervisorGrace is how long Down lets a supervisor take to exit: a
+// foreground `dev up` told to stop stops its whole cluster first.
+const supervisorGrace = 2 * time.Minute
+
+// Down stops the cluster recorded in dir by another process: its
+// supervisor first, so that nothing is started again, then every
+// component.
 func Down(dir string) error {
 	l := layout{dir: dir}
 	s, err := readState(dir)
@@ -360,6 +369,20 @@ func Down(dir string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if sup := s.Supervisor; sup != nil && sup.alive() {
+		if err := sup.stop(supervisorGrace); err != nil {
+			return err
+		}
+		// It may have restarted components (new pids), or, as a
+		// foreground `dev up`, stopped the cluster itself.
+		s, err = readState(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 	c := &Cluster{layout: l, state: s}
 	return c.Down()
@@ -376,7 +399,11 @@ func refuseIfRunning(l layout) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range s.Processes {
+	procs := s.Processes
+	if s.Supervisor != nil {
+		procs = append(procs, s.Supervisor)
+	}
+	for _, p := range procs {
 		if p.alive() {
 			return fmt.Errorf("%w in %s (%s, API server %s); stop it with `lockstep dev down` first",
 				ErrAlreadyUp, l.dir, p.describe(), s.Server)

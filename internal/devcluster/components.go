@@ -235,6 +235,19 @@ func (c *Cluster) LockstepSchedulerArgs(identity string) []string {
 	}
 }
 
+// LockstepControllersArgs are the arguments of a `lockstep controllers`
+// replica in this cluster; tests start their own with them (metrics and
+// health off, so replicas do not compete for ports).
+func (c *Cluster) LockstepControllersArgs() []string {
+	return []string{
+		"controllers",
+		"--kubeconfig=" + c.layout.kubeconfig("lockstep-controllers"),
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"-v=2",
+	}
+}
+
 // Ready reports whether a Lockstep component ("lockstep-scheduler",
 // "lockstep-controllers" or "lockstep-webhook") answers its /readyz.
 func (c *Cluster) Ready(ctx context.Context, component string) error {
@@ -266,11 +279,9 @@ func (c *Cluster) lockstepProcesses(bin string) []*process {
 			"--cert-dir=" + l.path("webhook-certs"), "-v=2",
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.WebhookHealth),
 		}},
-		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: []string{
-			"controllers", "--kubeconfig=" + l.kubeconfig("lockstep-controllers"), "-v=2",
-			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(p.ControllerMetrics),
-			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.ControllerHealth),
-		}},
+		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: append(c.LockstepControllersArgs(),
+			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.ControllerMetrics),
+			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.ControllerHealth))},
 		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: append(c.LockstepSchedulerArgs("lockstep-scheduler-0"),
 			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerMetrics),
 			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerHealth))},

@@ -14,4 +14,9 @@
 // stale state.json (every process gone) is cleaned up first. Processes are
 // started in their own process group and recorded in state.json, so Down can
 // stop exactly what Up started, from another process.
+//
+// Supervise keeps a running cluster's components running, as a kubelet
+// does a pod's containers: one that exits is started again (same
+// arguments, log appended) after a back-off, and its new pid recorded. The
+// supervisor records itself in state.json too, and Down stops it first.
 package devcluster

@@ -20,10 +20,15 @@ type process struct {
 	Args   []string `json:"args"`
 	PID    int      `json:"pid"`
 	Log    string   `json:"log"`
+	// Restarts counts the times a supervisor started it again.
+	Restarts int `json:"restarts,omitempty"`
 
 	// exited is closed when a process this one started has exited; nil for a
-	// process read back from state.json.
+	// process read back from state.json. exit then says how it ended.
 	exited chan struct{}
+	exit   string
+	// startedAt is when this process started it (zero: read back).
+	startedAt time.Time
 }
 
 // start launches the process in its own process group with output to its log
@@ -49,13 +54,31 @@ func (p *process) start(tied bool) error {
 		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
 	p.PID = cmd.Process.Pid
-	p.exited = make(chan struct{})
+	p.startedAt = time.Now()
+	exited := make(chan struct{})
+	p.exited = exited
 	// Reap the child when it exits so it does not linger as a zombie.
 	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
+		err := cmd.Wait()
+		if err == nil {
+			err = errors.New("exit status 0")
+		}
+		p.exit = err.Error()
+		close(exited)
 	}()
 	return nil
+}
+
+// exitStatus says how a process that has exited ended, as far as known.
+func (p *process) exitStatus() string {
+	if p.exited != nil {
+		select {
+		case <-p.exited:
+			return p.exit
+		default:
+		}
+	}
+	return "exited"
 }
 
 // alive reports whether the process still runs. For a process read back from
@@ -140,6 +163,11 @@ type state struct {
 	Ports      Ports      `json:"ports"`
 	Kubeconfig string     `json:"kubeconfig"`
 	Processes  []*process `json:"processes"`
+	// Tied: the components die with the process that started them.
+	Tied bool `json:"tied,omitempty"`
+	// Supervisor is the process that restarts components that exit
+	// (Supervise); Down stops it first.
+	Supervisor *process `json:"supervisor,omitempty"`
 }
 
 func stateFile(dir string) string { return filepath.Join(dir, "state.json") }

@@ -2,10 +2,12 @@ package integrity
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -56,6 +58,10 @@ type Verdict struct {
 	// RequeueAfter is when the verdict may change without an event (a node
 	// grace, a taint toleration or a settle window ending); 0 for never.
 	RequeueAfter time.Duration
+	// Confirm, when set, is all the verdict says: it would rest on what the
+	// caches do not show for sure (View), so it writes nothing; the caller
+	// reads these objects from the API server and decides again.
+	Confirm *Confirm
 }
 
 // Loss is why a gang restarts.
@@ -66,6 +72,12 @@ type Loss struct{ Reason, Detail string }
 // scheduler, its node or a device lost is a loss; removed by its owner's
 // scale-down or preempted by the scheduler is neither), and what the group's
 // state is now. It is pure.
+//
+// A member is judged deleted, or its node lost, only when the pod cache saw
+// it go (a deletion, its delete event) or the API server says so (v.Read):
+// a member the pod cache does not hold past the settle window, or a node the
+// node cache does not hold or shows NotReady past the grace period, makes
+// the verdict Confirm alone.
 func Decide(v View) Verdict {
 	if v.NamespaceTerminating {
 		return Verdict{}
@@ -82,12 +94,14 @@ func Decide(v View) Verdict {
 	}
 	switch {
 	case inc == nil:
-		return Verdict{Running: running(pg, metav1.ConditionFalse, lockv1.RunningReasonPending,
-			"not admitted yet: see condition "+lockv1.PodGroupInitiallyScheduled)}
+		return Verdict{Running: running(pg, metav1.ConditionFalse, lockv1.RunningReasonPending, notAdmitted(pg, v.Pods, ours))}
 	case inc.Ended != nil:
 		return v.ended(inc, pods)
 	}
 	j := v.judge(inc, pods)
+	if !j.confirm.empty() {
+		return Verdict{Confirm: &j.confirm}
+	}
 	next := j.next
 	switch {
 	case v.Owner != nil && v.Owner.Stopped != "" && !j.completed():
@@ -141,6 +155,8 @@ type judgement struct {
 	gone        []gone
 	preempted   int
 	incarnation int32
+	// confirm is what the caches may show wrongly and a loss would rest on.
+	confirm Confirm
 }
 
 // gone is a member that was deleted (pod still there) or vanished (nil).
@@ -161,11 +177,8 @@ func (v View) judge(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 			j.removed++
 			continue
 		}
-		p, departed := pods[m.UID], false
-		if p == nil {
-			p, departed = v.Departed[m.UID], true
-		}
-		v.judgeMember(j, i, p, departed)
+		p, departed, known := v.memberPod(m.UID, pods)
+		v.judgeMember(j, i, p, departed, known)
 	}
 	v.judgeGone(j)
 	if j.loss == nil && podgroup.IsGang(v.Group) {
@@ -184,8 +197,9 @@ func (v View) judge(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 }
 
 // judgeMember classifies one member without an outcome; p is its pod, or
-// the last state of a pod already deleted (departed), or nil.
-func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed bool) {
+// the last state of a pod already deleted (departed), or nil; known is false
+// when neither the caches nor a read have it (memberPod).
+func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed, known bool) {
 	m := &j.next.Members[i]
 	removed := m.Index != nil && v.Owner != nil && v.Owner.Wants != nil && !v.Owner.Wants(*m.Index)
 	left := p == nil || departed || p.DeletionTimestamp != nil
@@ -203,6 +217,12 @@ func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed bool) {
 		// left its last state in Departed.
 		j.live++
 		j.soon(j.next.LastBoundTime.Add(settleDelay).Sub(v.Now))
+	case !known:
+		// Deleted without a delete event seen, or created after the pod
+		// cache last caught up (an informer behind the PodGroup's after an
+		// API server restart): only the API server can tell.
+		j.confirm.Pods = append(j.confirm.Pods, *m)
+		j.live++
 	case left:
 		j.gone = append(j.gone, gone{i: i, pod: p})
 	case p.Status.Phase == corev1.PodFailed:
@@ -212,11 +232,7 @@ func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed bool) {
 		j.live++
 	default:
 		j.live++
-		if reason, detail, wait := v.nodeOrDeviceLost(p); reason != "" {
-			j.lose(reason, detail)
-		} else if wait > 0 {
-			j.soon(wait)
-		}
+		v.nodeOrDeviceLost(j, p)
 	}
 }
 
@@ -249,7 +265,7 @@ func (v View) judgeGone(j *judgement) {
 			j.lose(ReasonMemberLost, fmt.Sprintf("pod %s was deleted", j.next.Members[g.i].Name))
 			continue
 		}
-		if _, ok := v.Node(g.pod.Spec.NodeName); g.pod.Spec.NodeName != "" && !ok {
+		if _, ok, _ := v.node(g.pod.Spec.NodeName); g.pod.Spec.NodeName != "" && !ok {
 			j.lose(ReasonNodeLost, fmt.Sprintf("node %s of pod %s was deleted", g.pod.Spec.NodeName, g.pod.Name))
 			continue
 		}
@@ -275,6 +291,13 @@ func (j *judgement) setOutcome(m *lockv1.PodGroupMember, o lockv1.MemberOutcome)
 func (j *judgement) lose(reason, detail string) {
 	if j.loss == nil {
 		j.loss = &Loss{Reason: reason, Detail: detail}
+	}
+}
+
+// confirmNode asks for a node to be read (once).
+func (j *judgement) confirmNode(name string) {
+	if !slices.Contains(j.confirm.Nodes, name) {
+		j.confirm.Nodes = append(j.confirm.Nodes, name)
 	}
 }
 
@@ -360,6 +383,38 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 		vd.EvictMessage = fmt.Sprintf("PodGroup %s was preempted whole (%s)", pg.Name, end.Message)
 	}
 	return vd
+}
+
+// notAdmitted is the Running message of a group never admitted. It points
+// at the scheduler's condition only when the group has it; else it says
+// what this controller sees. It counts nothing, so creating members one by
+// one does not rewrite it.
+func notAdmitted(pg *lockv1.PodGroup, all, ours []*corev1.Pod) string {
+	const prefix = "not admitted yet: "
+	if meta.FindStatusCondition(pg.Status.Conditions, lockv1.PodGroupInitiallyScheduled) != nil {
+		return prefix + "see condition " + lockv1.PodGroupInitiallyScheduled
+	}
+	if len(ours) == 0 {
+		for _, p := range all {
+			if !podgroup.Ours(p) {
+				return prefix + "its pods are not scheduled by Lockstep: set spec.schedulerName: " + lockv1.SchedulerName + " on them"
+			}
+		}
+		return fmt.Sprintf("%sit has no member pods yet (label %s=%s)", prefix, lockv1.PodGroupLabel, pg.Name)
+	}
+	gated := 0
+	for _, p := range ours {
+		if podgroup.Pending(p) {
+			if !podgroup.Gated(p) {
+				return prefix + "waiting for the scheduler to consider it"
+			}
+			gated++
+		}
+	}
+	if gated > 0 {
+		return prefix + "every pending member has scheduling gates (spec.schedulingGates); the scheduler considers it once they are removed"
+	}
+	return prefix + "waiting for the scheduler to consider it"
 }
 
 // hasPendingBeyond reports whether the group has pending Lockstep pods

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
@@ -316,7 +317,7 @@ func TestDecideSequences(t *testing.T) {
 				}
 				// A verdict depends on the view alone: deciding again on
 				// the same state (a controller restart) changes nothing.
-				if again := Decide(w.view()); again.Restart != nil || len(again.Evict) != countUnevicted(vd) {
+				if again, _ := Confirmed(w.view(), w.read); again.Restart != nil || len(again.Evict) != countUnevicted(vd) {
 					t.Fatalf("after %q: a second decision on the same state differs: restart %v, evict %d", s.name, again.Restart, len(again.Evict))
 				}
 			}
@@ -403,5 +404,82 @@ func TestRunningMessageStable(t *testing.T) {
 	}
 	if first.Message == second.Message || !strings.Contains(second.Message, "members added later wait") {
 		t.Errorf("want the resize noted once: %q then %q", first.Message, second.Message)
+	}
+}
+
+// TestNotAdmittedNamesOnlyConditionsThatExist: the Running condition of a
+// group never admitted points at PodGroupInitiallyScheduled only when the
+// group has that condition; else it says what is seen, in words that do not
+// change as members are created.
+func TestNotAdmittedNamesOnlyConditionsThatExist(t *testing.T) {
+	scheduled := metav1.Condition{Type: lockv1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse, Reason: "Unschedulable"}
+	gate := func(w *world) {
+		for _, p := range w.pods {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+		}
+	}
+	cases := map[string]struct {
+		setup func(w *world)
+		want  string
+	}{
+		"the scheduler has judged it": {
+			setup: func(w *world) { w.create(0, 4); w.pg.Status.Conditions = []metav1.Condition{scheduled} },
+			want:  "not admitted yet: see condition PodGroupInitiallyScheduled",
+		},
+		"no pods yet": {
+			setup: func(w *world) {},
+			want:  "not admitted yet: it has no member pods yet (label scheduling.lockstep.dev/pod-group=train)",
+		},
+		"its pods name another scheduler": {
+			setup: func(w *world) {
+				w.create(0, 2)
+				for _, p := range w.pods {
+					p.Spec.SchedulerName = corev1.DefaultSchedulerName
+				}
+			},
+			want: "not admitted yet: its pods are not scheduled by Lockstep: set spec.schedulerName: lockstep on them",
+		},
+		"every member is gated (how Kueue holds pod groups)": {
+			setup: func(w *world) { w.create(0, 4); gate(w) },
+			want:  "not admitted yet: every pending member has scheduling gates (spec.schedulingGates); the scheduler considers it once they are removed",
+		},
+		"gated, and the scheduler's condition exists: the condition": {
+			setup: func(w *world) { w.create(0, 4); gate(w); w.pg.Status.Conditions = []metav1.Condition{scheduled} },
+			want:  "not admitted yet: see condition PodGroupInitiallyScheduled",
+		},
+		"pending, the scheduler has not judged it yet": {
+			setup: func(w *world) { w.create(0, 4); gate(w); w.rank(2).Spec.SchedulingGates = nil },
+			want:  "not admitted yet: waiting for the scheduler to consider it",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 4, true)
+			tc.setup(w)
+			got := w.decide().Running
+			if got.Reason != lockv1.RunningReasonPending {
+				t.Errorf("reason: want %s, got %s", lockv1.RunningReasonPending, got.Reason)
+			}
+			if diff := cmp.Diff(tc.want, got.Message); diff != "" {
+				t.Errorf("message (-want,+got):\n%s", diff)
+			}
+			if strings.Contains(got.Message, lockv1.PodGroupInitiallyScheduled) && meta.FindStatusCondition(w.pg.Status.Conditions, lockv1.PodGroupInitiallyScheduled) == nil {
+				t.Errorf("Running points at condition %s, which the group does not have: %q", lockv1.PodGroupInitiallyScheduled, got.Message)
+			}
+		})
+	}
+}
+
+// TestNotAdmittedStableWhileMembersAreCreated: creating a big gang's members
+// one by one writes the waiting condition once.
+func TestNotAdmittedStableWhileMembersAreCreated(t *testing.T) {
+	w := newWorld(t, 100, true)
+	w.create(0, 1)
+	first := w.decide().Running
+	for i := 1; i < 100; i++ {
+		w.create(i, i+1)
+		if got := w.decide().Running; !reflect.DeepEqual(got, first) {
+			t.Fatalf("member %d changed the Running condition: %+v → %+v", i, first, got)
+		}
 	}
 }

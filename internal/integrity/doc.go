@@ -10,4 +10,11 @@
 // Binding a gang is not atomic in Kubernetes (pods bind one by one), so a
 // gang seen partly bound is only restarted when it is still partial after
 // settleDelay: a gang being bound is not mistaken for one that lost a member.
+//
+// The controller's informer caches are not synced with each other (after an
+// API server restart one can catch up seconds after another), so a member
+// the pod cache does not hold, or a node the node cache does not hold or
+// shows NotReady past the grace period, is read from the API server before
+// a verdict rests on it (Confirmed); evictions are only of pods the cache
+// holds.
 package integrity

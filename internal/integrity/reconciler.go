@@ -39,10 +39,14 @@ const (
 
 // Reconciler keeps every Lockstep PodGroup's state true (the Running
 // condition, the current incarnation's member outcomes) and restarts gangs
-// with disruptionMode all that lost a member. It reads only the manager's
-// caches; Decide makes every choice.
+// with disruptionMode all that lost a member. It reads the manager's caches,
+// and the API server only for what a verdict asks to confirm (a member or a
+// node the caches do not show for sure); Decide makes every choice.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Reader reads from the API server, not a cache; SetupWithManager
+	// defaults it to the manager's.
+	Reader   client.Reader
 	Recorder record.EventRecorder
 	// Kube is used for the ResourceSlice tracker's informers.
 	Kube kubernetes.Interface
@@ -53,7 +57,7 @@ type Reconciler struct {
 	TaintRules bool
 	// Integrations resolve a group's owner (its Job, JobSet, …) for
 	// scale-downs and suspension; WatchOwners watches each.
-	Integrations []jobintegration.Integration
+	Integrations jobintegration.Set
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 
@@ -69,6 +73,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
 	}
 	r.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockstep_gang_restarts_total",
@@ -92,7 +99,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	r.slices = &sliceSource{kube: r.Kube, taintRules: r.TaintRules, groups: r.groupsOfSlice}
+	r.slices = &sliceSource{kube: r.Kube, taintRules: r.TaintRules, groups: r.groupsOfSlice, taints: newTaintIndex()}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("gang-integrity").
 		For(&lockv1.PodGroup{}).
@@ -117,7 +124,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.ctl, r.cache = ctl, mgr.GetCache()
-	return nil
+	return holdPodInformer(ctx, mgr.GetCache())
 }
 
 // WatchOwners watches the jobs of one integration (their suspension,
@@ -198,7 +205,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	vd := Decide(v)
+	vd, err := r.decide(ctx, v)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.apply(ctx, pg, vd); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{Requeue: true}, nil
@@ -241,11 +251,7 @@ func (r *Reconciler) view(ctx context.Context, pg *lockv1.PodGroup) (View, error
 		}
 		return c
 	}
-	slices, err := r.slices.list()
-	if err != nil {
-		return v, err
-	}
-	v.Taints = TaintIndex(slices)
+	v.Taints = r.slices.taints.taints
 	owner, err := r.owner(ctx, pg)
 	if err != nil {
 		return v, err
@@ -254,41 +260,39 @@ func (r *Reconciler) view(ctx context.Context, pg *lockv1.PodGroup) (View, error
 	return v, nil
 }
 
-// owner resolves the group's controller through the integrations; nil for
-// a group no integration owns (bare pods).
+// owner resolves the group's controller through the integration set; nil
+// for a group no integration's kind controls (bare pods).
 func (r *Reconciler) owner(ctx context.Context, pg *lockv1.PodGroup) (*Owner, error) {
 	ref := metav1.GetControllerOf(pg)
 	if ref == nil {
 		return nil, nil
 	}
-	for _, integ := range r.Integrations {
-		gvk := integ.GVK()
-		if ref.Kind != gvk.Kind || ref.APIVersion != gvk.GroupVersion().String() {
-			continue
-		}
-		obj := integ.NewObject()
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pg.Namespace, Name: ref.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: "deleted", Failed: true}, nil
-			}
-			return nil, err
-		}
-		if obj.GetUID() != ref.UID {
-			return &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: "deleted", Failed: true}, nil
-		}
-		j := integ.Wrap(obj)
-		why, failed, suspended := j.Stopped()
-		o := &Owner{Name: gvk.Kind + " " + pg.Namespace + "/" + ref.Name, Stopped: why, Failed: failed, Suspended: suspended, Wants: j.Wants}
-		if groups, err := jobintegration.Groups(j); err == nil {
-			for _, g := range groups {
-				if g.Name == pg.Name {
-					o.Size = int(g.Size)
-				}
-			}
-		}
-		return o, nil
+	integ := r.Integrations.ForKind(ref.APIVersion, ref.Kind)
+	if integ == nil {
+		return nil, nil
 	}
-	return nil, nil
+	name := ref.Kind + " " + pg.Namespace + "/" + ref.Name
+	obj := integ.NewObject()
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pg.Namespace, Name: ref.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &Owner{Name: name, Stopped: "deleted", Failed: true}, nil
+		}
+		return nil, err
+	}
+	if obj.GetUID() != ref.UID {
+		return &Owner{Name: name, Stopped: "deleted", Failed: true}, nil
+	}
+	j := integ.Wrap(obj)
+	why, failed, suspended := j.Stopped()
+	o := &Owner{Name: name, Stopped: why, Failed: failed, Suspended: suspended, Wants: j.Wants}
+	if groups, err := jobintegration.Groups(j); err == nil {
+		for _, g := range groups {
+			if g.Name == pg.Name {
+				o.Size = int(g.Size)
+			}
+		}
+	}
+	return o, nil
 }
 
 // apply writes a verdict: status first (so a crash never evicts without the

@@ -21,14 +21,18 @@ import (
 // DeviceTaintRules applied — k8s.io/dynamic-resource-allocation's tracker,
 // which kube-scheduler and kube-controller-manager's device-taint-eviction
 // controller use, so a rule selects exactly the devices it does for them —
-// and the event source that wakes the groups a slice change concerns.
+// kept as an index of device taints current from its events, and the event
+// source that wakes the groups a slice change concerns.
 type sliceSource struct {
 	kube       kubernetes.Interface
 	taintRules bool
 	groups     func(context.Context, *resourcev1.ResourceSlice) []reconcile.Request
+	// taints is the index of device taints.
+	taints *taintIndex
 
 	mu      sync.Mutex
 	tracker *tracker.Tracker
+	indexed cache.ResourceEventHandlerRegistration
 }
 
 var _ source.SyncingSource = (*sliceSource)(nil)
@@ -54,41 +58,36 @@ func (s *sliceSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 			}
 		}
 	}
-	if _, err := t.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue,
-	}); err != nil {
+	// One handler, the index first: a group woken by a slice event finds
+	// the taints that event brought.
+	indexed, err := t.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { s.taints.set(o); enqueue(o) },
+		UpdateFunc: func(_, o any) { s.taints.set(o); enqueue(o) },
+		DeleteFunc: func(o any) { s.taints.forget(o); enqueue(o) },
+	})
+	if err != nil {
 		return err
 	}
 	f.Start(ctx.Done())
 	s.mu.Lock()
-	s.tracker = t
+	s.tracker, s.indexed = t, indexed
 	s.mu.Unlock()
 	return nil
 }
 
-// WaitForSync blocks until the tracker has synced.
+// WaitForSync blocks until the tracker has synced and the index has seen
+// every slice it listed.
 func (s *sliceSource) WaitForSync(ctx context.Context) error {
 	s.mu.Lock()
-	t := s.tracker
+	t, indexed := s.tracker, s.indexed
 	s.mu.Unlock()
 	if t == nil {
 		return fmt.Errorf("ResourceSlice tracker not started")
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), t.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), t.HasSynced, indexed.HasSynced) {
 		return fmt.Errorf("ResourceSlice tracker did not sync")
 	}
 	return nil
-}
-
-// list returns the slices with rules applied.
-func (s *sliceSource) list() ([]*resourcev1.ResourceSlice, error) {
-	s.mu.Lock()
-	t := s.tracker
-	s.mu.Unlock()
-	if t == nil {
-		return nil, fmt.Errorf("ResourceSlice tracker not started")
-	}
-	return t.ListPatchedResourceSlices()
 }
 
 func (s *sliceSource) String() string { return "ResourceSlices (DeviceTaintRules applied)" }

@@ -12,12 +12,33 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// nodeOrDeviceLost reports a running member whose node is gone or NotReady
-// past the grace period, or one of whose claims holds a device tainted
-// NoExecute that its allocation does not tolerate (for long enough). wait is
-// how long until such a condition, already present, becomes a loss.
-func (v View) nodeOrDeviceLost(p *corev1.Pod) (reason, detail string, wait time.Duration) {
-	node, ok := v.Node(p.Spec.NodeName)
+// nodeOrDeviceLost judges a running member: lost when its node is gone or
+// NotReady past the grace period — as read from the API server, the node
+// cache alone being asked to confirm — or when one of its claims holds a
+// device tainted NoExecute that its allocation does not tolerate (for long
+// enough); else how long until such a condition, already present, becomes a
+// loss.
+func (v View) nodeOrDeviceLost(j *judgement, p *corev1.Pod) {
+	if reason, detail, wait := v.nodeLost(j, p); reason != "" {
+		j.lose(reason, detail)
+		return
+	} else if wait > 0 {
+		j.soon(wait)
+	}
+	if reason, detail, wait := v.deviceLost(p); reason != "" {
+		j.lose(reason, detail)
+	} else if wait > 0 {
+		j.soon(wait)
+	}
+}
+
+// nodeLost is nodeOrDeviceLost for the member's node.
+func (v View) nodeLost(j *judgement, p *corev1.Pod) (reason, detail string, wait time.Duration) {
+	node, ok, read := v.node(p.Spec.NodeName)
+	if !ok && !read {
+		j.confirmNode(p.Spec.NodeName)
+		return "", "", 0
+	}
 	if !ok {
 		return ReasonNodeLost, fmt.Sprintf("node %s of pod %s was deleted", p.Spec.NodeName, p.Name), 0
 	}
@@ -26,11 +47,21 @@ func (v View) nodeOrDeviceLost(p *corev1.Pod) (reason, detail string, wait time.
 			continue
 		}
 		since := v.Now.Sub(c.LastTransitionTime.Time)
-		if since >= v.NodeGrace {
-			return ReasonNodeLost, fmt.Sprintf("node %s of pod %s has been NotReady for %s", node.Name, p.Name, since.Round(time.Second)), 0
+		if since < v.NodeGrace {
+			wait = v.NodeGrace - since
+			continue
 		}
-		wait = v.NodeGrace - since
+		if !read {
+			j.confirmNode(node.Name)
+			return "", "", 0
+		}
+		return ReasonNodeLost, fmt.Sprintf("node %s of pod %s has been NotReady for %s", node.Name, p.Name, since.Round(time.Second)), 0
 	}
+	return "", "", wait
+}
+
+// deviceLost is nodeOrDeviceLost for the member's devices.
+func (v View) deviceLost(p *corev1.Pod) (reason, detail string, wait time.Duration) {
 	for _, name := range snapshot.PodClaimNames(p) {
 		claim := v.Claim(p.Namespace, name)
 		if claim == nil || claim.Status.Allocation == nil {
@@ -38,7 +69,7 @@ func (v View) nodeOrDeviceLost(p *corev1.Pod) (reason, detail string, wait time.
 		}
 		for _, r := range claim.Status.Allocation.Devices.Results {
 			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			for _, t := range v.Taints[id] {
+			for _, t := range v.Taints(id) {
 				at, ok := evictionTime(t, r.Tolerations)
 				if !ok {
 					continue
@@ -88,20 +119,4 @@ func evictionTime(t resourcev1.DeviceTaint, tolerations []resourcev1.DeviceToler
 		return added, true
 	}
 	return added.Add(time.Duration(seconds) * time.Second), true
-}
-
-// TaintIndex maps every device to its taints, from ResourceSlices with
-// DeviceTaintRules already applied (the tracker kube-scheduler and
-// kube-controller-manager use does that: it selects exactly the devices
-// resource.k8s.io/v1 says a rule selects).
-func TaintIndex(slices []*resourcev1.ResourceSlice) map[structured.DeviceID][]resourcev1.DeviceTaint {
-	out := map[structured.DeviceID][]resourcev1.DeviceTaint{}
-	for _, s := range slices {
-		for _, d := range s.Spec.Devices {
-			if len(d.Taints) > 0 {
-				out[structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)] = d.Taints
-			}
-		}
-	}
-	return out
 }

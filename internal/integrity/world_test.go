@@ -42,17 +42,28 @@ type world struct {
 	departed map[types.UID]*corev1.Pod
 	// hidden are pods a test keeps out of the cache for a while.
 	hidden []*corev1.Pod
+	// unseen are pods in the cluster the pod cache has not seen (its
+	// informer is behind): out of the view, and their deletion sends no
+	// delete event.
+	unseen map[string]bool
+	// nodeCache, for a node it has, is what the node cache shows of it
+	// (nil: the cache does not hold it) instead of the node as it is.
+	nodeCache map[string]*corev1.Node
+	// reads counts the objects read from the API server for verdicts.
+	reads int
 }
 
 func newWorld(t *testing.T, minCount int32, job bool) *world {
 	w := &world{
 		t: t, now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
-		pg:       &lockv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train", Generation: 1}, Spec: lockv1.PodGroupSpec{SchedulingPolicy: lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: minCount}}}},
-		pods:     map[string]*corev1.Pod{},
-		nodes:    map[string]*corev1.Node{},
-		claims:   map[string]*resourcev1.ResourceClaim{},
-		taints:   map[structured.DeviceID][]resourcev1.DeviceTaint{},
-		departed: map[types.UID]*corev1.Pod{},
+		pg:        &lockv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train", Generation: 1}, Spec: lockv1.PodGroupSpec{SchedulingPolicy: lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: minCount}}}},
+		pods:      map[string]*corev1.Pod{},
+		nodes:     map[string]*corev1.Node{},
+		claims:    map[string]*resourcev1.ResourceClaim{},
+		taints:    map[structured.DeviceID][]resourcev1.DeviceTaint{},
+		departed:  map[types.UID]*corev1.Pod{},
+		unseen:    map[string]bool{},
+		nodeCache: map[string]*corev1.Node{},
 	}
 	for i := 0; i < 4; i++ {
 		name := fmt.Sprintf("node-%d", i)
@@ -118,10 +129,28 @@ func (w *world) fail(i int)    { w.rank(i).Status.Phase = corev1.PodFailed }
 // remove deletes the pod of rank i from the cluster at once.
 func (w *world) remove(i int) { w.gone(w.rank(i)) }
 
-// gone removes a pod; its delete event carries its last state.
+// gone removes a pod; its delete event carries its last state, unless the
+// pod cache never saw the pod.
 func (w *world) gone(p *corev1.Pod) {
 	delete(w.pods, p.Name)
-	w.departed[p.UID] = p
+	if !w.unseen[p.Name] {
+		w.departed[p.UID] = p
+	}
+	delete(w.unseen, p.Name)
+}
+
+// behind makes the pod cache miss every pod there is now (its informer
+// stopped before they were created, or a cache that is still empty).
+func (w *world) behind() {
+	for name := range w.pods {
+		w.unseen[name] = true
+	}
+}
+
+// catchUp brings the pod and node caches up to date.
+func (w *world) catchUp() {
+	w.unseen = map[string]bool{}
+	w.nodeCache = map[string]*corev1.Node{}
 }
 
 // deleting starts a graceful deletion of rank i.
@@ -158,19 +187,61 @@ func (w *world) sorted() []*corev1.Pod {
 	return out
 }
 
+// cached are the pods the pod cache holds.
+func (w *world) cached() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range w.sorted() {
+		if !w.unseen[p.Name] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (w *world) view() View {
 	return View{
-		Group: w.pg, Pods: w.sorted(), Departed: w.departed, Owner: w.owner, Now: w.now, NodeGrace: 40 * time.Second, Taints: w.taints,
-		Node: func(name string) (*corev1.Node, bool) { n, ok := w.nodes[name]; return n, ok },
+		Group: w.pg, Pods: w.cached(), Departed: w.departed, Owner: w.owner, Now: w.now, NodeGrace: 40 * time.Second,
+		Taints: func(id structured.DeviceID) []resourcev1.DeviceTaint { return w.taints[id] },
+		Node: func(name string) (*corev1.Node, bool) {
+			if n, ok := w.nodeCache[name]; ok {
+				return n, n != nil
+			}
+			n, ok := w.nodes[name]
+			return n, ok
+		},
 		Claim: func(ns, name string) *resourcev1.ResourceClaim {
 			return w.claims[name]
 		},
 	}
 }
 
-// decide runs Decide and applies the verdict as the reconciler does.
+// read is the API server's answer to a verdict's Confirm: the pods and
+// nodes as they are.
+func (w *world) read(c *Confirm, into *Reads) error {
+	for _, m := range c.Pods {
+		into.Pods[m.UID] = nil
+		for _, p := range w.pods {
+			if p.UID == m.UID {
+				into.Pods[m.UID] = p
+			}
+		}
+		w.reads++
+	}
+	for _, name := range c.Nodes {
+		into.Nodes[name] = w.nodes[name]
+		w.reads++
+	}
+	return nil
+}
+
+// decide decides, confirmed by reads as the reconciler does, and applies
+// the verdict as the reconciler does (evicting only what the pod cache
+// holds).
 func (w *world) decide() Verdict {
-	vd := Decide(w.view())
+	vd, err := Confirmed(w.view(), w.read)
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	if vd.Incarnation != nil {
 		w.pg.Status.Incarnation = vd.Incarnation
 	}

@@ -15,6 +15,6 @@ func NewCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run a local Kubernetes 1.37 control plane with simulated GPU nodes",
 	}
-	cmd.AddCommand(newUpCommand(NewUpOptions()), newDownCommand(NewDownOptions()))
+	cmd.AddCommand(newUpCommand(NewUpOptions()), newDownCommand(NewDownOptions()), newSuperviseCommand(NewSuperviseOptions()))
 	return cmd
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
@@ -131,33 +130,24 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 	}
 	printSummary(out, c, time.Since(start))
 	if o.Detach {
+		exe, err := os.Executable()
+		if err != nil {
+			return errors.Join(err, c.Down())
+		}
+		if err := c.StartSupervisor(ctx, []string{exe, "dev", "supervise", "--state-dir", c.Dir()}); err != nil {
+			return errors.Join(err, c.Down())
+		}
+		fmt.Fprintf(out, "components that exit are started again (log: %s)\n", filepath.Join(c.Dir(), "logs", "supervisor.log"))
 		fmt.Fprintln(out, "stop it with: lockstep dev down")
 		return nil
 	}
-	fmt.Fprintln(out, "running in the foreground; Ctrl-C stops it")
-	runErr := watch(ctx, c)
+	fmt.Fprintln(out, "running in the foreground, starting again any component that exits; Ctrl-C stops it")
+	runErr := c.Supervise(ctx, out)
 	fmt.Fprintln(out, "stopping the local cluster")
 	if err := c.Down(); err != nil {
 		return errors.Join(runErr, err)
 	}
 	return runErr
-}
-
-// watch blocks until ctx ends (Ctrl-C) or a component dies.
-func watch(ctx context.Context, c *devcluster.Cluster) error {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := c.Failed(); err != nil {
-				klog.FromContext(ctx).Error(err, "Component died; stopping the local cluster")
-				return err
-			}
-		}
-	}
 }
 
 func printSummary(out io.Writer, c *devcluster.Cluster, took time.Duration) {

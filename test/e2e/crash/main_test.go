@@ -1,7 +1,9 @@
 // Package crash proves the scheduler's crash safety and failover on the
 // local control plane: it runs its own scheduler replicas (the cluster starts
 // none), kills them at chosen points, and checks that no gang is left half
-// bound and no device is left allocated to a pod that is not bound.
+// bound and no device is left allocated to a pod that is not bound. It also
+// restarts the API server under bound gangs with its own controllers'
+// pod informer held behind, and checks that no gang is recorded lost.
 package crash
 
 import (

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
@@ -96,12 +97,13 @@ func stateDir(t *testing.T, c *cli) string {
 	return dir
 }
 
-// freeBase finds nine consecutive free loopback ports.
+// freeBase finds devcluster.PortCount consecutive free loopback ports.
 func freeBase(t *testing.T) int {
 	// Below the ephemeral port range (32768+), where client connections
 	// would otherwise take ports between the check and the bind.
-	for base := 20000 + os.Getpid()%1300*9; base < 32000; base += 9 {
-		if portsFree(base, 9) {
+	n := devcluster.PortCount
+	for base := 20000 + os.Getpid()%(12000/n)*n; base < 32000; base += n {
+		if portsFree(base, n) {
 			return base
 		}
 	}

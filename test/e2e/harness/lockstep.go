@@ -91,6 +91,18 @@ func (h *Harness) StartSchedulerBinary(t testing.TB, binary, identity string, en
 	return h.startProcess(t, binary, identity, env, append(h.Cluster.LockstepSchedulerArgs(identity), extraArgs...))
 }
 
+// StartControllers runs a `lockstep controllers` replica against the
+// package's cluster (for a package whose cluster runs none), with extra
+// environment (test hooks) and arguments. It is killed when the test ends;
+// its log is in the cluster's log directory as <identity>.log.
+func (h *Harness) StartControllers(t testing.TB, identity string, env []string, extraArgs ...string) *SchedulerProcess {
+	t.Helper()
+	if h.Cluster == nil {
+		t.Fatal("StartControllers needs a cluster the harness started")
+	}
+	return h.startProcess(t, filepath.Join(h.BinDir, "lockstep"), identity, env, append(h.Cluster.LockstepControllersArgs(), extraArgs...))
+}
+
 // StartKubeScheduler starts bin/kube-scheduler (v1.37, the cluster's
 // profile gates: on the upstream profile its in-tree gang scheduling) with
 // extra arguments; it is killed when the test ends.

@@ -1,0 +1,61 @@
+package integrity
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// EnvHoldPodInformer is a test hook for fault tests. When it names a file,
+// the pod informer of the controllers' cache, after a list or watch fails
+// (the API server went away), does not try again while that file exists:
+// a pod cache far behind the PodGroup cache, as client-go's back-off can
+// leave one after an API server restart. It creates <file>.held when it
+// starts holding, so a test knows the fault took.
+const EnvHoldPodInformer = "LOCKSTEP_TEST_HOLD_POD_INFORMER"
+
+// holdPodInformer installs the hook when EnvHoldPodInformer is set.
+func holdPodInformer(ctx context.Context, c crcache.Cache) error {
+	path := os.Getenv(EnvHoldPodInformer)
+	if path == "" {
+		return nil
+	}
+	inf, err := c.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return err
+	}
+	h, ok := inf.(interface {
+		SetWatchErrorHandlerWithContext(toolscache.WatchErrorHandlerWithContext) error
+	})
+	if !ok {
+		return fmt.Errorf("%s: the pod informer (%T) takes no watch error handler", EnvHoldPodInformer, inf)
+	}
+	return h.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *toolscache.Reflector, err error) {
+		toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		if _, statErr := os.Stat(path); statErr != nil {
+			return
+		}
+		logger := klog.FromContext(ctx)
+		logger.Info("Test hook: holding the pod informer back", "env", EnvHoldPodInformer, "file", path)
+		if f, err := os.Create(path + ".held"); err == nil {
+			_ = f.Close()
+		}
+		for {
+			if _, err := os.Stat(path); err != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		logger.Info("Test hook: pod informer released", "env", EnvHoldPodInformer)
+	})
+}
