@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -40,14 +41,38 @@ func (w *warnings) all() string {
 }
 
 // TestClaimSharedBeyondItsLimit: 300 pods of a gang share one ResourceClaim
-// (a network-attached device usable from every node) with minCount 300, but
-// resource.k8s.io/v1 reserves a claim for at most 256 pods. Admission warns
-// from the 257th member on; the PodGroup says why it cannot be placed and
-// stays Unschedulable — no retry loop, no error.
+// (a network-attached device usable from every node), but resource.k8s.io/v1
+// reserves a claim for at most 256 pods. Admission warns from the 257th
+// member on when minCount is above the limit. With minCount 300 the
+// PodGroup says why it cannot be placed and stays Unschedulable — no retry
+// loop, no error, nothing bound. With minCount 200 the gang is admitted:
+// 256 members bind, the claim is reserved for exactly them, and the other
+// 44 stay pending, each saying it is the claim's limit that keeps it out —
+// the group says 256 of 300, never more.
 func TestClaimSharedBeyondItsLimit(t *testing.T) {
-	h := harness.Get(t)
-	ns := h.Namespace(t)
-	ctx := harness.Context(t, 4*time.Minute)
+	for _, tc := range []struct {
+		minCount int32
+		admitted bool
+	}{{300, false}, {200, true}} {
+		t.Run(fmt.Sprint("minCount=", tc.minCount), func(t *testing.T) {
+			h := harness.Get(t)
+			ns := h.Namespace(t)
+			ctx := harness.Context(t, 4*time.Minute)
+			w := sharedClaimGang(t, ctx, h, ns, tc.minCount)
+			if !tc.admitted {
+				notAdmitted(t, ctx, h, ns, w)
+				return
+			}
+			admittedUpToTheLimit(t, ctx, h, ns)
+		})
+	}
+}
+
+// sharedClaimGang creates a network-attached device, one claim "shared"
+// for it, and PodGroup "wide" of 300 members sharing it; it returns the
+// admission warnings the members' creation got.
+func sharedClaimGang(t *testing.T, ctx context.Context, h *harness.Harness, ns string, minCount int32) *warnings {
+	t.Helper()
 	driver := "net-" + ns + ".example.com"
 	slice := &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "net-" + ns},
@@ -69,7 +94,7 @@ func TestClaimSharedBeyondItsLimit(t *testing.T) {
 	if _, err := h.Client.ResourceV1().ResourceClaims(ns).Create(ctx, builders.Claim(ns, "shared", driver, 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "wide", 300))
+	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "wide", minCount))
 	w := &warnings{}
 	cfg := rest.CopyConfig(h.Config)
 	cfg.WarningHandler = w
@@ -83,6 +108,13 @@ func TestClaimSharedBeyondItsLimit(t *testing.T) {
 			t.Fatalf("creating member %d: %v", i, err)
 		}
 	}
+	return w
+}
+
+// notAdmitted: minCount 300 over a claim of 256 reservations is warned at
+// admission and stays Unschedulable, binding nothing.
+func notAdmitted(t *testing.T, ctx context.Context, h *harness.Harness, ns string, w *warnings) {
+	t.Helper()
 	// The count is of the members the webhook's cache has seen, so the
 	// last warnings may trail the 300 created by a few: any count past the
 	// limit is the warning.
@@ -111,6 +143,47 @@ func TestClaimSharedBeyondItsLimit(t *testing.T) {
 	}
 	if n := bound(t, ctx, h, ns, "wide"); n != 0 {
 		t.Errorf("an all-or-nothing gang that cannot fit bound %d pods", n)
+	}
+}
+
+// admittedUpToTheLimit: minCount 200 is reached by the 256 members the
+// claim can be reserved for; those bind, the rest wait saying why.
+func admittedUpToTheLimit(t *testing.T, ctx context.Context, h *harness.Harness, ns string) {
+	t.Helper()
+	harness.Eventually(t, ctx, "256 members bound", func(ctx context.Context) (bool, string, error) {
+		n := bound(t, ctx, h, ns, "wide")
+		return n == 256, fmt.Sprintf("%d bound", n), nil
+	})
+	c, err := h.ScheduledCondition(ctx, ns, "wide")
+	if err != nil || c == nil || c.Status != metav1.ConditionTrue || c.Message != "256 of 300 pods placed (minCount 200)" {
+		t.Errorf("condition %+v (%v), want True: 256 of 300 pods placed (minCount 200)", c, err)
+	}
+	claim, err := h.Client.ResourceV1().ResourceClaims(ns).Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(claim.Status.ReservedFor); n != 256 {
+		t.Errorf("the claim is reserved for %d pods, want the 256 bound", n)
+	}
+	time.Sleep(3 * time.Second) // later cycles must not bind past the limit
+	pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, told := 0, 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		waiting++
+		for _, pc := range p.Status.Conditions {
+			if pc.Type == corev1.PodScheduled && pc.Status == corev1.ConditionFalse && strings.Contains(pc.Message, "reserved for 256 pods") {
+				told++
+			}
+		}
+	}
+	if waiting != 44 || told != 44 {
+		t.Errorf("%d members pending, %d of them saying the claim's 256-pod limit keeps them out; want 44 and 44", waiting, told)
 	}
 }
 

@@ -1,0 +1,181 @@
+//go:build bench
+
+// Package stall measures whether one huge gang that does not fit holds
+// back everyone else's scheduling (issue 28: its members' conditions were
+// written one API call at a time on the decision path). It prints figures
+// and never fails on time.
+package stall
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
+	"github.com/lockstep-dev/lockstep/test/builders"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+// 16 nodes × 8 GPUs × 64 CPUs, as in the fault test that found the stall.
+const spec = `
+nodePools:
+- name: gpu
+  count: 16
+  capacity: {cpu: "64", memory: 512Gi, pods: "110"}
+  devices:
+  - driver: gpu.example.com
+    count: 8
+`
+
+func TestMain(m *testing.M) {
+	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(spec), ReadyTimeout: 5 * time.Minute, Schedulers: []devcluster.Scheduler{}})
+}
+
+// binary is the scheduler measured: bin/lockstep, or another build
+// (LOCKSTEP_BENCH_STALL_BINARY, e.g. one built from an earlier commit).
+func binary(h *harness.Harness) string {
+	if b := os.Getenv("LOCKSTEP_BENCH_STALL_BINARY"); b != "" {
+		return b
+	}
+	return filepath.Join(h.BinDir, "lockstep")
+}
+
+// ranks of the huge gang (LOCKSTEP_BENCH_STALL_RANKS, default 10,000).
+var ranks = func() int {
+	if n, err := strconv.Atoi(os.Getenv("LOCKSTEP_BENCH_STALL_RANKS")); err == nil && n > 0 {
+		return n
+	}
+	return 10000
+}()
+
+// TestSmallGangsBesideAHugeOne: 20 gangs of 4 one-GPU ranks, created one
+// after the other, on an empty cluster; then the same beside a pending
+// gang of `ranks` one-CPU ranks (minCount all of them: it can never fit on
+// 1,024 CPUs), once the scheduler has decided it. Per small gang: creation
+// to its 4th rank bound.
+func TestSmallGangsBesideAHugeOne(t *testing.T) {
+	h := harness.Get(t)
+	ctx := harness.Context(t, 40*time.Minute)
+	sched := h.StartSchedulerBinary(t, binary(h), "lockstep-stall", nil, "--leader-elect=false")
+	defer func() { _ = sched.Cmd.Process.Kill(); <-sched.Done }()
+	time.Sleep(3 * time.Second) // caches synced before the clock starts
+	alone := smallGangs(t, ctx, h, "alone")
+
+	ns := h.Namespace(t)
+	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "huge", int32(ranks)))
+	start := time.Now()
+	createMany(t, ctx, h, ns, ranks, func(i int) *corev1.Pod {
+		return builders.MakePod().Namespace(ns).Name(fmt.Sprintf("huge-%d", i)).Member("huge").Req(corev1.ResourceCPU, "1").Obj()
+	})
+	created := time.Since(start)
+	harness.Eventually(t, ctx, "the huge gang decided Unschedulable", func(ctx context.Context) (bool, string, error) {
+		c, err := h.ScheduledCondition(ctx, ns, "huge")
+		if err != nil || c == nil {
+			return false, fmt.Sprint(err), nil
+		}
+		return c.Reason == lockv1.PodGroupReasonUnschedulable, c.Reason + ": " + c.Message, nil
+	})
+	decided := time.Since(start)
+	beside := smallGangs(t, ctx, h, "beside")
+	written := membersTold(ctx, h, ns)
+
+	t.Logf("machine: %s; scheduler %s", machine(), binary(h))
+	t.Logf("huge gang: %d ranks created in %s, decided Unschedulable %s after its first rank; %d of its members showed their condition when the small gangs were done", ranks, created.Round(time.Second), decided.Round(time.Second), written)
+	t.Logf("%-44s %10s %10s %10s", "20 gangs × 4 one-GPU ranks", "median", "p90", "max")
+	for _, r := range []struct {
+		name string
+		d    []time.Duration
+	}{{"alone", alone}, {fmt.Sprintf("beside a pending %d-rank gang", ranks), beside}} {
+		t.Logf("%-44s %10s %10s %10s", r.name, pct(r.d, 50), pct(r.d, 90), pct(r.d, 100))
+	}
+}
+
+// smallGangs creates 20 gangs of 4 one-GPU ranks, one at a time, each
+// once the previous is bound, and returns each one's creation-to-bound.
+func smallGangs(t *testing.T, ctx context.Context, h *harness.Harness, label string) []time.Duration {
+	ns := h.Namespace(t)
+	h.OneGPUTemplate(ctx, t, ns)
+	var out []time.Duration
+	for g := 0; g < 20; g++ {
+		name := fmt.Sprintf("%s-%d", label, g)
+		start := time.Now()
+		h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, name, 4))
+		for i := 0; i < 4; i++ {
+			p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("%s-%d", name, i)).Member(name).ClaimTemplate("gpu", "one-gpu").Obj()
+			if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.WaitRunning(t, ctx, ns, name, 4)
+		out = append(out, time.Since(start))
+		if err := h.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{LabelSelector: lockv1.PodGroupLabel + "=" + name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// createMany creates n pods with 32 clients in parallel.
+func createMany(t *testing.T, ctx context.Context, h *harness.Harness, ns string, n int, pod func(int) *corev1.Pod) {
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for c := 0; c < 32; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, pod(i), metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
+// membersTold counts the pods of ns showing PodScheduled=False.
+func membersTold(ctx context.Context, h *harness.Harness, ns string) int {
+	pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func pct(ds []time.Duration, p int) string {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i].Round(10 * time.Millisecond).String()
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	b, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%s, load %s", host, string(b[:min(len(b), 14)]))
+}
