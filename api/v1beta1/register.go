@@ -13,6 +13,22 @@ const (
 	PodGroupLabel = "scheduling.lockstep.dev/pod-group"
 	// SchedulerName is the schedulerName Lockstep serves.
 	SchedulerName = "lockstep"
+
+	// PreferredTopologyAnnotation on a PodGroup (or a workload, which
+	// passes it to its groups) lists node label keys, narrowest first,
+	// comma-separated: the group is tried in one domain of the first, then
+	// of the next, and so on, before it falls back to its required
+	// topology (spec.schedulingConstraints.topology) or to any node. A
+	// Lockstep extension: upstream has no preferred level.
+	PreferredTopologyAnnotation = "scheduling.lockstep.dev/preferred-topology"
+	// RequiredTopologyAnnotation on a workload (Job, JobSet, …) lists the
+	// node label keys its groups get as spec.schedulingConstraints.topology.
+	RequiredTopologyAnnotation = "scheduling.lockstep.dev/required-topology"
+	// DeviceTopologyAnnotation on a PodGroup (or a workload) names a device
+	// attribute ("gpu.example.com/clique"): every member's devices that
+	// carry it must share one value of it (an NVLink clique, an IMEX
+	// domain), wherever the nodes are.
+	DeviceTopologyAnnotation = "scheduling.lockstep.dev/device-topology"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.

@@ -17,11 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
+	"github.com/lockstep-dev/lockstep/internal/topology"
 )
 
 // Kind is what a Decision says to do.
@@ -100,7 +102,10 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 	if missing != "" {
 		return Decision{Kind: Wait, Reason: missing}
 	}
-	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), TopologyKeys: podgroup.TopologyKeys(u.Group)}
+	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group)}
+	if !pu.Topology.IsZero() {
+		pu.Running = Running(snap, u.Placed)
+	}
 	res, err := placement.Place(ctx, snap, dra.New(snap, cache), pu)
 	d := Decision{Unit: pu, Result: res}
 	if err != nil {
@@ -148,6 +153,33 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 		d.Kind, d.Plan = Preempt, plan
 	}
 	return d
+}
+
+// Topology is a group's constraint: its required keys
+// (spec.schedulingConstraints.topology), its preferred ones and its device
+// attribute (annotations); none for a lone pod.
+func Topology(pg *lockv1.PodGroup) topology.Constraint {
+	return topology.Constraint{
+		Required:        podgroup.TopologyKeys(pg),
+		Preferred:       podgroup.PreferredTopology(pg),
+		DeviceAttribute: podgroup.DeviceTopology(pg),
+	}
+}
+
+// Running is where a unit's placed members run: their nodes, and the
+// devices their claims hold in snap.
+func Running(snap *snapshot.Snapshot, placed []podgroup.Placed) []topology.Placed {
+	out := make([]topology.Placed, 0, len(placed))
+	for _, pl := range placed {
+		r := topology.Placed{Node: pl.Node}
+		for _, name := range snapshot.PodClaimNames(pl.Pod) {
+			if c := snap.Claims[types.NamespacedName{Namespace: pl.Pod.Namespace, Name: name}]; c != nil && c.Status.Allocation != nil {
+				r.Devices = append(r.Devices, c.Status.Allocation.Devices.Results...)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Members resolves each pending pod's claims against snap; the second

@@ -24,6 +24,39 @@ var ErrInvalidClaim = errors.New("invalid claim")
 type Allocator struct {
 	snap  *snapshot.Snapshot
 	cache *cel.Cache
+	// keep, when set, is which devices may be allocated (a topology
+	// domain's device value); kept caches each slice so filtered.
+	keep func(driver string, d *resourcev1.Device) bool
+	kept map[*resourcev1.ResourceSlice]*resourcev1.ResourceSlice
+}
+
+// Restrict returns an allocator over the same snapshot that allocates only
+// devices keep accepts (nil: every device).
+func (a *Allocator) Restrict(keep func(driver string, d *resourcev1.Device) bool) *Allocator {
+	return &Allocator{snap: a.snap, cache: a.cache, keep: keep}
+}
+
+// offered is s as the allocator may use it: s, or a copy holding only the
+// devices keep accepts.
+func (a *Allocator) offered(s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
+	if a.keep == nil {
+		return s
+	}
+	if f, ok := a.kept[s]; ok {
+		return f
+	}
+	f := s.DeepCopy()
+	f.Spec.Devices = f.Spec.Devices[:0]
+	for i := range s.Spec.Devices {
+		if a.keep(s.Spec.Driver, &s.Spec.Devices[i]) {
+			f.Spec.Devices = append(f.Spec.Devices, s.Spec.Devices[i])
+		}
+	}
+	if a.kept == nil {
+		a.kept = map[*resourcev1.ResourceSlice]*resourcev1.ResourceSlice{}
+	}
+	a.kept[s] = f
+	return f
 }
 
 // New returns an allocator over snap. cache may be shared across cycles.
@@ -43,6 +76,13 @@ func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claim
 	slices := node.Slices
 	if len(a.snap.GlobalSlices) > 0 {
 		slices = append(append([]*resourcev1.ResourceSlice(nil), node.Slices...), a.snap.GlobalSlices...)
+	}
+	if a.keep != nil {
+		offered := make([]*resourcev1.ResourceSlice, len(slices))
+		for i, s := range slices {
+			offered[i] = a.offered(s)
+		}
+		slices = offered
 	}
 	alloc, err := structured.NewAllocator(ctx, a.snap.Features.Allocator, structured.AllocatedState{AllocatedDevices: a.snap.Allocated, AllocatedSharedDeviceIDs: a.snap.Shared, AggregatedCapacity: a.snap.Consumed}, classLister(a.snap.Classes), slices, a.cache)
 	if err != nil {

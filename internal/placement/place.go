@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
+	"github.com/lockstep-dev/lockstep/internal/topology"
 )
 
 // ErrMissingClaim: a member names a claim the snapshot does not have yet
@@ -39,16 +40,17 @@ func Simulate(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator
 }
 
 func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool) (Result, error) {
-	domains := [][]*snapshot.NodeInfo{snap.Nodes}
-	if unit.Gang && len(unit.TopologyKeys) > 0 {
-		domains = topologyDomains(snap, unit.TopologyKeys)
-		if len(domains) == 0 {
-			return failAll(unit, Diagnosis{Nodes: len(snap.Nodes), Reasons: map[string]int{fmt.Sprintf(reasonNoDomainFmt, unit.TopologyKeys): len(snap.Nodes)}}), nil
-		}
+	if unit.Topology.IsZero() {
+		return placeIn(ctx, snap, alloc, unit, snap.Nodes, nil, dry)
+	}
+	plan := topology.PlanFor(snap, unit.Topology, unit.Running)
+	if len(plan.Domains) == 0 {
+		return failAll(unit, Diagnosis{Nodes: len(snap.Nodes), Reasons: plan.Excluded}), nil
 	}
 	var best Result
-	for _, nodes := range domains {
-		res, err := placeIn(ctx, snap, alloc, unit, nodes, dry)
+	for _, d := range plan.Domains {
+		res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, d.Nodes, outside(snap, plan, d), dry)
+		res.Domain = d.String()
 		if err != nil || Judge(unit, res).Admitted {
 			return res, err
 		}
@@ -59,8 +61,23 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	return best, nil
 }
 
-func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, dry bool) (Result, error) {
-	groups, err := buildGroups(ctx, snap, unit, nodes)
+// outside counts, by reason, the nodes of snap not in d: those no domain
+// of the plan holds, and the others.
+func outside(snap *snapshot.Snapshot, plan topology.Plan, d topology.Domain) map[string]int {
+	out := make(map[string]int, len(plan.Excluded)+1)
+	rest := len(snap.Nodes) - len(d.Nodes)
+	for r, n := range plan.Excluded {
+		out[r] = n
+		rest -= n
+	}
+	if rest > 0 {
+		out[fmt.Sprintf(reasonOutsideDomainFmt, d)] = rest
+	}
+	return out
+}
+
+func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int, dry bool) (Result, error) {
+	groups, err := buildGroups(ctx, snap, unit, nodes, outside)
 	if err != nil {
 		return Result{}, err
 	}
@@ -132,7 +149,9 @@ func (g *group) markFull(i int, reason string) {
 	}
 }
 
-func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes []*snapshot.NodeInfo) ([]*group, error) {
+// buildGroups groups the members by signature and filters nodes for each
+// signature; outside counts, by reason, the nodes of snap not in nodes.
+func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int) ([]*group, error) {
 	logger := klog.FromContext(ctx)
 	bySig := map[string]*group{}
 	var groups []*group
@@ -165,11 +184,11 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 			}
 			g.feasible = append(g.feasible, ni)
 		}
-		if out := len(snap.Nodes) - len(nodes); out > 0 {
+		for r, n := range outside {
 			if g.static.Reasons == nil {
 				g.static.Reasons = map[string]int{}
 			}
-			g.static.Reasons[fmt.Sprintf(reasonOutsideDomainFmt, unit.TopologyKeys)] = out
+			g.static.Reasons[r] += n
 		}
 		sortTightest(snap, g.feasible, g.claims, preferences(logger, m.Pod))
 		bySig[sig] = g
@@ -293,7 +312,7 @@ func orders(groups []*group) [][]*group {
 // (schedulability, node name, selector and affinity, taints) for at least
 // one member: the only nodes where freeing capacity can help the unit.
 func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set[string], error) {
-	groups, err := buildGroups(ctx, snap, unit, snap.Nodes)
+	groups, err := buildGroups(ctx, snap, unit, snap.Nodes, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"fmt"
-	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -250,37 +249,6 @@ nodePools:
 	res, _ = Place(ctx, snap, dra.New(snap, dra.NewCache()), Unit{Members: []Member{{Pod: selective}}})
 	if len(res.Assignments) != 1 || res.Assignments[0].Node == "tainted-0" {
 		t.Errorf("selector pod: want a small node, got %+v", res.Assignments)
-	}
-}
-
-func TestTopologyKeepsGangInOneDomain(t *testing.T) {
-	spec := `
-nodePools:
-- name: node
-  count: 4
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  labels: {rack: "r{{div .Index 2}}"}
-  devices: [{driver: gpu.example.com, count: 2}]
-`
-	_, ctx := ktesting.NewTestContext(t)
-	in := cluster(t, spec)
-	// One GPU already in use in rack r0: a 4-GPU gang must go to rack r1.
-	busy := builders.Claim("ns", "busy", "gpu.example.com", 1)
-	busy.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Request: "dev", Driver: "gpu.example.com", Pool: "node-0", Device: "gpu-0"}}}}
-	in.Claims = append(in.Claims, busy)
-	members := gpuGang(&in, "g", 4, "1")
-	snap := snapshot.New(in)
-	res, err := Place(ctx, snap, dra.New(snap, dra.NewCache()), Unit{Members: members, MinCount: 4, Gang: true, TopologyKeys: []string{"rack"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nodes []string
-	for n := range placedOn(res) {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	if diff := cmp.Diff([]string{"node-2", "node-3"}, nodes); diff != "" {
-		t.Errorf("nodes (-want,+got):\n%s", diff)
 	}
 }
 

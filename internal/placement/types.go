@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
+	"github.com/lockstep-dev/lockstep/internal/topology"
 )
 
 // Member is one unbound pod of a unit with the names of its claims, in
@@ -29,9 +30,13 @@ type Unit struct {
 	// MinCount: a gang needs Bound+placed ≥ MinCount. Ignored unless Gang.
 	MinCount int
 	Gang     bool
-	// TopologyKeys: all placed members (with the bound ones) must share one
-	// value of each of these node labels.
-	TopologyKeys []string
+	// Topology is where the members must, and would rather, run: every
+	// member placed shares one domain (topology.PlanFor) with the others
+	// and with the running ones.
+	Topology topology.Constraint
+	// Running are the members already placed (bound, or being bound):
+	// members placed after the unit's admission go where they run.
+	Running []topology.Placed
 }
 
 // Assignment places one pod.
@@ -60,6 +65,9 @@ type Result struct {
 	Unplaced []Failure
 	// Placeable is the most members one attempt could place.
 	Placeable int
+	// Domain is the topology domain the assignments are in ("" without
+	// topology), e.g. "zone=z1, rack=r3".
+	Domain string
 }
 
 // Failure explains why a pod was not placed.
@@ -144,7 +152,6 @@ const (
 	ReasonDevices          = "node(s) had no free devices for the pod's claims"
 	ReasonClaimReserved    = "node(s) cannot take the pod: a claim it shares is already reserved for 256 pods, the most one ResourceClaim allows"
 	reasonTaintPrefix      = "node(s) had untolerated taint "
-	reasonNoDomainFmt      = "node(s) lack the topology labels %v"
-	reasonOutsideDomainFmt = "node(s) outside the topology domain %v being tried"
+	reasonOutsideDomainFmt = "node(s) outside the topology domain %s being tried"
 	reasonInsufficientFmt  = "Insufficient %s"
 )

@@ -1,6 +1,8 @@
 package podgroup
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -25,7 +27,8 @@ func DisruptAll(pg *lockv1.PodGroup) bool {
 	return pg != nil && (pg.Spec.DisruptionMode == nil || pg.Spec.DisruptionMode.Single == nil)
 }
 
-// TopologyKeys are the node labels a group must stay within one value of.
+// TopologyKeys are the node labels a group must stay within one value of
+// (spec.schedulingConstraints.topology).
 func TopologyKeys(pg *lockv1.PodGroup) []string {
 	if pg == nil || pg.Spec.SchedulingConstraints == nil {
 		return nil
@@ -35,6 +38,35 @@ func TopologyKeys(pg *lockv1.PodGroup) []string {
 		keys = append(keys, t.Key)
 	}
 	return keys
+}
+
+// PreferredTopology are the node labels, narrowest first, a group would
+// rather stay within one value of (lockv1.PreferredTopologyAnnotation).
+func PreferredTopology(pg *lockv1.PodGroup) []string {
+	if pg == nil {
+		return nil
+	}
+	return splitList(pg.Annotations[lockv1.PreferredTopologyAnnotation])
+}
+
+// DeviceTopology is the device attribute a group's devices must share
+// one value of ("" for none; lockv1.DeviceTopologyAnnotation).
+func DeviceTopology(pg *lockv1.PodGroup) string {
+	if pg == nil {
+		return ""
+	}
+	return strings.TrimSpace(pg.Annotations[lockv1.DeviceTopologyAnnotation])
+}
+
+// splitList reads "a, b" as [a b], dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Priority is a group's effective priority: its members'. The API server's

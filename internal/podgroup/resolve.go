@@ -30,6 +30,10 @@ type Unit struct {
 	// placed now: bound and staying, finished, or placed by the scheduler
 	// and being bound (assumed).
 	Bound int
+	// Placed are the bound members holding a node (bound and staying, or
+	// assumed) with that node: where the unit runs (topology pins its
+	// later members there).
+	Placed []Placed
 	// Gated counts pending members that still have scheduling gates;
 	// Gates are those gates' names, sorted (e.g. Kueue's
 	// kueue.x-k8s.io/admission, held until it admits the workload).
@@ -48,17 +52,37 @@ func (u *Unit) MinCount() int { return MinCount(u.Group) }
 func (u *Unit) Gang() bool { return IsGang(u.Group) }
 
 // Assumed reports whether the scheduler placed a pending pod and is
-// binding it (its binding not yet seen): it counts as bound, and is not
-// placed again. nil means none is.
-type Assumed func(*corev1.Pod) bool
+// binding it (its binding not yet seen), and on which node: it counts as
+// bound, and is not placed again. nil means none is.
+type Assumed func(*corev1.Pod) (node string, ok bool)
+
+// Placed is a member that holds a node.
+type Placed struct {
+	Pod  *corev1.Pod
+	Node string
+}
+
+func assumedNode(assumed Assumed, p *corev1.Pod) (string, bool) {
+	if assumed == nil {
+		return "", false
+	}
+	return assumed(p)
+}
 
 // ResolvePod is a lone pod's unit: one member, pending unless gated,
 // bound or assumed.
 func ResolvePod(p *corev1.Pod, assumed Assumed) *Unit {
 	u := &Unit{Pods: []*corev1.Pod{p}, Members: []*corev1.Pod{p}}
+	node, isAssumed := assumedNode(assumed, p)
 	switch {
-	case !Pending(p) || assumed != nil && assumed(p):
+	case !Pending(p) || isAssumed:
 		u.Bound = 1
+		if !isAssumed {
+			node = p.Spec.NodeName
+		}
+		if node != "" && !Terminal(p) {
+			u.Placed = []Placed{{Pod: p, Node: node}}
+		}
 	case Gated(p):
 		u.Gated = 1
 		u.addGates(p)
@@ -83,9 +107,15 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 			continue
 		}
 		u.Pods = append(u.Pods, p)
+		node, isAssumed := assumedNode(assumed, p)
 		switch {
-		case Holds(p, inc) || Pending(p) && assumed != nil && assumed(p):
+		case Holds(p, inc) || Pending(p) && isAssumed:
 			u.Bound++
+			if isAssumed {
+				u.Placed = append(u.Placed, Placed{Pod: p, Node: node})
+			} else if Active(p) {
+				u.Placed = append(u.Placed, Placed{Pod: p, Node: p.Spec.NodeName})
+			}
 		case Pending(p) && Gated(p):
 			u.Gated++
 			u.addGates(p)

@@ -39,7 +39,7 @@ func TestResolve(t *testing.T) {
 	withClaims := gang(2)
 	withClaims.Spec.ResourceClaims = []lockv1.PodGroupResourceClaim{{Name: "shared", ResourceClaimName: ptr.To("c")}}
 	assumedPod := member("assumed", "", corev1.PodPending)
-	isAssumed := func(p *corev1.Pod) bool { return p == assumedPod }
+	isAssumed := func(p *corev1.Pod) (string, bool) { return "n1", p == assumedPod }
 
 	cases := map[string]struct {
 		pg          *lockv1.PodGroup
@@ -111,8 +111,8 @@ func TestResolvePod(t *testing.T) {
 	if u := ResolvePod(pending, nil); len(u.Pending) != 1 || u.Waiting != "" {
 		t.Errorf("a pending pod: %+v", u)
 	}
-	if u := ResolvePod(pending, func(*corev1.Pod) bool { return true }); len(u.Pending) != 0 || u.Bound != 1 {
-		t.Errorf("an assumed pod is not placed again: %+v", u)
+	if u := ResolvePod(pending, func(*corev1.Pod) (string, bool) { return "n", true }); len(u.Pending) != 0 || u.Bound != 1 || len(u.Placed) != 1 || u.Placed[0].Node != "n" {
+		t.Errorf("an assumed pod is not placed again, and holds its node: %+v", u)
 	}
 	if u := ResolvePod(bound, nil); len(u.Pending) != 0 || u.Bound != 1 {
 		t.Errorf("a bound pod: %+v", u)

@@ -195,7 +195,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 			// placed with its group, never alone.
 			return nil, nil
 		}
-		return &unit{key: k, Unit: podgroup.ResolvePod(p, s.isAssumed)}, nil
+		return &unit{key: k, Unit: podgroup.ResolvePod(p, s.assumedNode)}, nil
 	}
 	pods, err := s.groupPods(k.Namespace, k.Name)
 	if err != nil {
@@ -205,7 +205,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	return &unit{key: k, Unit: podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.isAssumed)}, nil
+	return &unit{key: k, Unit: podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode)}, nil
 }
 
 // groupPods are the pods that name group ns/name, from the pod cache.
@@ -221,7 +221,12 @@ func (s *Scheduler) groupPods(ns, name string) ([]*corev1.Pod, error) {
 	return pods, nil
 }
 
-func (s *Scheduler) isAssumed(p *corev1.Pod) bool {
+// assumedNode is the node the scheduler placed p on while binding it.
+func (s *Scheduler) assumedNode(p *corev1.Pod) (string, bool) {
+	return s.state.Cache.AssumedNode(p.UID)
+}
+
+func (s *Scheduler) assumed(p *corev1.Pod) bool {
 	_, ok := s.state.Cache.AssumedNode(p.UID)
 	return ok
 }

@@ -37,7 +37,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[key]int{}
 	seen := map[queue.Key]bool{}
 	for _, p := range pods {
-		if !podgroup.Ours(p) || !podgroup.Pending(p) || c.s.isAssumed(p) {
+		if !podgroup.Ours(p) || !podgroup.Pending(p) || c.s.assumed(p) {
 			continue
 		}
 		k := unitKey(p)

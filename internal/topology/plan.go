@@ -1,0 +1,238 @@
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// Label is one key=value a domain's nodes share.
+type Label struct{ Key, Value string }
+
+// Domain is a set of nodes a unit is tried in.
+type Domain struct {
+	// Level is the preferred key this domain is one value of; "" for a
+	// required domain as a whole (or every node, without required levels).
+	Level string
+	// Labels are the values its nodes share: the required keys', then the
+	// level's.
+	Labels []Label
+	// Device is the value of the constraint's device attribute the
+	// members' devices share here ("" without one).
+	Device string
+	// Attribute is the constraint's device attribute ("" without one).
+	Attribute string
+	Nodes     []*snapshot.NodeInfo
+}
+
+// String names the domain in messages: "zone=z1, rack=r3",
+// "gpu.example.com/clique=7", or "all nodes".
+func (d Domain) String() string {
+	var parts []string
+	for _, l := range d.Labels {
+		parts = append(parts, l.Key+"="+l.Value)
+	}
+	if d.Attribute != "" {
+		parts = append(parts, d.Attribute+"="+d.Device)
+	}
+	if len(parts) == 0 {
+		return "all nodes"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Placed is a running member: where it runs and which devices it holds
+// (from its claims' allocations).
+type Placed struct {
+	Node    string
+	Devices []resourcev1.DeviceRequestAllocationResult
+}
+
+// Plan is the domains to try for a unit, in order, and the nodes no
+// domain holds, counted by reason (for the unit's diagnosis).
+type Plan struct {
+	Domains  []Domain
+	Excluded map[string]int
+}
+
+// Reasons nodes are left out of every domain.
+const (
+	reasonNoLabelsFmt  = "node(s) lack the topology labels %v"
+	reasonNoDeviceFmt  = "node(s) have no device with attribute %s"
+	reasonElsewhereFmt = "node(s) outside %s, where the gang's running members are"
+)
+
+// PlanFor orders the domains a unit with constraint c may be placed in
+// (see the package doc). running are its members already placed: the
+// unit is pinned to the required domain they share and tries first the
+// preferred domains they share. A unit without constraint has one
+// domain: every node.
+func PlanFor(snap *snapshot.Snapshot, c Constraint, running []Placed) Plan {
+	p := Plan{Excluded: map[string]int{}}
+	required := p.requiredDomains(snap, c)
+	if len(running) > 0 && len(required) > 0 {
+		required = p.pinRequired(required, c, running)
+	}
+	sortDomains(required)
+	for _, key := range c.Preferred {
+		p.Domains = append(p.Domains, preferredDomains(required, key, running)...)
+	}
+	p.Domains = append(p.Domains, required...)
+	return p
+}
+
+// requiredDomains splits the nodes by their values of the required keys
+// (and the device attribute); nodes without them are excluded.
+func (p *Plan) requiredDomains(snap *snapshot.Snapshot, c Constraint) []Domain {
+	byKey := map[string]*Domain{}
+	var order []string
+	for _, ni := range snap.Nodes {
+		labels, ok := labelsOf(ni, c.Required)
+		if !ok {
+			p.Excluded[fmt.Sprintf(reasonNoLabelsFmt, c.Required)]++
+			continue
+		}
+		devices := []string{""}
+		if c.DeviceAttribute != "" {
+			if devices = DeviceValues(ni, c.DeviceAttribute); len(devices) == 0 {
+				p.Excluded[fmt.Sprintf(reasonNoDeviceFmt, c.DeviceAttribute)]++
+				continue
+			}
+		}
+		for _, dv := range devices {
+			k := labelString(labels) + "\x00" + dv
+			d := byKey[k]
+			if d == nil {
+				d = &Domain{Labels: labels, Device: dv, Attribute: c.DeviceAttribute}
+				byKey[k] = d
+				order = append(order, k)
+			}
+			d.Nodes = append(d.Nodes, ni)
+		}
+	}
+	out := make([]Domain, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byKey[k])
+	}
+	return out
+}
+
+// pinRequired keeps the required domain every running member is in; when
+// they are not all in one (a unit admitted before its constraint could
+// apply), none is dropped.
+func (p *Plan) pinRequired(required []Domain, c Constraint, running []Placed) []Domain {
+	var keep []Domain
+	for _, d := range required {
+		if holdsAll(d, running) {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) != 1 {
+		return required
+	}
+	for _, d := range required {
+		if !holdsAll(d, running) {
+			p.Excluded[fmt.Sprintf(reasonElsewhereFmt, keep[0])] += len(d.Nodes)
+		}
+	}
+	return keep
+}
+
+// holdsAll reports whether every running member is on a node of d, on
+// devices of d's device value.
+func holdsAll(d Domain, running []Placed) bool {
+	nodes := make(map[string]bool, len(d.Nodes))
+	for _, ni := range d.Nodes {
+		nodes[ni.Node.Name] = true
+	}
+	for _, r := range running {
+		if !nodes[r.Node] {
+			return false
+		}
+		if d.Attribute != "" && !devicesIn(r.Devices, d) {
+			return false
+		}
+	}
+	return true
+}
+
+// devicesIn reports whether every device of results that carries d's
+// attribute has d's value.
+func devicesIn(results []resourcev1.DeviceRequestAllocationResult, d Domain) bool {
+	for _, r := range results {
+		for _, ni := range d.Nodes {
+			if v, ok := deviceValue(ni, r.Driver, r.Pool, r.Device, d.Attribute); ok && v != d.Device {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// preferredDomains splits each required domain by key, smallest domain
+// first; a split that is the whole required domain adds nothing. With
+// running members, only the domain holding all of them is tried.
+func preferredDomains(required []Domain, key string, running []Placed) []Domain {
+	var out []Domain
+	for _, r := range required {
+		byValue := map[string]*Domain{}
+		var values []string
+		for _, ni := range r.Nodes {
+			v, ok := ni.Node.Labels[key]
+			if !ok {
+				continue
+			}
+			d := byValue[v]
+			if d == nil {
+				d = &Domain{Level: key, Labels: append(append([]Label(nil), r.Labels...), Label{key, v}), Device: r.Device, Attribute: r.Attribute}
+				byValue[v] = d
+				values = append(values, v)
+			}
+			d.Nodes = append(d.Nodes, ni)
+		}
+		for _, v := range values {
+			d := *byValue[v]
+			if len(d.Nodes) == len(r.Nodes) || len(running) > 0 && !holdsAll(d, running) {
+				continue
+			}
+			out = append(out, d)
+		}
+	}
+	sortDomains(out)
+	return out
+}
+
+// sortDomains orders domains smallest first (a unit takes the tightest
+// domain that fits it), then by name.
+func sortDomains(ds []Domain) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		if len(ds[i].Nodes) != len(ds[j].Nodes) {
+			return len(ds[i].Nodes) < len(ds[j].Nodes)
+		}
+		return ds[i].String() < ds[j].String()
+	})
+}
+
+func labelsOf(ni *snapshot.NodeInfo, keys []string) ([]Label, bool) {
+	out := make([]Label, 0, len(keys))
+	for _, k := range keys {
+		v, ok := ni.Node.Labels[k]
+		if !ok {
+			return nil, false
+		}
+		out = append(out, Label{k, v})
+	}
+	return out, true
+}
+
+func labelString(ls []Label) string {
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString(l.Key + "=" + l.Value + "\x00")
+	}
+	return b.String()
+}
