@@ -55,11 +55,51 @@ func (a *attempt) run(groups []*group) (Result, error) {
 	return res, nil
 }
 
-func (a *attempt) rollback() {
-	for i := len(a.undo) - 1; i >= 0; i-- {
+func (a *attempt) rollback() { a.rollbackTo(0) }
+
+// rollbackTo undoes the changes made since the undo stack held mark.
+func (a *attempt) rollbackTo(mark int) {
+	for i := len(a.undo) - 1; i >= mark; i-- {
 		a.undo[i]()
 	}
-	a.undo = nil
+	a.undo = a.undo[:mark]
+}
+
+// placeOn places member mi of g on node ni if it fits there — capacity,
+// the pod constraints against the pods placed so far, devices — and
+// returns its assignment, or nil. The search's step; placeMember's is the
+// same checks over the group's nodes in turn.
+func (a *attempt) placeOn(g *group, mi int, ni *snapshot.NodeInfo) (*Assignment, error) {
+	m := a.unit.Members[mi]
+	if g.fits(a.snap, ni) != "" {
+		return nil, nil
+	}
+	var check snapshot.PodCheck
+	if a.snap.Constraints != nil {
+		var err error
+		if check, err = a.snap.Constraints.Prepare(a.ctx, m.Pod); err != nil {
+			return nil, err
+		}
+		if check != nil {
+			reason, err := check.Check(a.ctx, ni.Node.Name)
+			if err != nil || reason != "" {
+				return nil, err
+			}
+		}
+	}
+	asg, _, err := a.tryNode(g, m, ni)
+	if err != nil || asg == nil {
+		return nil, err
+	}
+	if check != nil {
+		if asg.Volumes, err = check.Reserve(a.ctx, ni.Node.Name); err != nil {
+			return nil, err
+		}
+		if r := asg.Volumes; r != nil {
+			a.undo = append(a.undo, func() { r.Unreserve(a.ctx) })
+		}
+	}
+	return asg, nil
 }
 
 // placeMember tries the group's nodes from its cursor on. A node that
@@ -217,7 +257,9 @@ func (a *attempt) assume(ni *snapshot.NodeInfo, m Member, g *group, claims, pend
 		a.uses = map[types.NamespacedName]int{}
 	}
 	for _, c := range claims {
-		a.uses[claimKey(c)]++
+		key := claimKey(c)
+		a.uses[key]++
+		a.undo = append(a.undo, func() { a.uses[key]-- })
 		if cp, ok := allocated[c]; ok {
 			asg.Claims = append(asg.Claims, cp)
 			asg.NewlyAllocated = append(asg.NewlyAllocated, true)

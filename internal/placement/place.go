@@ -86,7 +86,8 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 		return a.run(groups)
 	}
 	var best Result
-	for i, order := range orders(groups) {
+	all := orders(groups)
+	for i, order := range all {
 		if i == maxOrders {
 			break
 		}
@@ -102,6 +103,25 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 			g.reset()
 		}
 	}
+	need := max(unit.MinCount-unit.Bound, 1)
+	if !needsSearch(groups, unit) || !mayHold(snap, groups, need) {
+		return best, nil
+	}
+	// Greedy is not complete here (several signatures, or pods that
+	// constrain each other): search.
+	a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
+	res, exhausted, err := a.searchGang(all[0], need)
+	if err != nil {
+		return Result{}, err
+	}
+	if Judge(unit, res).Admitted {
+		if dry {
+			a.rollback()
+		}
+		return res, nil
+	}
+	a.rollback()
+	best.SearchExhausted = exhausted
 	return best, nil
 }
 
@@ -112,7 +132,11 @@ type group struct {
 	ports   []string
 	claims  bool
 	// dra are the extended resources of req that DeviceClasses serve.
-	dra      []corev1.ResourceName
+	dra []corev1.ResourceName
+	// devices is a lower bound of the devices one member needs allocated
+	// (its own unallocated claims' exact counts, its DRA-served extended
+	// resources).
+	devices  int
 	feasible []*snapshot.NodeInfo
 	static   Diagnosis
 	// cursor: feasible[:cursor] are full for this signature this attempt;
@@ -166,6 +190,10 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 			continue
 		}
 		g := newGroup(snap, m, len(claims) > 0)
+		g.devices = devicesNeeded(m.Pod, claims)
+		for _, name := range g.dra {
+			g.devices += int(g.req.Scalar[name])
+		}
 		g.members = []int{i}
 		g.static.Nodes = len(snap.Nodes)
 		aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
@@ -373,4 +401,21 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 		out[ni.Node.Name] = reason
 	}
 	return out, nil
+}
+
+// devicesNeeded is a lower bound of the devices a pod's claims still need:
+// the exact counts of the unallocated claims only it uses.
+func devicesNeeded(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) int {
+	n := 0
+	for _, c := range claims {
+		if c.Status.Allocation != nil || len(c.OwnerReferences) == 0 || c.OwnerReferences[0].UID != pod.UID {
+			continue
+		}
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil && r.Exactly.AllocationMode != resourcev1.DeviceAllocationModeAll {
+				n += int(max(r.Exactly.Count, 1))
+			}
+		}
+	}
+	return n
 }

@@ -68,6 +68,10 @@ type Result struct {
 	// Domain is the topology domain the assignments are in ("" without
 	// topology), e.g. "zone=z1, rack=r3".
 	Domain string
+	// SearchExhausted: a gang the greedy orders could not place was
+	// searched until its budget ran out without finding a placement or
+	// proving there is none (a placement may exist).
+	SearchExhausted bool
 }
 
 // Failure explains why a pod was not placed.
