@@ -24,6 +24,9 @@ type Outcome struct {
 	Fit int
 	// Total counts every member, bound and pending.
 	Total int
+	// SearchExhausted: the placement search ran out of budget (a
+	// placement may exist; Result.SearchExhausted).
+	SearchExhausted bool
 	// Waiting are the pending members that stay pending, each with why:
 	// those that found no node and, for a gang that is not admitted, every
 	// other pending member too (their Diagnosis is empty: they wait for
@@ -38,6 +41,8 @@ func Judge(unit Unit, res Result) Outcome {
 		MinCount: unit.MinCount,
 		Fit:      unit.Bound + res.Placeable,
 		Total:    unit.Bound + len(unit.Members),
+
+		SearchExhausted: res.SearchExhausted,
 	}
 	placed := len(res.Assignments)
 	o.Admitted = placed > 0 && (!unit.Gang || unit.Bound+placed >= unit.MinCount)

@@ -16,9 +16,9 @@ import (
 // small gangs (the property test's) are searched exhaustively within it.
 const searchBudget = 20000
 
-// ErrBudget is how a unit's result says the search ran out before it
-// found a placement or proved there is none.
-const reasonSearchBudget = "no placement found within the search budget (%d node tries); one may exist: the gang waits and is searched again when the cluster changes"
+// reasonSearchBudget is how a unit's summary says the search ran out
+// before it found a placement or proved there is none.
+const reasonSearchBudget = "no placement found within the search budget; one may exist: the gang waits and is searched again when the cluster changes"
 
 // search is a depth-first search with backtracking for a gang the greedy
 // orders could not place: members are placed signature by signature; the
@@ -49,7 +49,11 @@ type search struct {
 // it returns the result (assignments stay assumed when found) and whether
 // the budget ran out.
 func (a *attempt) searchGang(groups []*group, need int) (Result, bool, error) {
-	s := &search{a: a, groups: groups, need: need, budget: searchBudget, touched: map[string]int{}, classOf: map[string]string{}}
+	budget := a.unit.SearchBudget
+	if budget <= 0 {
+		budget = searchBudget
+	}
+	s := &search{a: a, groups: groups, need: need, budget: budget, touched: map[string]int{}, classOf: map[string]string{}}
 	for _, g := range groups {
 		for _, ni := range g.feasible {
 			if _, ok := s.classOf[ni.Node.Name]; !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -247,4 +248,30 @@ func greedyAlone(ctx context.Context, c caseSpec) bool {
 		}
 	}
 	return false
+}
+
+// A gang whose search runs out of budget says so — "one may exist" —
+// instead of "does not fit" (the heterogeneous gang with a budget
+// of 3 node tries).
+func TestSearchBudgetIsReported(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), klog.Background().V(0))
+	c := caseSpec{minCount: 8, nodes: []nodeSpec{{cpu: 24, mem: 96, gpus: 4}, {cpu: 24, mem: 96, gpus: 4}},
+		shapes: []shape{{count: 4, cpu: 8, mem: 1, gpus: 1}, {count: 4, cpu: 2, mem: 1, gpus: 1}}}
+	snap, unit := build(c)
+	unit.SearchBudget = 3
+	res, err := Place(ctx, snap, dra.New(snap, dra.NewCache()), unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Judge(unit, res)
+	if o.Admitted || !res.SearchExhausted {
+		t.Fatalf("admitted %t, exhausted %t; want a search that ran out", o.Admitted, res.SearchExhausted)
+	}
+	if got := Summary(ctx, snap, dra.NewCache(), o); !strings.HasPrefix(got, "minCount 8: no placement found within the search budget; one may exist") {
+		t.Errorf("summary %q", got)
+	}
+	unit.SearchBudget = 0
+	if res, _ := Place(ctx, snap, dra.New(snap, dra.NewCache()), unit); !Judge(unit, res).Admitted {
+		t.Errorf("with the default budget the gang is not placed")
+	}
 }

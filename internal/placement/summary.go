@@ -24,6 +24,8 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 	}
 	head := fmt.Sprintf("%d of %d pods fit", o.Fit, o.Total)
 	switch {
+	case o.Gang && !o.MinCountMet() && o.SearchExhausted:
+		head = fmt.Sprintf("minCount %d: "+reasonSearchBudget+"; the best placement found holds %d of %d pods", o.MinCount, o.Fit, o.Total)
 	case o.Gang && !o.MinCountMet():
 		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", o.MinCount, o.Fit, o.Total)
 	case o.Gang:

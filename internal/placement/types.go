@@ -37,6 +37,9 @@ type Unit struct {
 	// Running are the members already placed (bound, or being bound):
 	// members placed after the unit's admission go where they run.
 	Running []topology.Placed
+	// SearchBudget bounds the node tries of the search for a placement the
+	// greedy orders miss (0: searchBudget).
+	SearchBudget int
 }
 
 // Assignment places one pod.

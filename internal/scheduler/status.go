@@ -136,6 +136,9 @@ func gangCause(d decide.Decision) string {
 	if d.Kind == decide.Preempt {
 		return fmt.Sprintf("preempting lower-priority pods to make room for the gang (minCount %d); this pod waits for them to go", min)
 	}
+	if d.Outcome.SearchExhausted {
+		return fmt.Sprintf("minCount %d: no placement found within the search budget; one may exist (the PodGroup's %s condition says more)", min, lockv1.PodGroupInitiallyScheduled)
+	}
 	cause := "not enough room"
 	for _, f := range d.Outcome.Waiting {
 		if !f.ForGang() {
