@@ -64,6 +64,11 @@ type pods struct {
 	// Nodes: for running pods (and a unit's bound members), the node of
 	// each pod in turn (cycling).
 	Nodes []string `json:"nodes"`
+	// Topology (required node label keys), Preferred (narrowest first) and
+	// Device (a device attribute) are the group's topology.
+	Topology  []string `json:"topology"`
+	Preferred []string `json:"preferred"`
+	Device    string   `json:"device"`
 }
 
 // Decisions of each scenario in testdata/*.yaml against the golden
@@ -262,6 +267,21 @@ func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup
 	case s.Group:
 		pg = &lockv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: s.Name}}
 	}
+	if pg != nil {
+		for _, k := range s.Topology {
+			if pg.Spec.SchedulingConstraints == nil {
+				pg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{}
+			}
+			pg.Spec.SchedulingConstraints.Topology = append(pg.Spec.SchedulingConstraints.Topology, lockv1.TopologyConstraint{Key: k})
+		}
+		pg.Annotations = map[string]string{}
+		if len(s.Preferred) > 0 {
+			pg.Annotations[lockv1.PreferredTopologyAnnotation] = strings.Join(s.Preferred, ",")
+		}
+		if s.Device != "" {
+			pg.Annotations[lockv1.DeviceTopologyAnnotation] = s.Device
+		}
+	}
 	count := s.Count
 	if count == 0 {
 		count = 1
@@ -316,6 +336,12 @@ func freeDevices(slices []*resourcev1.ResourceSlice) map[string][]device {
 // describe writes a decision as the golden files hold it.
 func describe(out *strings.Builder, name string, d Decision) {
 	fmt.Fprintf(out, "%s: %s\n", name, d.Kind)
+	if dom := d.Result.Domain; dom != "" && d.Kind == Bind {
+		fmt.Fprintf(out, "  domain: %s\n", dom)
+	}
+	if d.Plan != nil && d.Plan.Placement.Domain != "" {
+		fmt.Fprintf(out, "  domain: %s\n", d.Plan.Placement.Domain)
+	}
 	asgs := d.Result.Assignments
 	if d.Plan != nil {
 		asgs = d.Plan.Placement.Assignments

@@ -46,6 +46,20 @@ func CountClass(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 	return CountClassIn(ctx, cache, class, slices, snap.Allocated)
 }
 
+// CountClassOn counts the devices of the class on nodes (their own
+// slices), e.g. one topology domain's.
+func CountClassOn(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, className string, nodes []*snapshot.NodeInfo) ClassCount {
+	class := snap.Classes[className]
+	if class == nil {
+		return ClassCount{Class: className}
+	}
+	var slices []*resourcev1.ResourceSlice
+	for _, ni := range nodes {
+		slices = append(slices, ni.Slices...)
+	}
+	return CountClassIn(ctx, cache, class, slices, snap.Allocated)
+}
+
 // CountClassIn counts the devices of slices that class matches, and how many
 // of them are in allocated (which may be nil).
 func CountClassIn(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, slices []*resourcev1.ResourceSlice, allocated sets.Set[structured.DeviceID]) ClassCount {

@@ -40,17 +40,17 @@ func Simulate(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator
 }
 
 func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool) (Result, error) {
-	if unit.Topology.IsZero() {
+	if !unit.constrained() {
 		return placeIn(ctx, snap, alloc, unit, snap.Nodes, nil, dry)
 	}
-	plan := topology.PlanFor(snap, unit.Topology, unit.Running)
+	plan := unit.plan(snap)
 	if len(plan.Domains) == 0 {
 		return failAll(unit, Diagnosis{Nodes: len(snap.Nodes), Reasons: plan.Excluded}), nil
 	}
 	var best Result
 	for _, d := range plan.Domains {
 		res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, d.Nodes, outside(snap, plan, d), dry)
-		res.Domain = d.String()
+		res.Domain, res.domainNodes = d.String(), d.Nodes
 		if err != nil || Judge(unit, res).Admitted {
 			return res, err
 		}
@@ -336,11 +336,25 @@ func orders(groups []*group) [][]*group {
 	return out
 }
 
-// Feasible returns the nodes that pass the checks no eviction can change
-// (schedulability, node name, selector and affinity, taints) for at least
-// one member: the only nodes where freeing capacity can help the unit.
+// Feasible returns the nodes of the unit's domains (all nodes without
+// topology) that pass the checks no eviction can change (schedulability,
+// node name, selector and affinity, taints) for at least one member: the
+// only nodes where freeing capacity can help the unit.
 func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set[string], error) {
-	groups, err := buildGroups(ctx, snap, unit, snap.Nodes, nil)
+	nodes := snap.Nodes
+	if unit.constrained() {
+		nodes = nil
+		seen := map[*snapshot.NodeInfo]bool{}
+		for _, d := range unit.plan(snap).Domains {
+			for _, ni := range d.Nodes {
+				if !seen[ni] {
+					seen[ni] = true
+					nodes = append(nodes, ni)
+				}
+			}
+		}
+	}
+	groups, err := buildGroups(ctx, snap, unit, nodes, nil)
 	if err != nil {
 		return nil, err
 	}
