@@ -30,18 +30,20 @@ const maxOrders = 4
 // the snapshot as it found it. An error means the unit could not be
 // evaluated (SchedulerError), not that it does not fit.
 func Place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit) (Result, error) {
-	return place(ctx, snap, alloc, unit, false)
+	return place(ctx, snap, alloc, unit, false, nil)
 }
 
 // Simulate answers what Place would do but leaves the snapshot as it found
 // it, success or not (a what-if, e.g. for preemption).
 func Simulate(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit) (Result, error) {
-	return place(ctx, snap, alloc, unit, true)
+	return place(ctx, snap, alloc, unit, true, nil)
 }
 
-func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool) (Result, error) {
+// place places unit (see Place); j, when set, records its changes (a
+// tree's leaves share one journal, so the tree can rewind them).
+func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool, j *journal) (Result, error) {
 	if !unit.constrained() {
-		return placeIn(ctx, snap, alloc, unit, snap.Nodes, nil, dry)
+		return placeIn(ctx, snap, alloc, unit, snap.Nodes, nil, dry, j)
 	}
 	plan := unit.plan(snap)
 	if len(plan.Domains) == 0 {
@@ -49,7 +51,7 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	}
 	var best Result
 	for _, d := range plan.Domains {
-		res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, d.Nodes, outside(snap, plan, d), dry)
+		res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, d.Nodes, outside(snap, plan, d), dry, j)
 		res.Domain, res.domainNodes = d.String(), d.Nodes
 		if err != nil || Judge(unit, res).Admitted {
 			return res, err
@@ -76,13 +78,13 @@ func outside(snap *snapshot.Snapshot, plan topology.Plan, d topology.Domain) map
 	return out
 }
 
-func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int, dry bool) (Result, error) {
+func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int, dry bool, j *journal) (Result, error) {
 	groups, err := buildGroups(ctx, snap, unit, nodes, outside)
 	if err != nil {
 		return Result{}, err
 	}
 	if !unit.Gang {
-		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
+		a := newAttempt(ctx, snap, alloc, unit, dry, j)
 		return a.run(groups)
 	}
 	var best Result
@@ -91,7 +93,7 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 		if i == maxOrders {
 			break
 		}
-		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
+		a := newAttempt(ctx, snap, alloc, unit, dry, j)
 		res, err := a.run(order)
 		if err != nil || len(res.Assignments) > 0 {
 			return res, err
@@ -109,7 +111,7 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 	}
 	// Greedy is not complete here (several signatures, or pods that
 	// constrain each other): search.
-	a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
+	a := newAttempt(ctx, snap, alloc, unit, dry, j)
 	res, exhausted, err := a.searchGang(all[0], need)
 	if err != nil {
 		return Result{}, err
@@ -402,7 +404,7 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 			}
 		}
 		if reason == "" {
-			a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: true}
+			a := newAttempt(ctx, snap, alloc, unit, true, nil)
 			asg, r, err := a.tryNode(g, m, ni)
 			if err != nil {
 				return nil, err

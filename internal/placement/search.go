@@ -135,7 +135,7 @@ func (s *search) dfs(gi, k, from, placed int) (bool, error) {
 			tried[c] = true
 		}
 		s.budget--
-		mark := len(s.a.undo)
+		mark := s.a.j.mark()
 		asg, err := s.a.placeOn(g, g.members[k], ni)
 		if err != nil {
 			return false, err

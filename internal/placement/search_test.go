@@ -239,7 +239,7 @@ func greedyAlone(ctx context.Context, c caseSpec) bool {
 		if i == maxOrders {
 			break
 		}
-		a := &attempt{ctx: ctx, snap: snap, alloc: dra.New(snap, dra.NewCache()), unit: unit}
+		a := newAttempt(ctx, snap, dra.New(snap, dra.NewCache()), unit, false, nil)
 		if res, err := a.run(order); err == nil && len(res.Assignments) > 0 {
 			return true
 		}
