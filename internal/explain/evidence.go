@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
@@ -161,10 +162,7 @@ func holders(st *state, u *unit, classes []ClassReport) []Holder {
 		if _, ok := counts[who]; !ok {
 			continue
 		}
-		pr := int32(0)
-		if p.Spec.Priority != nil {
-			pr = *p.Spec.Priority
-		}
+		pr := corev1helpers.PodPriority(&p)
 		if g := st.groups[p.Namespace+"/"+podgroup.GroupOf(&p)]; g != nil {
 			pr = st.groupPriority(g)
 		}

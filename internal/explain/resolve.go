@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -169,9 +170,7 @@ func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
 func podUnit(st *state, p *corev1.Pod) *unit {
 	u := fromResolved(podgroup.ResolvePod(p, nil))
 	u.label = "pod " + p.Namespace + "/" + p.Name
-	if p.Spec.Priority != nil {
-		u.priority = *p.Spec.Priority
-	}
+	u.priority = corev1helpers.PodPriority(p)
 	return u
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
@@ -266,14 +267,7 @@ func (s *Scheduler) order(k queue.Key) (int32, time.Time) {
 	if err != nil {
 		return 0, time.Time{}
 	}
-	return podPriority(p), p.CreationTimestamp.Time
-}
-
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
+	return corev1helpers.PodPriority(p), p.CreationTimestamp.Time
 }
 
 // groupPriority is the group's members' priority (podgroup.Priority), from

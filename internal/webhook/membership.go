@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -139,7 +140,7 @@ func (r reads) membership(ctx context.Context, ns string, pod *corev1.Pod, group
 // must have that class's priority; without one, the members' priority must
 // be the same.
 func (r reads) priority(ctx context.Context, ns string, pod *corev1.Pod, group string, pg *lockv1.PodGroup) (field.ErrorList, error) {
-	mine := podPriority(pod)
+	mine := corev1helpers.PodPriority(pod)
 	path := field.NewPath("spec", "priorityClassName")
 	if pg != nil && pg.Spec.PriorityClassName != "" {
 		pc := &schedulingv1.PriorityClass{}
@@ -169,7 +170,7 @@ func (r reads) priority(ctx context.Context, ns string, pod *corev1.Pod, group s
 		if m.UID == pod.UID || !podgroup.Ours(m) || podgroup.Terminal(m) {
 			continue
 		}
-		if p := podPriority(m); p != mine {
+		if p := corev1helpers.PodPriority(m); p != mine {
 			return field.ErrorList{field.Invalid(path, pod.Spec.PriorityClassName, fmt.Sprintf(
 				"the pod's priority %d differs from the priority %d of PodGroup %s's other members (pod %s, priorityClassName %q): all members of a group have one priority; give them the same priorityClassName",
 				mine, p, group, m.Name, m.Spec.PriorityClassName))}, nil
@@ -195,21 +196,14 @@ func (r reads) groupPriorityAgrees(ctx context.Context, ns string, pg *lockv1.Po
 	}
 	for i := range members {
 		m := &members[i]
-		if !podgroup.Ours(m) || podgroup.Terminal(m) || podPriority(m) == pc.Value {
+		if !podgroup.Ours(m) || podgroup.Terminal(m) || corev1helpers.PodPriority(m) == pc.Value {
 			continue
 		}
 		return field.ErrorList{field.Invalid(field.NewPath("spec", "priorityClassName"), pg.Spec.PriorityClassName, fmt.Sprintf(
 			"its members have priority %d (pod %s, priorityClassName %q), not %s's %d; a group's priority is its members': remove spec.priorityClassName, or give the members priorityClassName %s",
-			podPriority(m), m.Name, m.Spec.PriorityClassName, pc.Name, pc.Value, pc.Name))}, nil
+			corev1helpers.PodPriority(m), m.Name, m.Spec.PriorityClassName, pc.Name, pc.Value, pc.Name))}, nil
 	}
 	return nil, nil
-}
-
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
 }
 
 func orNone(s string) string {
