@@ -2,7 +2,6 @@ package jobintegration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,36 +66,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	j := r.Integration.Wrap(obj)
-	if !TargetsLockstep(j) || r.Integrations.Parent(obj) != nil {
-		return ctrl.Result{}, nil
-	}
 	kind := j.GVK().Kind
-	if j.InTreeGang() {
+	c := r.Integrations.Classify(j)
+	switch c.Class {
+	case ClassNotLockstep, ClassChild:
+		return ctrl.Result{}, nil
+	case ClassInTree:
 		r.Recorder.Event(obj, corev1.EventTypeNormal, ReasonInTreeGang,
 			"the "+kind+"'s gang policy for the API server's scheduling.k8s.io PodGroup is used: Lockstep schedules the PodGroup its controller creates and creates none of its own")
 		return ctrl.Result{}, nil
-	}
-	groups, err := Groups(j)
-	if nq := (*NotQualified)(nil); errors.As(err, &nq) && nq.Named != "" {
+	case ClassNamed:
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGroupNamed,
-			"%s: Lockstep schedules its pods as that PodGroup says and creates none of its own", nq.Condition)
+			"%s: Lockstep schedules its pods as that PodGroup says and creates none of its own", c.Why.Condition)
+		return ctrl.Result{}, nil
+	case ClassNotQualified:
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", c.Why)
 		return ctrl.Result{}, nil
 	}
-	if err != nil {
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
-		return ctrl.Result{}, nil
-	}
-	pgs, wl, err := desired(j, groups)
-	if err != nil {
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
-		return ctrl.Result{}, nil
-	}
+	pgs, wl := desired(j, c.Groups, c.Mode)
 	if err := r.ensure(ctx, wl, func(existing client.Object) bool { return false }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("workload: %w", err)
 	}
 	var created []string
 	for _, pg := range pgs {
-		err = r.ensure(ctx, pg, func(existing client.Object) bool {
+		err := r.ensure(ctx, pg, func(existing client.Object) bool {
 			cur := existing.(*lockv1.PodGroup)
 			if cur.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
 				return false
@@ -196,11 +189,7 @@ func (r *Reconciler) ensure(ctx context.Context, want client.Object, update func
 
 // desired computes the Workload and PodGroups of a job, all owned by it:
 // one Workload named after the job with a pod group template per group.
-func desired(j GenericJob, groups []Group) ([]*lockv1.PodGroup, *lockv1.Workload, error) {
-	mode, err := DisruptionMode(j)
-	if err != nil {
-		return nil, nil, err
-	}
+func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lockv1.PodGroup, *lockv1.Workload) {
 	obj := j.Object()
 	gvk := j.GVK()
 	owner := metav1.OwnerReference{
@@ -235,5 +224,5 @@ func desired(j GenericJob, groups []Group) ([]*lockv1.PodGroup, *lockv1.Workload
 			},
 		})
 	}
-	return pgs, wl, nil
+	return pgs, wl
 }

@@ -103,7 +103,8 @@ func (v *JobValidator) ValidateDelete(context.Context, runtime.Object) (admissio
 
 func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob) (admission.Warnings, error) {
 	obj := j.Object()
-	if !jobintegration.TargetsLockstep(j) || integrationSet.Parent(obj) != nil {
+	c := integrationSet.Classify(j)
+	if c.Class == jobintegration.ClassNotLockstep || c.Class == jobintegration.ClassChild {
 		// A job another integration controls (a JobSet's Job) was
 		// checked as part of its parent.
 		return nil, nil
@@ -149,8 +150,8 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	}
 	var warnings admission.Warnings
 	// A template naming its own group is no warning: its pods join it.
-	if _, err := jobintegration.Groups(j); errors.As(err, &nq) && nq.Named == "" && !j.InTreeGang() {
-		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())
+	if c.Class == jobintegration.ClassNotQualified {
+		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+c.Why.Error())
 	}
 	if w, ok := j.(jobintegration.Warner); ok {
 		warnings = append(warnings, w.Warnings()...)
@@ -182,12 +183,12 @@ func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 	if _, perPod := j.(jobintegration.PodGrouper); perPod {
 		return nil
 	}
-	groups, ok := integrationSet.GangGroups(j)
-	if !ok {
+	c := integrationSet.Classify(j)
+	if c.Class != jobintegration.ClassGang {
 		return nil
 	}
 	for _, r := range j.Roles() {
-		g := jobintegration.GroupFor(groups, r.Name)
+		g := jobintegration.GroupFor(c.Groups, r.Name)
 		if g == "" {
 			continue // a Solo role's pods join no group
 		}

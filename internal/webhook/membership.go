@@ -78,8 +78,8 @@ func (r reads) ownerJob(ctx context.Context, ns string, pod *corev1.Pod) (*jobin
 // groupOf is the group a pod of j joins: the one Lockstep makes for its
 // role when j is a gang, else the one the role's template names.
 func groupOf(j jobintegration.GenericJob, pod *corev1.Pod) string {
-	if groups, ok := integrationSet.GangGroups(j); ok {
-		return jobintegration.GroupOf(j, groups, pod)
+	if c := integrationSet.Classify(j); c.Class == jobintegration.ClassGang {
+		return jobintegration.GroupOf(j, c.Groups, pod)
 	}
 	if r, ok := roleNamed(j, j.RoleOf(pod)); ok {
 		return r.Template.Labels[lockv1.PodGroupLabel]
