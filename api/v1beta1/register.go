@@ -13,6 +13,12 @@ const (
 	PodGroupLabel = "scheduling.lockstep.dev/pod-group"
 	// SchedulerName is the schedulerName Lockstep serves.
 	SchedulerName = "lockstep"
+	// GangOfAnnotation on a pod (written into a job's pod templates by the
+	// webhook) says its group is the gang Lockstep makes for its job:
+	// "<Kind>.<group>/<name>", e.g. "Job.batch/train". The pod is a member
+	// only of a PodGroup that job controls, never of another one of that
+	// name (a user's created before the job, another kind's).
+	GangOfAnnotation = "scheduling.lockstep.dev/gang-of"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.

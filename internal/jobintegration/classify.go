@@ -2,6 +2,7 @@ package jobintegration
 
 import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Class is what Lockstep makes of a job.
@@ -77,3 +78,9 @@ func (s Set) Classify(j GenericJob) Classification {
 
 // Gang reports whether Lockstep makes j gangs (ClassGang).
 func (s Set) Gang(j GenericJob) bool { return s.Classify(j).Class == ClassGang }
+
+// GangOf is the lockv1.GangOfAnnotation value of j's pods (when j is a
+// gang): they join only a group j controls (podgroup.Admits).
+func GangOf(j GenericJob) string {
+	return podgroup.GangOfJob(j.GVK().GroupKind(), j.Object().GetName())
+}

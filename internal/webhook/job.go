@@ -42,7 +42,7 @@ func (v *JobValidator) ValidateCreate(ctx context.Context, o runtime.Object) (ad
 	if err != nil {
 		return nil, err
 	}
-	warnings, err := v.validate(ctx, j)
+	warnings, err := v.validate(ctx, j, true)
 	if v.Claims != nil && jobintegration.TargetsLockstep(j) {
 		ns := namespaceOf(ctx, j.Object().GetNamespace())
 		for _, r := range j.Roles() {
@@ -67,7 +67,7 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 	if err != nil {
 		return nil, err
 	}
-	warnings, err := v.validate(ctx, j)
+	warnings, err := v.validate(ctx, j, false)
 	if err != nil || !integrationSet.Gang(old) {
 		return warnings, err
 	}
@@ -88,6 +88,27 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 	return warnings, apierrors.NewInvalid(j.GVK().GroupKind(), j.Object().GetName(), errs)
 }
 
+// namesTaken refuses a new gang job whose groups' names are taken by
+// PodGroups it will not control: a user's made before it, another kind's
+// job's of the same name (an earlier job of its kind and name is on its way
+// out with that job, and its group is made once it is gone).
+func (v *JobValidator) namesTaken(ctx context.Context, ns string, j jobintegration.GenericJob, groups []jobintegration.Group) field.ErrorList {
+	gvk := j.GVK()
+	var errs field.ErrorList
+	for _, g := range groups {
+		pg, err := v.podGroup(ctx, ns, g.Name)
+		if err != nil {
+			continue // none (or none seen yet: the reconciler judges it then)
+		}
+		ref := metav1.GetControllerOf(pg)
+		if ref != nil && ref.Kind == gvk.Kind && ref.APIVersion == gvk.GroupVersion().String() && ref.Name == j.Object().GetName() {
+			continue
+		}
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"), notTheGang(g.Name, gvk.Kind, j.Object().GetName(), ref)))
+	}
+	return errs
+}
+
 // modeOf normalizes the disruption-mode annotation ("" is all).
 func modeOf(v string) string {
 	if v == "" {
@@ -101,7 +122,9 @@ func (v *JobValidator) ValidateDelete(context.Context, runtime.Object) (admissio
 	return nil, nil
 }
 
-func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob) (admission.Warnings, error) {
+// validate checks a job; creating, also that no group of its gang's names
+// exists that it would not control (Lockstep never adopts one).
+func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob, creating bool) (admission.Warnings, error) {
 	obj := j.Object()
 	c := integrationSet.Classify(j)
 	if c.Class == jobintegration.ClassNotLockstep || c.Class == jobintegration.ClassChild {
@@ -148,6 +171,9 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 				fmt.Sprintf("PodGroup %s is the gang of %s %s: only its pods join it", g, ref.Kind, ref.Name)))
 		}
 	}
+	if creating && c.Class == jobintegration.ClassGang {
+		errs = append(errs, v.namesTaken(ctx, ns, j, c.Groups)...)
+	}
 	var warnings admission.Warnings
 	// A template naming its own group is no warning: its pods join it.
 	if c.Class == jobintegration.ClassNotQualified {
@@ -164,9 +190,11 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 
 // JobDefaulter writes a gang job's groups into its pod templates at
 // creation, so its controller creates every pod already in its group and no
-// per-pod webhook call is needed for it. It is an optimization: with it off
-// (or for a job with generateName, whose name admission does not know yet),
-// the pod webhook labels each pod instead.
+// per-pod webhook call is needed for it: the membership label, and
+// lockv1.GangOfAnnotation naming the job (its pods join only a group the
+// job controls). It is an optimization: with it off (or for a job with
+// generateName, whose name admission does not know yet), the pod webhook
+// labels each pod instead.
 type JobDefaulter struct {
 	Integration jobintegration.Integration
 }
@@ -192,12 +220,22 @@ func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 		if g == "" {
 			continue // a Solo role's pods join no group
 		}
-		if r.Template.Labels == nil {
-			r.Template.Labels = map[string]string{}
-		}
-		r.Template.Labels[lockv1.PodGroupLabel] = g
+		joinGang(&r.Template.ObjectMeta, g, jobintegration.GangOf(j))
 	}
 	return nil
+}
+
+// joinGang puts a pod (or a pod template) in group g, the gang Lockstep
+// makes for job gangOf.
+func joinGang(m *metav1.ObjectMeta, g, gangOf string) {
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
+	}
+	m.Labels[lockv1.PodGroupLabel] = g
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[lockv1.GangOfAnnotation] = gangOf
 }
 
 // prunedClaims refuses a template's resource claim that names no source: a

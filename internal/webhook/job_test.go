@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -72,6 +73,11 @@ func TestJobDefaulterAgreesWithTheReconciler(t *testing.T) {
 				if g := r.Template.Labels[lockv1.PodGroupLabel]; g != "" && g != "shared" {
 					labelled = append(labelled, g)
 				}
+				// Its ranks join only a group their job controls.
+				gangOf, marked := r.Template.Annotations[lockv1.GangOfAnnotation]
+				if want := integ.GVK().Kind + "." + integ.GVK().Group + "/" + tc.obj.GetName(); marked && gangOf != want || marked != (len(tc.want) > 0) {
+					t.Errorf("template of role %s: annotation %s=%q (set %v), want %q only on a gang's", r.Name, lockv1.GangOfAnnotation, gangOf, marked, want)
+				}
 			}
 			// The reconciler, once the job exists.
 			c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(tc.obj).Build()
@@ -94,6 +100,58 @@ func TestJobDefaulterAgreesWithTheReconciler(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, made); d != "" {
 				t.Errorf("PodGroups made (-want,+got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A gang job is refused at creation when a PodGroup of its gang's name
+// exists that it would not control — it would never be its gang (issue 28,
+// finding 8) —, saying whose it is and what to do; a group an earlier job
+// of its kind and name leaves behind is no reason (it goes with that job).
+func TestJobValidatorRefusesTakenGroupNames(t *testing.T) {
+	newJob := func() *batchv1.Job {
+		j := builders.IndexedJob("team-a", "train", 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+		j.UID = "new-uid"
+		return j
+	}
+	group := func() *builders.PodGroupWrapper {
+		return builders.MakePodGroup().Namespace("team-a").Name("train").MinCount(2)
+	}
+	for name, tc := range map[string]struct {
+		existing client.Object
+		job      *batchv1.Job
+		wantErr  string
+	}{
+		"no group of its name": {job: newJob()},
+		"a user's group of its name": {existing: group().Obj(), job: newJob(),
+			wantErr: `metadata.name: Forbidden: PodGroup train has no controller (it was created before Job train), so it is not that Job's gang and Lockstep never adopts it: delete PodGroup train and Lockstep creates the Job's own; to keep a group of your own, give it another name and set the label scheduling.lockstep.dev/pod-group on the pod template`},
+		"a JobSet's gang of its name": {existing: group().ControlledBy("jobset.x-k8s.io/v1alpha2", "JobSet", "train", "js-uid").Obj(), job: newJob(),
+			wantErr: `PodGroup train is the gang of JobSet train, not of Job train: give one of them another name`},
+		"an earlier Job's group of its name": {existing: group().ControlledBy("batch/v1", "Job", "train", "old-uid").Obj(), job: newJob()},
+		"a Job that is no gang is not concerned": {existing: group().Obj(), job: func() *batchv1.Job {
+			j := newJob()
+			j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1), ptr.To[int32](1)
+			return j
+		}()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(integrations.Scheme())
+			if tc.existing != nil {
+				b = b.WithObjects(tc.existing)
+			}
+			c := b.Build()
+			v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+			_, err := v.ValidateCreate(context.Background(), tc.job)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tc.wantErr == "" && got != "" || tc.wantErr != "" && !strings.Contains(got, tc.wantErr) {
+				t.Errorf("error %q, want one containing %q", got, tc.wantErr)
+			}
+			if _, err := v.ValidateUpdate(context.Background(), tc.job, tc.job); err != nil {
+				t.Errorf("an update is never refused for it (the job exists; the reconciler says it): %v", err)
 			}
 		})
 	}

@@ -83,10 +83,7 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return nil
 	}
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	pod.Labels[lockv1.PodGroupLabel] = g
+	joinGang(&pod.ObjectMeta, g, jobintegration.GangOf(j))
 	return nil
 }
 
