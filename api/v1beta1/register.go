@@ -47,6 +47,14 @@ const (
 	RunningReasonCompleted  = "Completed"  // every member succeeded
 	RunningReasonFailed     = "Failed"     // its owner failed, or it lost members nothing recreates
 	RunningReasonSuspended  = "Suspended"  // its owner is suspended (e.g. by a queue)
+
+	// PodCreationBlocked (not in scheduling.k8s.io/v1beta1) is True while a
+	// gang waits for pods that its job's controller cannot create, and
+	// absent otherwise.
+	PodCreationBlocked = "PodCreationBlocked"
+	// PodCreationReasonQuotaExceeded: a ResourceQuota of the namespace has
+	// no room for them; the message names it, the resource and the fix.
+	PodCreationReasonQuotaExceeded = "QuotaExceeded"
 )
 
 // Labels of other components that Lockstep reads on pods.

@@ -15,3 +15,7 @@ func (r *Reconciler) Wanted(o client.Object) []string { return r.wanted(o) }
 func (r *Reconciler) Wanting(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.wanting(ctx, o)
 }
+
+func (r *QuotaReconciler) GroupsOfQuota(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.groupsOfQuota(ctx, o)
+}
