@@ -223,8 +223,9 @@ func minCount(j GenericJob) (int32, *NotQualified) {
 	return int32(n), nil
 }
 
-// DisruptionMode is all unless the annotation says single; the error (a
-// *NotQualified) explains a bad annotation.
+// DisruptionMode is the annotation's, else the kind's default
+// (DisruptionDefaulter), else all; the error (a *NotQualified) explains a
+// bad annotation.
 func DisruptionMode(j GenericJob) (*lockv1.DisruptionMode, error) {
 	m, nq := disruptionMode(j)
 	if nq != nil {
@@ -235,6 +236,9 @@ func DisruptionMode(j GenericJob) (*lockv1.DisruptionMode, error) {
 
 func disruptionMode(j GenericJob) (*lockv1.DisruptionMode, *NotQualified) {
 	v := j.Object().GetAnnotations()[DisruptionModeAnnotation]
+	if d, ok := j.(DisruptionDefaulter); ok && v == "" {
+		v = d.DefaultDisruptionMode()
+	}
 	if m, ok := ParseDisruptionMode(v); ok {
 		return m, nil
 	}

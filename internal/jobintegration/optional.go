@@ -7,8 +7,8 @@ import (
 
 // What only some kinds have is asked through optional interfaces, checked
 // with a type assertion: of a GenericJob MinCounter, FieldValidator, Warner,
-// PodGrouper, InTreeGanger, IndexedJob and DefaultScoper; of an
-// Integration PodAdmissionMatcher and Wrapped.
+// PodGrouper, InTreeGanger, IndexedJob, DefaultScoper and
+// DisruptionDefaulter; of an Integration PodAdmissionMatcher and Wrapped.
 
 // InTreeGanger is a GenericJob of a kind that can carry its own gang policy
 // for the API server's scheduling.k8s.io PodGroup (upstream
@@ -48,6 +48,13 @@ func WantsIndex(j GenericJob) func(index int32) bool {
 // annotation does not (a JobSet whose replicated jobs start in order).
 type DefaultScoper interface {
 	DefaultScope() string
+}
+
+// DisruptionDefaulter is a GenericJob whose kind chooses its disruption
+// mode when the annotation does not (a serving Kueue pod group, whose
+// controller replaces a lost replica by itself: "single").
+type DisruptionDefaulter interface {
+	DefaultDisruptionMode() string
 }
 
 // PodAdmissionMatcher is an Integration whose controller creates the pods
