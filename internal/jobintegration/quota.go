@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -49,9 +50,10 @@ type QuotaReconciler struct {
 	Clock        clock.Clock
 }
 
-// SetupWithManager watches the PodGroups jobs control and every
-// ResourceQuota (a quota raised, or room freed by pods that ended, is a
-// quota change: its status counts them).
+// SetupWithManager watches the PodGroups jobs control, the creation and
+// deletion of their members (the last look at a group is then one whose
+// pods the cache has), and every ResourceQuota (a quota raised, or room
+// freed by pods that ended, is a quota change: its status counts them).
 func (r *QuotaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -61,8 +63,21 @@ func (r *QuotaReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&lockv1.PodGroup{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return r.mayWait(o.(*lockv1.PodGroup))
 		}))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(groupOfPod), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.groupsOfQuota)).
 		Complete(r)
+}
+
+// groupOfPod maps a pod to the group it names.
+func groupOfPod(_ context.Context, o client.Object) []reconcile.Request {
+	p, ok := o.(*corev1.Pod)
+	if !ok || podgroup.GroupOf(p) == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: podgroup.GroupOf(p)}}}
 }
 
 // mayWait reports whether pg is a job's gang that may be waiting for pods:
@@ -99,7 +114,7 @@ func (r *QuotaReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.Get(ctx, req.NamespacedName, pg); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pg.DeletionTimestamp != nil {
+	if pg.DeletionTimestamp != nil || !r.mayWait(pg) {
 		return ctrl.Result{}, nil
 	}
 	j, blocked, err := r.judge(ctx, pg)
