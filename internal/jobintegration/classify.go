@@ -54,12 +54,13 @@ type Classification struct {
 // group, whether it qualifies (shape, annotations); a job that passes
 // every step is a gang.
 func (s Set) Classify(j GenericJob) Classification {
-	switch {
-	case !TargetsLockstep(j):
+	if !TargetsLockstep(j) {
 		return Classification{Class: ClassNotLockstep}
-	case s.Parent(j.Object()) != nil:
-		return Classification{Class: ClassChild, Parent: s.Parent(j.Object())}
-	case InTreeGang(j):
+	}
+	if p := s.Parent(j.Object()); p != nil {
+		return Classification{Class: ClassChild, Parent: p}
+	}
+	if InTreeGang(j) {
 		return Classification{Class: ClassInTree}
 	}
 	groups, nq := groupsOf(j)
