@@ -278,8 +278,10 @@ type PodGroupStatus struct {
 	// SchedulerError, WaitingForPods, SchedulingGated; True once the group was first admitted,
 	// and then for ever, as upstream), Running (the state now: reasons
 	// Running, Pending, Restarting, Preempted, Completed, Failed, Suspended;
-	// reset with each incarnation) and DisruptionTarget
-	// (PreemptionByScheduler, or the reason of the last gang restart).
+	// reset with each incarnation), DisruptionTarget
+	// (PreemptionByScheduler, or the reason of the last gang restart) and,
+	// while the gang waits for pods its job's controller cannot create,
+	// PodCreationBlocked (reason QuotaExceeded).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
