@@ -25,6 +25,8 @@ type Group struct {
 	// PriorityClassName is the roles' pods' (one: a group's members have
 	// one priority).
 	PriorityClassName string
+	// Topology is where the group must, and would rather, run.
+	Topology Topology
 }
 
 // Groups are the gangs of a job that qualifies: one of every pod (named
@@ -47,6 +49,10 @@ func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 		return nil, nq
 	}
 	minCount, nq := minCount(j)
+	if nq != nil {
+		return nil, nq
+	}
+	topo, nq := TopologyOf(j)
 	if nq != nil {
 		return nil, nq
 	}
@@ -78,6 +84,7 @@ func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 	}
 	for i := range out {
 		g := &out[i]
+		g.Topology = groupTopology(j, *g, topo)
 		g.PriorityClassName = classes[g.Roles[0]]
 		for _, role := range g.Roles[1:] {
 			if classes[role] != g.PriorityClassName {

@@ -216,11 +216,13 @@ func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lock
 		if !templates[g.Template] {
 			// Groups of one template (a LeaderWorkerSet's replicas) share it.
 			templates[g.Template] = true
-			wl.Spec.PodGroupTemplates = append(wl.Spec.PodGroupTemplates, lockv1.PodGroupTemplate{
+			t := lockv1.PodGroupTemplate{
 				Name: g.Template, SchedulingPolicy: policy, DisruptionMode: mode.DeepCopy(), PriorityClassName: g.PriorityClassName,
-			})
+			}
+			g.Topology.apply(&t.SchedulingConstraints, nil)
+			wl.Spec.PodGroupTemplates = append(wl.Spec.PodGroupTemplates, t)
 		}
-		pgs = append(pgs, &lockv1.PodGroup{
+		pg := &lockv1.PodGroup{
 			ObjectMeta: meta(g.Name),
 			Spec: lockv1.PodGroupSpec{
 				WorkloadRef:       &lockv1.WorkloadReference{WorkloadName: wl.Name, TemplateName: g.Template},
@@ -228,7 +230,9 @@ func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lock
 				DisruptionMode:    mode.DeepCopy(),
 				PriorityClassName: g.PriorityClassName,
 			},
-		})
+		}
+		g.Topology.apply(&pg.Spec.SchedulingConstraints, &pg.Annotations)
+		pgs = append(pgs, pg)
 	}
 	return pgs, wl
 }

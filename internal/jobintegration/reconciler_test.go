@@ -180,3 +180,63 @@ func TestWantingMapsNamesToJobs(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A job's topology annotations give its gang's PodGroup (and Workload
+// template) their topology: the required keys as
+// spec.schedulingConstraints.topology, the preferred ones and the device
+// attribute as Lockstep's annotations; a job without them gets none.
+func TestTopologyAnnotationsReachTheGang(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ann            map[string]string
+		wantRequired   []string
+		wantAnnotation map[string]string
+	}{
+		"none": {},
+		"required, preferred and device": {
+			ann: map[string]string{
+				lockv1.RequiredTopologyAnnotation:  "topology.kubernetes.io/zone",
+				lockv1.PreferredTopologyAnnotation: "example.com/rack, example.com/block",
+				lockv1.DeviceTopologyAnnotation:    "gpu.example.com/clique",
+			},
+			wantRequired: []string{"topology.kubernetes.io/zone"},
+			wantAnnotation: map[string]string{
+				lockv1.PreferredTopologyAnnotation: "example.com/rack,example.com/block",
+				lockv1.DeviceTopologyAnnotation:    "gpu.example.com/clique",
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := gangJob()
+			job.Annotations = tc.ann
+			r, _ := newReconciler(job)
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "train"}}); err != nil {
+				t.Fatal(err)
+			}
+			pg := &lockv1.PodGroup{}
+			if err := r.Client.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "train"}, pg); err != nil {
+				t.Fatal(err)
+			}
+			var required []string
+			if c := pg.Spec.SchedulingConstraints; c != nil {
+				for _, k := range c.Topology {
+					required = append(required, k.Key)
+				}
+			}
+			if diff := cmp.Diff(tc.wantRequired, required); diff != "" {
+				t.Errorf("required (-want,+got):\n%s", diff)
+			}
+			got := map[string]string{}
+			for k, v := range pg.Annotations {
+				if strings.HasPrefix(k, "scheduling.lockstep.dev/") {
+					got[k] = v
+				}
+			}
+			if len(tc.wantAnnotation) == 0 {
+				tc.wantAnnotation = map[string]string{}
+			}
+			if diff := cmp.Diff(tc.wantAnnotation, got); diff != "" {
+				t.Errorf("annotations (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

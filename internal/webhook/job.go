@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +86,12 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
 			fmt.Sprintf("the gang's disruption mode is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
 	}
+	for _, key := range topologyAnnotations {
+		if was, is := old.Object().GetAnnotations()[key], j.Object().GetAnnotations()[key]; was != is {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
+				fmt.Sprintf("the gang's topology is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
+		}
+	}
 	if was, is := jobintegration.Scope(old), jobintegration.Scope(j); was != is {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(jobintegration.GangScopeAnnotation),
 			fmt.Sprintf("the gang scope is fixed when the PodGroups are created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
@@ -115,6 +122,10 @@ func (v *JobValidator) namesTaken(ctx context.Context, ns string, j jobintegrati
 	}
 	return errs
 }
+
+// topologyAnnotations are a job's topology annotations, fixed once its
+// gang exists.
+var topologyAnnotations = []string{lockv1.RequiredTopologyAnnotation, lockv1.PreferredTopologyAnnotation, lockv1.DeviceTopologyAnnotation}
 
 // modeOf normalizes the disruption-mode annotation ("" is all).
 func modeOf(v string) string {
@@ -161,6 +172,13 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	}
 	if nq := jobintegration.ScopeError(j); nq != nil {
 		errs = append(errs, field.Invalid(meta.Key(jobintegration.GangScopeAnnotation), ann[jobintegration.GangScopeAnnotation], nq.Error()))
+	}
+	if _, nq := jobintegration.TopologyOf(j); nq != nil {
+		for _, key := range topologyAnnotations {
+			if v, set := ann[key]; set && strings.Contains(nq.Condition, key) {
+				errs = append(errs, field.Invalid(meta.Key(key), v, nq.Error()))
+			}
+		}
 	}
 	if fv, ok := j.(jobintegration.FieldValidator); ok {
 		errs = append(errs, fv.ValidateFields()...)

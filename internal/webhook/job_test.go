@@ -156,3 +156,45 @@ func TestJobValidatorRefusesTakenGroupNames(t *testing.T) {
 		})
 	}
 }
+
+// A job's topology annotations are checked at admission (keys that are not
+// label keys, a device attribute without its domain, refused naming the
+// annotation) and fixed once its gang exists (a change is refused).
+func TestJobTopologyAnnotations(t *testing.T) {
+	job := func(ann map[string]string) *batchv1.Job {
+		j := builders.IndexedJob("team-a", "train", 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+		j.UID, j.Annotations = "uid", ann
+		return j
+	}
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
+	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	for name, tc := range map[string]struct {
+		ann     map[string]string
+		wantErr string
+	}{
+		"valid": {ann: map[string]string{lockv1.RequiredTopologyAnnotation: "topology.kubernetes.io/zone", lockv1.PreferredTopologyAnnotation: "example.com/rack", lockv1.DeviceTopologyAnnotation: "gpu.example.com/clique"}},
+		"a bad required key": {ann: map[string]string{lockv1.RequiredTopologyAnnotation: "zone!"},
+			wantErr: `metadata.annotations[scheduling.lockstep.dev/required-topology]: Invalid value: "zone!"`},
+		"a device attribute without its domain": {ann: map[string]string{lockv1.DeviceTopologyAnnotation: "clique"},
+			wantErr: `metadata.annotations[scheduling.lockstep.dev/device-topology]: Invalid value: "clique"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := v.ValidateCreate(context.Background(), job(tc.ann))
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tc.wantErr == "" && got != "" || tc.wantErr != "" && !strings.Contains(got, tc.wantErr) {
+				t.Errorf("error %q, want one containing %q", got, tc.wantErr)
+			}
+		})
+	}
+	old := job(map[string]string{lockv1.PreferredTopologyAnnotation: "example.com/rack"})
+	changed := job(map[string]string{lockv1.PreferredTopologyAnnotation: "example.com/block"})
+	if _, err := v.ValidateUpdate(context.Background(), old, changed); err == nil || !strings.Contains(err.Error(), "the gang's topology is fixed when its PodGroup is created") {
+		t.Errorf("changing a live gang's topology: %v", err)
+	}
+	if _, err := v.ValidateUpdate(context.Background(), old, old); err != nil {
+		t.Errorf("an update that keeps the topology: %v", err)
+	}
+}

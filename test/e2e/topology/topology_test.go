@@ -264,3 +264,26 @@ func distinct(m map[string]string) map[string]bool {
 	}
 	return out
 }
+
+// A Job asks for topology with annotations — no PodGroup written by hand:
+// its gang's PodGroup gets them, and its ranks land in one rack of one zone.
+func TestJobTopologyAnnotations(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 2*time.Minute)
+	h.OneGPUTemplate(ctx, t, ns)
+	job := builders.IndexedJob(ns, "train", 4, builders.MakePod().Scheduler(lockv1.SchedulerName).ClaimTemplate("gpu", "one-gpu").Obj())
+	job.Annotations = map[string]string{lockv1.RequiredTopologyAnnotation: zone, lockv1.PreferredTopologyAnnotation: rack}
+	if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, ctx, h, ns, "train", 4)
+	one(t, "train's ranks in a rack", labelsOf(t, ctx, h, ns, "train", rack))
+	pg, err := h.PodGroup(ctx, ns, "train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := pg.Spec.SchedulingConstraints; c == nil || len(c.Topology) != 1 || c.Topology[0].Key != zone || pg.Annotations[lockv1.PreferredTopologyAnnotation] != rack {
+		t.Errorf("the Job's PodGroup has constraints %+v and annotations %v; want required %s, preferred %s", c, pg.Annotations, zone, rack)
+	}
+}
