@@ -128,8 +128,8 @@ type CompositePodGroupStatus struct {
 
 // CompositePodGroupTemplate is one CompositePodGroup of a Workload, with
 // its children: exactly one of podGroupTemplates and
-// compositePodGroupTemplates.
-// +kubebuilder:validation:XValidation:rule="has(self.podGroupTemplates) != has(self.compositePodGroupTemplates)",message="exactly one of podGroupTemplates and compositePodGroupTemplates must be set"
+// compositePodGroupTemplates (checked where the Workload's groups are
+// made: a CRD schema cannot describe the nested list).
 type CompositePodGroupTemplate struct {
 	// name is unique among the Workload's templates.
 	// +kubebuilder:validation:MinLength=1
