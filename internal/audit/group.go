@@ -205,7 +205,7 @@ func jobVerdict(j jobintegration.GenericJob, set jobintegration.Set, groups []jo
 	lockstep := jobintegration.TargetsLockstep(j)
 	switch {
 	case j.InTreeGang():
-		return Verdict{Gang: true, Reason: "its in-tree gang policy (spec.scheduling): Lockstep schedules that group as a gang"}
+		return Verdict{Gang: true, Already: true, Reason: "its in-tree gang policy (spec.scheduling): Lockstep schedules that group as a gang"}
 	case err != nil:
 		v := Verdict{Reason: err.Error()}
 		var nq *jobintegration.NotQualified
@@ -218,7 +218,7 @@ func jobVerdict(j jobintegration.GenericJob, set jobintegration.Set, groups []jo
 		return v
 	case lockstep:
 		if _, ok := set.GangGroups(j); ok {
-			return Verdict{Gang: true, Reason: "scheduled by Lockstep as PodGroup " + groupNames(groups)}
+			return Verdict{Gang: true, Already: true, Reason: "scheduled by Lockstep as PodGroup " + groupNames(groups)}
 		}
 	}
 	return Verdict{Gang: true, Reason: "would be PodGroup " + groupNames(groups) + " (minCount " + minCounts(groups) + ")",
@@ -265,11 +265,11 @@ func (w *workload) judgeGroup() {
 		w.verdict = Verdict{Reason: "its pods name PodGroup " + w.ref.Name + ", which does not exist", Fix: "create the PodGroup with a gang policy"}
 	case podgroup.IsGang(pg):
 		w.required, w.requiredFrom = podgroup.MinCount(pg), "its PodGroup's minCount"
-		how := "scheduled by Lockstep"
+		w.verdict = Verdict{Gang: true, Already: true, Reason: fmt.Sprintf("PodGroup %s, gang minCount %d: scheduled by Lockstep", pg.Name, podgroup.MinCount(pg))}
 		if len(w.pods) > 0 && !podgroup.Ours(w.pods[0]) {
-			how = "would be with schedulerName: " + lockv1.SchedulerName
+			w.verdict = Verdict{Gang: true, Reason: fmt.Sprintf("PodGroup %s, gang minCount %d: would be with schedulerName: %s", pg.Name, podgroup.MinCount(pg), lockv1.SchedulerName),
+				Fix: "set schedulerName: " + lockv1.SchedulerName + " on its pods"}
 		}
-		w.verdict = Verdict{Gang: true, Reason: fmt.Sprintf("PodGroup %s, gang minCount %d: %s", pg.Name, podgroup.MinCount(pg), how)}
 	default:
 		w.required, w.requiredFrom = 1, "its PodGroup is basic: its pods are independent"
 		w.verdict = Verdict{Reason: "PodGroup " + pg.Name + " has no gang policy", Fix: "set spec.schedulingPolicy.gang.minCount"}

@@ -135,7 +135,10 @@ type Preemption struct {
 
 // Verdict says whether Lockstep makes the workload gangs.
 type Verdict struct {
-	Gang bool `json:"gang"`
+	// Gang: Lockstep makes or would make it gangs; Already: it is a gang
+	// now (Lockstep schedules it, or its in-tree gang policy).
+	Gang    bool `json:"gang"`
+	Already bool `json:"already"`
 	// Reason: for a gang how (scheduled by Lockstep as PodGroup x, or
 	// would be with schedulerName: lockstep); else the condition that
 	// fails. Fix says how to make it one.
