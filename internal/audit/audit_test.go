@@ -227,6 +227,17 @@ func TestAnalyze(t *testing.T) {
 			},
 		},
 		{
+			name: "a preempted rank whose siblings ended seconds later (the Job failed whole) left nothing partly alive",
+			input: func() Input {
+				return in(1901, objs(indexedJob("train", 4, "default-scheduler")), ranks("train", 4, func(i int, w podW) podW {
+					if w = w.req("nvidia.com/gpu", "1").bound(2); i == 3 {
+						return w.disrupted(100, "PreemptionByScheduler").finished(101, corev1.PodFailed)
+					}
+					return w.finished(103, corev1.PodFailed)
+				}))
+			},
+		},
+		{
 			name: "a failed rank's replacement that waits makes the Job partial, no preemption",
 			input: func() Input {
 				pods := ranks("train", 4, func(i int, w podW) podW {
@@ -479,7 +490,7 @@ func TestVerdicts(t *testing.T) {
 		{name: "a Job with the in-tree gang policy", job: inTree, pod: pod("in-tree-0").ofJob("in-tree"),
 			want: Verdict{Gang: true, Already: true, Reason: "its in-tree gang policy (spec.scheduling): Lockstep schedules that group as a gang"}},
 		{name: "a Job that no longer exists", pod: pod("gone-0").ofJob("gone"),
-			want: Verdict{Reason: "its Job no longer exists: not judged"}},
+			want: Verdict{Reason: "its Job could not be read (deleted, or not listable): not judged"}},
 		{name: "a StatefulSet", pod: pod("db-0").of("apps/v1", "StatefulSet", "db"),
 			want: Verdict{Reason: "a StatefulSet is not a kind Lockstep makes gangs of",
 				Fix: "create a PodGroup (scheduling.lockstep.dev/v1beta1) with a gang policy and label the pods scheduling.lockstep.dev/pod-group: <its name>, schedulerName: lockstep"}},

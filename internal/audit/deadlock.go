@@ -29,40 +29,46 @@ func findDeadlocks(as []*analysis) []Deadlock {
 	}
 	var out []Deadlock
 	for _, scc := range components(nodes, edges) {
-		if len(scc) < 2 {
-			continue
+		if len(scc) >= 2 {
+			out = append(out, deadlockOf(scc, edges))
 		}
-		in := map[*analysis]bool{}
-		for _, a := range scc {
-			in[a] = true
-		}
-		d := Deadlock{Held: map[string]int64{}}
-		resources := map[string]bool{}
-		for _, a := range scc {
-			a.deadlocked = true
-			d.Workloads = append(d.Workloads, a.w.id())
-			for k, v := range a.last.held {
-				d.Held[k] += v
-			}
-			for _, b := range edges[a] {
-				if in[b] {
-					a.waitsFor = append(a.waitsFor, b.w.id())
-					for _, r := range shared(a.needs, b.last.held) {
-						resources[r] = true
-					}
-				}
-			}
-			sort.Strings(a.waitsFor)
-		}
-		sort.Strings(d.Workloads)
-		for r := range resources {
-			d.Resources = append(d.Resources, r)
-		}
-		sort.Strings(d.Resources)
-		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Workloads[0] < out[j].Workloads[0] })
 	return out
+}
+
+// deadlockOf marks the workloads of a cycle deadlocked, each waiting for
+// those of the cycle it has an edge to, and describes the cycle.
+func deadlockOf(scc []*analysis, edges map[*analysis][]*analysis) Deadlock {
+	in := map[*analysis]bool{}
+	for _, a := range scc {
+		in[a] = true
+	}
+	d := Deadlock{Held: map[string]int64{}}
+	resources := map[string]bool{}
+	for _, a := range scc {
+		a.deadlocked = true
+		d.Workloads = append(d.Workloads, a.w.id())
+		for k, v := range a.last.held {
+			d.Held[k] += v
+		}
+		for _, b := range edges[a] {
+			if !in[b] {
+				continue
+			}
+			a.waitsFor = append(a.waitsFor, b.w.id())
+			for _, r := range shared(a.needs, b.last.held) {
+				resources[r] = true
+			}
+		}
+		sort.Strings(a.waitsFor)
+	}
+	sort.Strings(d.Workloads)
+	for r := range resources {
+		d.Resources = append(d.Resources, r)
+	}
+	sort.Strings(d.Resources)
+	return d
 }
 
 // shared are the resources needs asks for that held has.

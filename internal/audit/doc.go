@@ -22,17 +22,21 @@
 //	           extended resources of device plugins from its requests, DRA
 //	           devices from its claims' allocations (a claim shared by
 //	           several pods counts once).
+//	events     Preempted events tied to their pods: by UID, or for a pod
+//	           that is gone by its name (a replacement's generateName, a
+//	           StatefulSet pod's name), which adds a span standing for it.
 //	sweep      one pass over the workload's events in time order: a pod
 //	           created after the workload had run whole for Grace and growing
 //	           it past its largest size is a scale-up, not needed to run;
 //	           the workload is partial while it holds pods, a needed pod is
-//	           pending, and fewer than it requires run or finished. Partial
-//	           episodes shorter than Grace that ended whole (a scheduler
-//	           binding a job pod by pod) are not counted.
+//	           pending, and fewer than it requires run or finished. A partial
+//	           episode that is over counts if it lasted Grace (shorter is a
+//	           scheduler binding a job pod by pod); one going on now counts
+//	           at once if the scheduler found its waiting pods unschedulable.
 //	judge      deadlocks among the workloads partial now (a cycle of
 //	           "its unschedulable pods need a resource the other holds"),
-//	           preemptions that left survivors short of the requirement,
-//	           and whether Lockstep would make the workload gangs
+//	           takedowns that left survivors short of the requirement, and
+//	           whether Lockstep would make the workload gangs
 //	           (jobintegration.Groups, as its reconciler would).
 //
 // Everything is reconstructed from the objects that still exist at the

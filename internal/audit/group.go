@@ -123,14 +123,14 @@ func skipReason(p *corev1.Pod) string {
 }
 
 // judge sets how many pods the workload requires and whether Lockstep
-// makes it gangs. maxAlive is the most pods it had at once.
+// makes it gangs.
 func (w *workload) judge(set jobintegration.Set) {
 	switch {
 	case w.job != nil:
 		w.judgeJob(set)
 	case w.integrated:
 		w.requiredFrom = "every pod it had at once"
-		w.verdict = Verdict{Reason: fmt.Sprintf("its %s no longer exists: not judged", w.ref.Kind)}
+		w.verdict = Verdict{Reason: fmt.Sprintf("its %s could not be read (deleted, or not listable): not judged", w.ref.Kind)}
 	case w.ref.Kind == "PodGroup":
 		w.judgeGroup()
 	default:

@@ -50,6 +50,9 @@ const (
 
 func spanOf(p *corev1.Pod, ci claimIndex, now time.Time) *span {
 	s := &span{pod: p, created: p.CreationTimestamp.Time, succeeded: podgroup.Succeeded(p), extended: extended(p), claims: ci.claimsOf(p)}
+	if s.created.After(now) { // the API server's clock ahead of the audit's
+		s.created = now
+	}
 	if c := condition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
 		s.bound = clampPtr(c.LastTransitionTime.Time, s.created, now)
 	} else if p.Spec.NodeName != "" {

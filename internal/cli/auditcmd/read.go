@@ -83,6 +83,9 @@ func (r *reader) pods(ctx context.Context) error {
 
 func (r *reader) claims(ctx context.Context) error {
 	if ok, err := r.served(claimsResource); err != nil || !ok {
+		if err == nil {
+			r.in.Notes = append(r.in.Notes, "resource.k8s.io/v1 (DRA) is not served: only extended resources are counted")
+		}
 		return err
 	}
 	err := pages(ctx, func(opts metav1.ListOptions) (string, error) {
