@@ -204,7 +204,7 @@ func (w *workload) judgeJob(set jobintegration.Set) {
 func jobVerdict(j jobintegration.GenericJob, set jobintegration.Set, groups []jobintegration.Group, err error) Verdict {
 	lockstep := jobintegration.TargetsLockstep(j)
 	switch {
-	case j.InTreeGang():
+	case jobintegration.InTreeGang(j):
 		return Verdict{Gang: true, Already: true, Reason: "its in-tree gang policy (spec.scheduling): Lockstep schedules that group as a gang"}
 	case err != nil:
 		v := Verdict{Reason: err.Error()}
@@ -217,7 +217,7 @@ func jobVerdict(j jobintegration.GenericJob, set jobintegration.Set, groups []jo
 		}
 		return v
 	case lockstep:
-		if _, ok := set.GangGroups(j); ok {
+		if set.Gang(j) {
 			return Verdict{Gang: true, Already: true, Reason: "scheduled by Lockstep as PodGroup " + groupNames(groups)}
 		}
 	}
