@@ -65,6 +65,9 @@ type TreeResult struct {
 	Leaves map[*TreeNode]Result
 	// Verdicts are each node's, from the attempt that got furthest.
 	Verdicts map[*TreeNode]Verdict
+	// Failed are, for a tree not admitted, each leaf's last attempt that
+	// did not count (why it does not fit where it was tried).
+	Failed map[*TreeNode]Result
 	// SearchExhausted: the search ran out of budget before it found a
 	// placement or proved there is none.
 	SearchExhausted bool
@@ -99,7 +102,7 @@ func SimulateTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 
 func placeTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, root *TreeNode, dry bool) (TreeResult, error) {
 	p := &treePlacer{ctx: ctx, snap: snap, alloc: alloc, j: &journal{}, budget: treeBudget,
-		leaves: map[*TreeNode]Result{}, verdicts: map[*TreeNode]Verdict{},
+		leaves: map[*TreeNode]Result{}, verdicts: map[*TreeNode]Verdict{}, failed: map[*TreeNode]Result{},
 		best: TreeResult{Leaves: map[*TreeNode]Result{}, Verdicts: map[*TreeNode]Verdict{}}}
 	whole := topology.Domain{Nodes: snap.Nodes}
 	ok := p.place(root, &whole, func() bool { return true })
@@ -110,6 +113,7 @@ func placeTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocato
 	if !ok {
 		p.j.rewind(0)
 		p.best.SearchExhausted = p.budget <= 0
+		p.best.Failed = p.failed
 		return p.best, nil
 	}
 	res := TreeResult{Admitted: true, Leaves: p.leaves, Verdicts: p.verdicts}
@@ -131,6 +135,7 @@ type treePlacer struct {
 	leaves   map[*TreeNode]Result
 	verdicts map[*TreeNode]Verdict
 	best     TreeResult
+	failed   map[*TreeNode]Result
 	// bestScore is how far best got: children counted at every level.
 	bestScore int
 }
@@ -190,6 +195,9 @@ func (p *treePlacer) leaf(n *TreeNode, d *topology.Domain) bool {
 	counts := o.Admitted || u.Gang && u.Bound >= u.MinCount || !u.Gang && u.Bound > 0
 	p.leaves[n] = res
 	p.verdicts[n] = Verdict{Counts: counts, Domain: d.String()}
+	if !counts {
+		p.failed[n] = res
+	}
 	p.score()
 	return counts
 }
@@ -266,8 +274,12 @@ func TreeSummary(ctx context.Context, snap *snapshot.Snapshot, res TreeResult, r
 	var parts []string
 	root.Walk(func(n *TreeNode) {
 		v, seen := res.Verdicts[n]
+		failed, tried := res.Failed[n]
 		switch {
-		case !seen || v.Counts:
+		case seen && v.Counts:
+		case !seen && n.Leaf != nil && tried:
+			parts = append(parts, fmt.Sprintf("%s: %s", n.Name, summary(n, failed)))
+		case !seen:
 		case n.Leaf == nil:
 			parts = append(parts, fmt.Sprintf("%s: %d of %d groups fit (minGroupCount %d) in %s", n.Name, v.Counted, v.Of, max(n.MinGroupCount, 1), v.Domain))
 		default:

@@ -66,6 +66,9 @@ func (c Candidate) started() time.Time {
 type Input struct {
 	// Unit is the preemptor as placement sees it.
 	Unit placement.Unit
+	// Tree, when set, is the preemptor instead of Unit: a scheduling tree,
+	// which fits when placement.SimulateTree admits it.
+	Tree *placement.TreeNode
 	// Priority of the preemptor.
 	Priority int32
 	// Candidates: everything running, any priority; Find keeps the relevant
@@ -124,7 +127,7 @@ func (p *Plan) VictimPods() int {
 // (cheaper).
 func Find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in Input) (*Plan, string, error) {
 	domains := requiredDomains(snap, in.Unit)
-	if len(domains) <= 1 {
+	if len(domains) <= 1 || in.Tree != nil {
 		return find(ctx, snap, alloc, in)
 	}
 	var best *Plan
@@ -148,6 +151,26 @@ func Find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 		return nil, fmt.Sprintf("in none of the %d topology domains the unit may use (e.g. %s: %s)", len(domains), domains[len(domains)-1], why), nil
 	}
 	return best, "", nil
+}
+
+// feasibleNodes are the nodes where freeing capacity can help the
+// preemptor: its own, or any of its tree's leaves'.
+func feasibleNodes(ctx context.Context, snap *snapshot.Snapshot, in Input) (sets.Set[string], error) {
+	if in.Tree == nil {
+		return placement.Feasible(ctx, snap, in.Unit)
+	}
+	out := sets.New[string]()
+	var err error
+	in.Tree.Walk(func(n *placement.TreeNode) {
+		if n.Leaf == nil || err != nil {
+			return
+		}
+		var f sets.Set[string]
+		if f, err = placement.Feasible(ctx, snap, *n.Leaf); err == nil {
+			out = out.Union(f)
+		}
+	})
+	return out, err
 }
 
 // requiredDomains are the required domains of the unit's plan (a unit
@@ -207,14 +230,14 @@ func oldest(cs []Candidate) time.Time {
 }
 
 func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in Input) (*Plan, string, error) {
-	feasible, err := placement.Feasible(ctx, snap, in.Unit)
+	feasible, err := feasibleNodes(ctx, snap, in)
 	if err != nil {
 		return nil, "", err
 	}
 	if feasible.Len() == 0 {
 		return nil, "no node passes the unit's selector, affinity and taints: preemption cannot help", nil
 	}
-	sim := newSimulation(ctx, snap, alloc, in.Unit)
+	sim := newSimulation(ctx, snap, alloc, in.Unit, in.Tree)
 	globalPools := globalPools(snap)
 	var going, others []Candidate
 	for _, c := range in.Candidates {
