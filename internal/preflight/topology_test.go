@@ -79,7 +79,7 @@ func TestCheckTopology(t *testing.T) {
 			},
 		},
 		"a rack across two zones, a node without its rack": {
-			nodes: append(racks()[:7], node("n7", zone, "z1"), node("n8", zone, "z0", rack, "r3")),
+			nodes:  append(racks()[:7], node("n7", zone, "z1"), node("n8", zone, "z0", rack, "r3")),
 			groups: []runtime.Object{group("a", []string{zone}, rack)},
 			want: []line{
 				{"topology " + rack, Warn, "4 domain(s) over 8 of 9 nodes, used by 1 PodGroup(s); 1 node(s) lack it (n7): a group using it never runs there; " +
