@@ -36,15 +36,7 @@ func topologyReport(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cac
 		return nil, nil
 	}
 	tr := &TopologyReport{Constraint: pu.Topology.String()}
-	switch {
-	case d.Outcome.Admitted:
-		tr.PlacedIn = d.Result.Domain
-	case d.Plan != nil:
-		tr.PreemptIn = d.Plan.Placement.Domain
-		tr.BestAttempt = d.Result.Domain
-	default:
-		tr.BestAttempt = d.Result.Domain
-	}
+	tr.decided(d)
 	plan := topology.PlanFor(snap, pu.Topology, pu.Running)
 	if len(plan.Excluded) > 0 {
 		tr.Excluded = (placement.Diagnosis{Reasons: plan.Excluded}).Top()
@@ -74,11 +66,24 @@ func topologyReport(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cac
 	}
 	for _, lv := range levels {
 		// Most members first; equals stay in the order the scheduler
-		// tries them, so the first that admits the unit is its choice.
+		// tries them (for a gang, the first admitted is its choice).
 		sort.SliceStable(lv.Domains, func(i, j int) bool { return lv.Domains[i].Fit > lv.Domains[j].Fit })
 		tr.Levels = append(tr.Levels, *lv)
 	}
 	return tr, nil
+}
+
+// decided records the domains the decision names: where it places the
+// unit, or its best attempt and where a preemption would make room.
+func (tr *TopologyReport) decided(d decide.Decision) {
+	switch {
+	case d.Outcome.Admitted:
+		tr.PlacedIn = d.Result.Domain
+	case d.Plan != nil:
+		tr.PreemptIn, tr.BestAttempt = d.Plan.Placement.Domain, d.Result.Domain
+	default:
+		tr.BestAttempt = d.Result.Domain
+	}
 }
 
 // levelOf names the level a domain of the plan belongs to: a preferred
