@@ -8,8 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/cycle"
@@ -17,6 +19,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -50,7 +53,9 @@ var busyGPUs = map[int]int{0: 3, 1: 3, 2: 3, 3: 0, 4: 0, 5: 0, 6: 2, 7: 3}
 // topologyCase decides a gang of n one-GPU ranks with constraints, the
 // first running of them already bound to node gpu-4 (zone-1, rack-2), and
 // returns explain's topology report on the cluster the scheduler sees.
-func topologyCase(t *testing.T, n int, required, preferred []string, device string, running int) (*TopologyReport, decide.Decision) {
+// With priority, the gang's pods have it and it may preempt the busy pods
+// (priority 0).
+func topologyCase(t *testing.T, n int, required, preferred []string, device string, running int, priority ...int32) (*TopologyReport, decide.Decision) {
 	t.Helper()
 	in := builders.SnapshotInput(t, racked)
 	for i, node := range in.Nodes {
@@ -61,7 +66,10 @@ func topologyCase(t *testing.T, n int, required, preferred []string, device stri
 				Request: c.Spec.Devices.Requests[0].Name, Driver: "gpu.example.com", Pool: node.Name, Device: fmt.Sprintf("gpu-%d", d),
 			}}}}
 			in.Claims = append(in.Claims, c)
-			in.Pods = append(in.Pods, builders.MakePod().Namespace("other").Name(name).Node(node.Name).Claim("gpu", name).Obj())
+			busy := builders.MakePod().Namespace("other").Name(name).Node(node.Name).Claim("gpu", name).Obj()
+			busy.UID, busy.Spec.Priority = types.UID(name), ptr.To[int32](0)
+			c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: name, UID: busy.UID}}
+			in.Pods = append(in.Pods, busy)
 		}
 	}
 	pg := builders.GangPodGroup("ml", "train", int32(n))
@@ -84,6 +92,9 @@ func topologyCase(t *testing.T, n int, required, preferred []string, device stri
 		c := builders.Claim("ml", name, "gpu.example.com", 1)
 		in.Claims = append(in.Claims, c)
 		p := builders.MakePod().Namespace("ml").Name(name).Member("train").Req(corev1.ResourceCPU, "1").Claim("gpu", name).Obj()
+		if len(priority) > 0 {
+			p.Spec.Priority = ptr.To(priority[0])
+		}
 		if i < running {
 			p.Spec.NodeName = "gpu-4"
 			c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
@@ -95,7 +106,14 @@ func topologyCase(t *testing.T, n int, required, preferred []string, device stri
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	st := &cycle.State{Cache: snapshot.CacheFrom(in), CEL: dra.NewCache(), Clock: clock.RealClock{}}
-	d := decide.Decide(ctx, st.Snapshot(ctx, "ml/train", 0), st.CEL, decide.Input{Unit: podgroup.Resolve(pg, "ml", "train", pods, nil)})
+	input := decide.Input{Unit: podgroup.Resolve(pg, "ml", "train", pods, nil)}
+	if len(priority) > 0 {
+		input.Priority = priority[0]
+		input.Preemption = func() (*decide.Preemption, error) {
+			return &decide.Preemption{Candidates: preemption.Candidates(in.Pods, func(string, string) (*lockv1.PodGroup, int32) { return nil, 0 })}, nil
+		}
+	}
+	d := decide.Decide(ctx, st.Snapshot(ctx, "ml/train", input.Priority), st.CEL, input)
 	if d.Kind == decide.Error {
 		t.Fatal(d.Err)
 	}
@@ -250,5 +268,22 @@ func TestTopologyReportWithoutTopology(t *testing.T) {
 	tr, d := topologyCase(t, 4, nil, nil, "", 0)
 	if d.Kind != decide.Bind || tr != nil {
 		t.Errorf("decision %s, report %+v: want the gang bound and no topology report", d.Kind, tr)
+	}
+}
+
+// A gang no zone holds, which may preempt: explain names the zone where
+// the preemption makes room — the cheapest (zone-1: 3 busy GPUs to evict,
+// zone-0: 7) — beside its best attempt.
+func TestTopologyReportPreemption(t *testing.T) {
+	tr, d := topologyCase(t, 14, []string{zone}, nil, "", 0, 100)
+	if d.Kind != decide.Preempt || d.Plan == nil {
+		t.Fatalf("decision %s (%s): want a preemption plan", d.Kind, d.Reason)
+	}
+	z1 := zone + "=zone-1"
+	if diff := cmp.Diff([]string{z1, z1, ""}, []string{tr.PreemptIn, tr.BestAttempt, tr.PlacedIn}); diff != "" {
+		t.Errorf("preempt in, best attempt, placed in (-want,+got):\n%s", diff)
+	}
+	if got := d.Plan.VictimPods(); got != 3 {
+		t.Errorf("%d victims, want the 3 busy pods of zone-1 that free the GPUs missing there", got)
 	}
 }
