@@ -41,3 +41,16 @@ func TestCacheViewIsApart(t *testing.T) {
 	w.cycle(w.cache.Update())
 	w.compare(t, 1, view)
 }
+
+// BenchmarkCacheView is what a scrape of the scheduler's metrics costs the
+// cache (its lock held throughout): a view of 5,000 nodes × 8 GPUs with
+// 17,500 allocated claims.
+func BenchmarkCacheView(b *testing.B) {
+	c := CacheFrom(benchInput())
+	c.Update()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.View()
+	}
+}
