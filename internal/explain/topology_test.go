@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -89,9 +92,12 @@ func topologyCase(t *testing.T, n int, required, preferred []string, device stri
 	var pods []*corev1.Pod
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("train-%d", i)
+		// Each rank's own claim, as a ResourceClaimTemplate makes it.
 		c := builders.Claim("ml", name, "gpu.example.com", 1)
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: types.UID(name), Controller: ptr.To(true)}}
 		in.Claims = append(in.Claims, c)
 		p := builders.MakePod().Namespace("ml").Name(name).Member("train").Req(corev1.ResourceCPU, "1").Claim("gpu", name).Obj()
+		p.UID = types.UID(name)
 		if len(priority) > 0 {
 			p.Spec.Priority = ptr.To(priority[0])
 		}
@@ -104,7 +110,7 @@ func topologyCase(t *testing.T, n int, required, preferred []string, device stri
 		pods = append(pods, p)
 		in.Pods = append(in.Pods, p)
 	}
-	_, ctx := ktesting.NewTestContext(t)
+	ctx := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2))))
 	st := &cycle.State{Cache: snapshot.CacheFrom(in), CEL: dra.NewCache(), Clock: clock.RealClock{}}
 	input := decide.Input{Unit: podgroup.Resolve(pg, "ml", "train", pods, nil)}
 	if len(priority) > 0 {
