@@ -160,7 +160,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	if s.state.Filters, err = kubefilter.New(context.Background(), s.factory, client); err != nil {
 		return nil, err
 	}
-	s.metrics.Registry.MustRegister(pendingCollector{s})
+	s.metrics.Registry.MustRegister(pendingCollector{s}, domainCollector{s})
 	return s, nil
 }
 

@@ -18,11 +18,6 @@ import (
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-const (
-	zone = "topology.kubernetes.io/zone"
-	rack = "example.com/rack"
-)
-
 // group is a gang PodGroup with required keys and preferred ones.
 func group(ns, name string, minCount int32, required []string, preferred ...string) *lockv1.PodGroup {
 	pg := builders.GangPodGroup(ns, name, minCount)
@@ -85,14 +80,6 @@ func one(t *testing.T, what string, m map[string]string) string {
 	return v
 }
 
-func waitBound(t *testing.T, ctx context.Context, h *harness.Harness, ns, group string, want int) {
-	t.Helper()
-	harness.Eventually(t, ctx, fmt.Sprintf("%d of %s bound", want, group), func(ctx context.Context) (bool, string, error) {
-		_, bound, err := h.GroupPods(ctx, ns, group)
-		return bound == want, fmt.Sprintf("%d bound", bound), err
-	})
-}
-
 // A gang that fits one rack lands in one rack; one that fits no rack but
 // one zone lands in one zone (falling back level by level, never wider
 // than its required zone).
@@ -106,12 +93,12 @@ func TestPreferredRackFallsBackToTheZone(t *testing.T) {
 	waitBound(t, ctx, h, ns, "small", 4)
 	one(t, "small in a rack", labelsOf(t, ctx, h, ns, "small", rack))
 
-	h.CreatePodGroup(ctx, t, group(ns, "wide", 6, []string{zone}, rack))
-	members(t, ctx, h, ns, "wide", 0, 6, "")
-	waitBound(t, ctx, h, ns, "wide", 6)
+	h.CreatePodGroup(ctx, t, group(ns, "wide", 12, []string{zone}, rack))
+	members(t, ctx, h, ns, "wide", 0, 12, "")
+	waitBound(t, ctx, h, ns, "wide", 12)
 	one(t, "wide in a zone", labelsOf(t, ctx, h, ns, "wide", zone))
 	if racks := labelsOf(t, ctx, h, ns, "wide", rack); len(distinct(racks)) < 2 {
-		t.Errorf("6 GPUs in one rack of 4? %v", racks)
+		t.Errorf("12 GPUs in one rack of 8? %v", racks)
 	}
 }
 
@@ -134,8 +121,8 @@ func TestLaterMembersStayInTheGangsDomain(t *testing.T) {
 	if got := one(t, "four", labelsOf(t, ctx, h, ns, "grow", rack)); got != r {
 		t.Errorf("later members left rack %s for %s", r, got)
 	}
-	members(t, ctx, h, ns, "grow", 4, 6, "")
-	waitBound(t, ctx, h, ns, "grow", 8) // the zone's 8 GPUs, none of the other zone's
+	members(t, ctx, h, ns, "grow", 4, 14, "")
+	waitBound(t, ctx, h, ns, "grow", 16) // the zone's 16 GPUs, none of the other zone's
 	if got := one(t, "eight", labelsOf(t, ctx, h, ns, "grow", zone)); got != z {
 		t.Errorf("later members left zone %s for %s", z, got)
 	}
@@ -195,8 +182,8 @@ func TestPreemptionInsideOneDomain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Fill every GPU with lone low-priority pods, 16 in all.
-	for i := 0; i < 16; i++ {
+	// Fill every GPU with lone low-priority pods, 32 in all.
+	for i := 0; i < 32; i++ {
 		p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("low-%d", i)).Scheduler(lockv1.SchedulerName).ClaimTemplate("gpu", "one-gpu").Obj()
 		p.Spec.PriorityClassName = "topology-low"
 		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
@@ -204,7 +191,7 @@ func TestPreemptionInsideOneDomain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	harness.Eventually(t, ctx, "16 low pods running", func(ctx context.Context) (bool, string, error) {
+	harness.Eventually(t, ctx, "32 low pods running", func(ctx context.Context) (bool, string, error) {
 		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
@@ -215,12 +202,12 @@ func TestPreemptionInsideOneDomain(t *testing.T) {
 				n++
 			}
 		}
-		return n == 16, fmt.Sprintf("%d bound", n), nil
+		return n == 32, fmt.Sprintf("%d bound", n), nil
 	})
 	before := lowNodes(t, ctx, h, ns)
-	h.CreatePodGroup(ctx, t, group(ns, "urgent", 4, []string{rack}))
-	members(t, ctx, h, ns, "urgent", 0, 4, "topology-urgent")
-	waitBound(t, ctx, h, ns, "urgent", 4)
+	h.CreatePodGroup(ctx, t, group(ns, "urgent", 8, []string{rack}))
+	members(t, ctx, h, ns, "urgent", 0, 8, "topology-urgent")
+	waitBound(t, ctx, h, ns, "urgent", 8)
 	r := one(t, "urgent", labelsOf(t, ctx, h, ns, "urgent", rack))
 	after := lowNodes(t, ctx, h, ns)
 	evictedRacks := map[string]bool{}
@@ -236,8 +223,8 @@ func TestPreemptionInsideOneDomain(t *testing.T) {
 	if len(evictedRacks) != 1 || !evictedRacks[r] {
 		t.Errorf("victims in racks %v; want only the preemptor's rack %s", evictedRacks, r)
 	}
-	if n := len(before) - len(after); n != 4 {
-		t.Errorf("%d pods evicted, want the 4 of one rack", n)
+	if n := len(before) - len(after); n != 8 {
+		t.Errorf("%d pods evicted, want the 8 of one rack", n)
 	}
 }
 
