@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -181,12 +182,22 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 	logger := klog.FromContext(ctx)
 	bySig := map[string]*group{}
 	var groups []*group
+	// Claims several members share pin them together; a claim only one
+	// member uses is, unallocated, as interchangeable as a template's.
+	uses := map[types.NamespacedName]int{}
+	for _, m := range unit.Members {
+		for _, key := range m.Claims {
+			uses[key]++
+		}
+	}
 	for i, m := range unit.Members {
 		claims, err := resolve(snap, m)
 		if err != nil {
 			return nil, err
 		}
-		sig := signatureOf(m.Pod, claims, snap.Features)
+		sig := signatureOf(m.Pod, claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
+			return uses[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] > 1
+		})
 		if g := bySig[sig]; g != nil {
 			g.members = append(g.members, i)
 			continue

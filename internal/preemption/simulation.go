@@ -32,11 +32,19 @@ type simulation struct {
 	budget int
 }
 
+// simulationSearchBudget bounds the placement search (placement's budget
+// of node tries) of one simulation: a preemption runs up to tens of them.
+const simulationSearchBudget = 2000
+
 // reprieveBudget: at 5,000 nodes one simulation of a large gang costs tens
 // of milliseconds; this keeps a preemption decision within seconds.
 const reprieveBudget = 48
 
 func newSimulation(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit placement.Unit, tree *placement.TreeNode) *simulation {
+	if unit.SearchBudget == 0 {
+		// Each candidate set is one simulation: search less per set.
+		unit.SearchBudget = simulationSearchBudget
+	}
 	s := &simulation{ctx: ctx, snap: snap, alloc: alloc, unit: unit, tree: tree, users: map[types.NamespacedName]int{}, pods: map[*corev1.Pod]*held{}, budget: reprieveBudget}
 	for key, c := range snap.Claims {
 		if c.Status.Allocation != nil && len(c.Status.ReservedFor) > 0 {
