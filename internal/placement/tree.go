@@ -103,6 +103,7 @@ func SimulateTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 func placeTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, root *TreeNode, dry bool) (TreeResult, error) {
 	p := &treePlacer{ctx: ctx, snap: snap, alloc: alloc, j: &journal{}, budget: treeBudget,
 		leaves: map[*TreeNode]Result{}, verdicts: map[*TreeNode]Verdict{}, failed: map[*TreeNode]Result{},
+		most: map[*TreeNode]Verdict{},
 		best: TreeResult{Leaves: map[*TreeNode]Result{}, Verdicts: map[*TreeNode]Verdict{}}}
 	whole := topology.Domain{Nodes: snap.Nodes}
 	ok := p.place(root, &whole, func() bool { return true })
@@ -114,6 +115,13 @@ func placeTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocato
 		p.j.rewind(0)
 		p.best.SearchExhausted = p.budget <= 0
 		p.best.Failed = p.failed
+		// A composite the best path had not judged yet says the most
+		// of its children it ever counted.
+		for n, v := range p.most {
+			if _, ok := p.best.Verdicts[n]; !ok {
+				p.best.Verdicts[n] = v
+			}
+		}
 		return p.best, nil
 	}
 	res := TreeResult{Admitted: true, Leaves: p.leaves, Verdicts: p.verdicts}
@@ -136,6 +144,8 @@ type treePlacer struct {
 	verdicts map[*TreeNode]Verdict
 	best     TreeResult
 	failed   map[*TreeNode]Result
+	// most is, per composite, the verdict with the most children counted.
+	most map[*TreeNode]Verdict
 	// bestScore is how far best got: children counted at every level.
 	bestScore int
 }
@@ -213,13 +223,11 @@ func (p *treePlacer) children(n *TreeNode, d *topology.Domain, i, count int, k f
 	}
 	if i == len(n.Children) {
 		counts := count >= need
-		p.verdicts[n] = Verdict{Counts: counts, Counted: count, Of: len(n.Children), Domain: d.String()}
-		p.score()
+		p.judge(n, Verdict{Counts: counts, Counted: count, Of: len(n.Children), Domain: d.String()})
 		return counts && k()
 	}
 	if count+len(n.Children)-i < need {
-		p.verdicts[n] = Verdict{Counted: count, Of: len(n.Children), Domain: d.String()}
-		p.score()
+		p.judge(n, Verdict{Counted: count, Of: len(n.Children), Domain: d.String()})
 		return false
 	}
 	c := n.Children[i]
@@ -230,6 +238,15 @@ func (p *treePlacer) children(n *TreeNode, d *topology.Domain, i, count int, k f
 		return false
 	}
 	return p.children(n, d, i+1, count, k)
+}
+
+// judge records composite n's verdict on the path.
+func (p *treePlacer) judge(n *TreeNode, v Verdict) {
+	p.verdicts[n] = v
+	if m, ok := p.most[n]; !ok || v.Counted > m.Counted {
+		p.most[n] = v
+	}
+	p.score()
 }
 
 // score keeps the path as best when it counts more nodes than best did.

@@ -101,10 +101,13 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, d decide.Decision
 // related is the group as an event's related object; nil (not a typed nil)
 // for a lone pod.
 func (u *unit) related() runtime.Object {
-	if u.Group == nil {
-		return nil
+	switch {
+	case u.root != nil:
+		return u.root
+	case u.Group != nil:
+		return u.Group
 	}
-	return u.Group
+	return nil
 }
 
 // podMessage is a pending member's PodScheduled message. A lone pod's is
