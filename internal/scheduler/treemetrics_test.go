@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -26,19 +24,30 @@ type treeMetrics struct {
 
 func treeMetricsOf(t *testing.T, m *metrics.Scheduler) treeMetrics {
 	t.Helper()
-	counter := func(result string) float64 {
-		var d dto.Metric
-		if err := m.TreeAttempts.WithLabelValues(result).Write(&d); err != nil {
-			t.Fatal(err)
-		}
-		return d.GetCounter().GetValue()
-	}
-	var h dto.Metric
-	if err := m.TreeTimeToScheduled.(prometheus.Metric).Write(&h); err != nil {
+	families, err := m.Registry.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return treeMetrics{Scheduled: counter(metrics.ResultScheduled), Unschedulable: counter(metrics.ResultUnschedulable), Error: counter(metrics.ResultError),
-		TimeToScheduledCount: h.GetHistogram().GetSampleCount(), TimeToScheduledSum: h.GetHistogram().GetSampleSum()}
+	var got treeMetrics
+	for _, f := range families {
+		for _, x := range f.GetMetric() {
+			switch f.GetName() {
+			case "lockstep_compositepodgroup_schedule_attempts_total":
+				v := x.GetCounter().GetValue()
+				switch x.GetLabel()[0].GetValue() {
+				case metrics.ResultScheduled:
+					got.Scheduled = v
+				case metrics.ResultUnschedulable:
+					got.Unschedulable = v
+				case metrics.ResultError:
+					got.Error = v
+				}
+			case "lockstep_compositepodgroup_time_to_scheduled_seconds":
+				got.TimeToScheduledCount, got.TimeToScheduledSum = x.GetHistogram().GetSampleCount(), x.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return got
 }
 
 // A tree's attempt counts by its result, and the root's first admission
