@@ -103,6 +103,40 @@ func NewScheduler() *Scheduler {
 	return m
 }
 
+// Integrity holds the gang integrity controller's metrics (lockstep
+// controllers serves them with controller-runtime's).
+type Integrity struct {
+	// GangRestarts counts gangs taken down whole because a member was
+	// lost, by reason.
+	GangRestarts *prometheus.CounterVec
+	// UnhealthyDevices counts members found on a device their kubelet
+	// reports Unhealthy and acted on (their gang restarted, or they were
+	// taken down alone), by what reported it: the DRA driver, or the
+	// device plugin's extended resource.
+	UnhealthyDevices *prometheus.CounterVec
+}
+
+// NewIntegrity creates the integrity controller's metrics and registers
+// them with reg.
+func NewIntegrity(reg prometheus.Registerer) (*Integrity, error) {
+	m := &Integrity{
+		GangRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_gang_restarts_total",
+			Help: "Gangs taken down whole because a member was lost, by reason.",
+		}, []string{"reason"}),
+		UnhealthyDevices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_unhealthy_devices_total",
+			Help: "Gang members found on a device their kubelet reports Unhealthy (pod status allocatedResourcesStatus) and restarted or taken down, by DRA driver or device-plugin resource.",
+		}, []string{"resource"}),
+	}
+	for _, c := range []prometheus.Collector{m.GangRestarts, m.UnhealthyDevices} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
 // ServeOption adds handlers to the metrics server.
 type ServeOption func(*http.ServeMux)
 
