@@ -3,8 +3,8 @@
 // member — pod deleted, evicted or failed, its node gone or NotReady past a
 // grace period, a device its claims hold tainted NoExecute, a device its
 // kubelet reports Unhealthy (pod status allocatedResourcesStatus; Unknown is
-// not a loss) — has its remaining members evicted, so its devices are released at once and no
-// group sits partially alive; the reason is recorded on the PodGroup
+// not a loss) — has its remaining members evicted, so its devices are
+// released at once and no group sits partially alive; the reason is recorded on the PodGroup
 // (DisruptionTarget condition, event, lockstep_gang_restarts_total) and the
 // group is scheduled whole again when its controller recreates the pods.
 // With disruptionMode single, only a member on an Unhealthy device is taken
