@@ -83,10 +83,14 @@ type ExtendedResource struct {
 
 // ClassReport is the state of one DeviceClass.
 type ClassReport struct {
-	Class     string       `json:"class"`
-	Exists    bool         `json:"exists"`
+	Class  string `json:"class"`
+	Exists bool   `json:"exists"`
+	// Total, Allocated and Partial count devices as dra.ClassCount does: a
+	// partitionable device (a GPU and its MIG partitions) once, partly
+	// allocated while some of its partitions are.
 	Total     int          `json:"total"`
 	Allocated int          `json:"allocated"`
+	Partial   int          `json:"partial,omitempty"`
 	PerNode   []NodeDevice `json:"perNode,omitempty"`
 	// Tainted devices ("node/device effect key") matching the class.
 	Tainted []string `json:"tainted,omitempty"`
@@ -99,6 +103,7 @@ type NodeDevice struct {
 	Node      string   `json:"node"`
 	Matching  int      `json:"matching"`
 	Allocated int      `json:"allocated"`
+	Partial   int      `json:"partial,omitempty"`
 	To        []string `json:"allocatedTo,omitempty"`
 }
 

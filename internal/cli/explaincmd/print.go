@@ -48,6 +48,15 @@ func printDeviceHealth(out io.Writer, r *explain.Report, wide bool) {
 	more(out, len(r.DeviceHealth), n, "devices not Healthy")
 }
 
+// partly is ", 2 partly allocated (partitions)" when partitionable devices
+// are, else "".
+func partly(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d partly allocated (partitions)", n)
+}
+
 func printReport(out io.Writer, r *explain.Report, wide bool) {
 	fmt.Fprintln(out, r.Answer)
 	fmt.Fprintln(out)
@@ -109,10 +118,10 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 			fmt.Fprintf(out, "6. DeviceClass %s does not exist\n", d.Class)
 			continue
 		}
-		fmt.Fprintf(out, "6. DeviceClass %s: %d devices, %d allocated, %d free\n", d.Class, d.Total, d.Allocated, d.Total-d.Allocated)
+		fmt.Fprintf(out, "6. DeviceClass %s: %d devices, %d allocated%s, %d free\n", d.Class, d.Total, d.Allocated, partly(d.Partial), d.Total-d.Allocated-d.Partial)
 		nodes := shown(len(d.PerNode), wide)
 		for _, n := range d.PerNode[:nodes] {
-			fmt.Fprintf(out, "   %s: %d matching, %d allocated %s\n", n.Node, n.Matching, n.Allocated, strings.Join(n.To, ", "))
+			fmt.Fprintf(out, "   %s: %d matching, %d allocated%s %s\n", n.Node, n.Matching, n.Allocated, partly(n.Partial), strings.Join(n.To, ", "))
 		}
 		more(out, len(d.PerNode), nodes, "nodes with matching devices")
 		tainted := shown(len(d.Tainted), wide)
