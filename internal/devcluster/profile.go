@@ -39,8 +39,10 @@ func (p Profile) FeatureGates() string {
 		return ""
 	}
 	return strings.Join([]string{
+		"CompositePodGroup=true",
 		"DRAWorkloadResourceClaims=true",
 		"GenericWorkload=true",
+		"TopologyAwareWorkloadScheduling=true",
 		"WorkloadWithJob=true",
 	}, ",")
 }
@@ -50,7 +52,7 @@ func (p Profile) RuntimeConfig() string {
 	if p != ProfileUpstream {
 		return ""
 	}
-	return "scheduling.k8s.io/v1beta1=true"
+	return "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
 }
 
 // withGates gives p the feature gates gates names for its component

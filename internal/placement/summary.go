@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,17 +25,22 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 	}
 	head := fmt.Sprintf("%d of %d pods fit", o.Fit, o.Total)
 	switch {
+	case o.Gang && !o.MinCountMet() && o.SearchExhausted:
+		head = fmt.Sprintf("minCount %d: "+reasonSearchBudget+"; the best placement found holds %d of %d pods", o.MinCount, o.Fit, o.Total)
 	case o.Gang && !o.MinCountMet():
 		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", o.MinCount, o.Fit, o.Total)
 	case o.Gang:
 		head += fmt.Sprintf(" (minCount %d met)", o.MinCount)
+	}
+	if o.Domain != "" && !o.Admitted {
+		head += fmt.Sprintf(" in one topology domain (the best: %s)", o.Domain)
 	}
 	byReason := map[string]int{}
 	for _, f := range o.Waiting {
 		if f.ForGang() {
 			continue
 		}
-		byReason[MainReason(ctx, snap, cache, f.Diagnosis)]++
+		byReason[mainReason(ctx, snap, cache, f.Diagnosis, o)]++
 	}
 	reasons := make([]string, 0, len(byReason))
 	for r := range byReason {
@@ -60,13 +66,27 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 // MainReason words the reason most nodes gave; a device shortage names the
 // class with its arithmetic.
 func MainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis) string {
-	top := d.Top()
+	return mainReason(ctx, snap, cache, d, Outcome{})
+}
+
+// mainReason is MainReason counting devices in o's domain, if it has one.
+func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis, o Outcome) string {
+	// Nodes outside the domain being tried say where the unit may not go,
+	// not why it does not fit: the reason is what the domain's nodes say.
+	top := slices.DeleteFunc(d.Top(), func(rc ReasonCount) bool { return strings.HasPrefix(rc.Reason, reasonOutsidePrefix) })
+	if len(top) == 0 {
+		top = d.Top()
+	}
 	if len(top) == 0 {
 		return "no nodes"
 	}
 	if top[0].Reason == ReasonDevices && len(d.DeviceClasses) > 0 {
-		c := dra.CountClass(ctx, snap, cache, d.DeviceClasses[0])
-		return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
+		if o.Domain == "" {
+			c := dra.CountClass(ctx, snap, cache, d.DeviceClasses[0])
+			return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
+		}
+		c := dra.CountClassOn(ctx, snap, cache, d.DeviceClasses[0], o.domainNodes)
+		return fmt.Sprintf("no free device of class %s in %s (%s)", c.Class, o.Domain, c)
 	}
 	return d.String()
 }

@@ -57,6 +57,8 @@ type Report struct {
 	// DRAFeatures is which DRA features beyond the GA core the cluster
 	// serves, and what Lockstep does with each.
 	DRAFeatures []DRAFeature `json:"draFeatures"`
+	// Topology is what the nodes say of each topology key (topology.go).
+	Topology []TopologyKey `json:"topology,omitempty"`
 }
 
 // Failed reports whether anything would make gangs or DRA fail, or gangs

@@ -95,6 +95,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	views := inventory(nodes.Items, sliceList, static)
 	r.Checks = append(r.Checks, checkDRASupply(views, static != nil), checkAlignment(views), checkEFA(views),
 		checkBottlerocket(views), checkSpot(views))
+	r.checkTopology(ctx, dyn, nodes.Items)
 	return r, nil
 }
 
