@@ -106,7 +106,7 @@ func checkEFA(nodes []nodeView) Check {
 	switch {
 	case len(missing) > 0:
 		return Check{Name: CheckEFA, Status: Warn, Nodes: missing,
-			Detail: fmt.Sprintf("%d %s nodes (%s) advertise neither %s nor EFA devices in ResourceSlices: NCCL and the Neuron collectives fall back to TCP sockets without an error", len(missing), strings.Join(sortedKeys(types), "/"), nodeList(missing), ResourceEFA),
+			Detail: fmt.Sprintf("%s (%s) with neither %s nor EFA devices in ResourceSlices: NCCL and the Neuron collectives fall back to TCP sockets without an error", count(len(missing), strings.Join(sortedKeys(types), "/")+" node"), nodeList(missing), ResourceEFA),
 			Fix:    fmt.Sprintf("install the EFA DRA driver (%s, DeviceClass %s) on DRA pools, or the EFA device plugin on device-plugin pools; neither the AL2023 nor the Bottlerocket AMI ships them", DriverEFA, ClassEFA)}
 	case capable > 0:
 		return Check{Name: CheckEFA, Status: OK, Detail: fmt.Sprintf("%s, each with its EFA interfaces advertised", count(capable, "EFA-capable node"))}

@@ -206,6 +206,7 @@ func TestPreflightCatchesEachMisconfiguration(t *testing.T) {
 			if c.Fix == "" {
 				t.Errorf("%s: no fix in %+v", tc.check, c)
 			}
+			t.Logf("preflight exit %d: %s %s: %s\n  fix: %s", r.exit, tc.check, c.Status, c.Detail, c.Fix)
 			if r.exit != tc.exit {
 				t.Errorf("exit code: want %d, got %d (complaints: %v)", tc.exit, r.exit, complaints(r))
 			}
