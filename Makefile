@@ -15,7 +15,8 @@ TEST_TIMEOUT ?= 45m
 build: lockstep tools
 
 lockstep:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/lockstep ./cmd/lockstep
+	@echo "building lockstep and kubectl-lockstep"
+	@start=$$SECONDS; $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/lockstep ./cmd/lockstep && echo "built lockstep in $$((SECONDS - start))s"
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-lockstep ./cmd/kubectl-lockstep   # `kubectl lockstep …` with bin/ on PATH
 
 ## image: the OCI image of lockstep for linux/amd64 and linux/arm64, as one archive
@@ -73,8 +74,11 @@ sizing: build
 unit:
 	$(GO) test -short ./internal/...
 
-## demo: the main job, on the local control plane
-demo: build
+## demo: the main job, on the local control plane; builds only what it runs (lockstep, the
+## Kubernetes binaries, etcd, kwok and the JobSet controller), each step saying what and how long
+DEMO_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok jobset-controller
+demo: lockstep
+	hack/build-tools.sh $(DEMO_TOOLS)
 	hack/demo.sh
 
 ## dev: the local control plane in the foreground until Ctrl-C

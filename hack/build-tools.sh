@@ -7,15 +7,26 @@
 #   <name>-controller                     (modules hack/integrations/<name>: the
 #     peers' controllers the integration tests run, each at its go.mod's version)
 # A binary is rebuilt only when the version recorded beside it differs.
+# With names (hack/build-tools.sh etcd kwok jobset-controller …) only those are built:
+# `make demo` builds what the demo runs. Each step says what it builds and how long it took.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin/.versions"
+only=" $* "
+total=$SECONDS
+
+# wanted NAME: true when every binary is wanted (no names given) or NAME is one of them.
+wanted() { [[ $only == "  " || $only == *" $1 "* ]]; }
+
+# took START: how long since START, for the step's last line.
+took() { echo "$((SECONDS - $1))s"; }
 
 modversion() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
 
-# stale NAME VERSION: true when bin/NAME is missing or was built at another version.
+# stale NAME VERSION: true when NAME is wanted and bin/NAME is missing or was built at another version.
 stale() {
+  wanted "$1" || return 1
   [[ -x "$bin/$1" ]] || return 0
   [[ "$(cat "$bin/.versions/$1" 2>/dev/null)" == "$2" ]] || return 0
   return 1
@@ -34,41 +45,50 @@ for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   stale "$name" "$k8s_version" && k8s_pkgs+=("k8s.io/kubernetes/cmd/$name")
 done
 if [[ ${#k8s_pkgs[@]} -gt 0 ]]; then
-  echo "building ${k8s_pkgs[*]##*/} $k8s_version (a cold build takes several minutes)"
+  echo "building ${k8s_pkgs[*]##*/} $k8s_version (downloading its modules first when missing; a cold build takes several minutes)"
   start=$SECONDS
   (cd "$root/hack/k8s" && go build -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
   for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
-  echo "built the Kubernetes binaries in $((SECONDS - start))s"
+  echo "built the Kubernetes binaries in $(took $start)"
 fi
 if stale etcd "$etcd_version"; then
   echo "building etcd $etcd_version"
+  start=$SECONDS
   (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
   echo "$etcd_version" > "$bin/.versions/etcd"
+  echo "built etcd in $(took $start)"
 fi
 for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen client-gen:k8s.io/code-generator:k8s.io/code-generator/cmd/client-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
   IFS=: read -r name mod pkg <<<"$tool"
+  wanted "$name" || continue
   v=$(modversion "$root/hack/tools" "$mod")
   if stale "$name" "$v"; then
     echo "building $name $v"
+    start=$SECONDS
     flags="-s -w"
     [[ $name == helm ]] && flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
     (cd "$root/hack/tools" && go build -trimpath -ldflags "$flags" -o "$bin/$name" "$pkg")
     echo "$v" > "$bin/.versions/$name"
+    echo "built $name in $(took $start)"
   fi
 done
 # krew and its manifest validator (module hack/krew: krew's dependencies are older than ours).
-v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
 for name in krew validate-krew-manifest; do
+  wanted "$name" || continue
+  v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
   if stale "$name" "$v"; then
     echo "building $name $v"
+    start=$SECONDS
     (cd "$root/hack/krew" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "sigs.k8s.io/krew/cmd/$name")
     echo "$v" > "$bin/.versions/$name"
+    echo "built $name in $(took $start)"
   fi
 done
 # Other projects' controllers (module hack/integrations/<name> each, so that
 # their dependencies meet neither Lockstep's nor each other's).
 for dir in "$root"/hack/integrations/*/; do
   name=$(basename "$dir")
+  wanted "$name-controller" || continue
   mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
   pkg=$(sed -n 's/^import _ "\(.*\)"/\1/p' "$dir/tools.go")
   v=$(modversion "$dir" "$mod")
@@ -77,13 +97,16 @@ for dir in "$root"/hack/integrations/*/; do
     start=$SECONDS
     (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/$name-controller" "$pkg")
     echo "$v" > "$bin/.versions/$name-controller"
-    echo "built the $name controller in $((SECONDS - start))s"
+    echo "built the $name controller in $(took $start)"
   fi
 done
 # The image builder is this repository's own code: its version is its sources'.
-v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
+v=; wanted ociimage && v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
 if stale ociimage "$v"; then
   echo "building ociimage"
+  start=$SECONDS
   (cd "$root/hack/tools" && go build -trimpath -o "$bin/ociimage" ./ociimage)
   echo "$v" > "$bin/.versions/ociimage"
+  echo "built ociimage in $(took $start)"
 fi
+echo "tools ready in $(took $total)"

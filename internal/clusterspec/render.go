@@ -11,6 +11,7 @@ import (
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,6 +24,9 @@ const (
 	NodePoolLabel = "sim.lockstep.dev/node-pool"
 	// SimulatedLabel marks a node as simulated (kwok runs its status).
 	SimulatedLabel = "sim.lockstep.dev/simulated"
+	// OSImageAnnotation carries a pool's osImage to the simulator, which
+	// reports it in status.nodeInfo.
+	OSImageAnnotation = "sim.lockstep.dev/os-image"
 )
 
 // Objects are the API objects a cluster spec stands for.
@@ -110,11 +114,9 @@ func render(c *Cluster) (*Objects, field.ErrorList) {
 			for di := range np.Devices {
 				ds := &np.Devices[di]
 				drivers[ds.Driver] = true
-				slice, serrs := renderSlice(ds, pp.Child("devices").Index(di), node.Name, i)
+				slices, serrs := renderSlices(ds, pp.Child("devices").Index(di), node.Name, i)
 				errs = append(errs, serrs...)
-				if slice != nil {
-					objs.ResourceSlices = append(objs.ResourceSlices, slice)
-				}
+				objs.ResourceSlices = append(objs.ResourceSlices, slices...)
 			}
 		}
 	}
@@ -163,13 +165,17 @@ func renderNode(np *NodePool, p *field.Path, vars NodeVars) (*corev1.Node, field
 	for k, q := range np.Capacity {
 		capacity[k] = q.DeepCopy()
 	}
+	// kwok's convention for nodes it fakes; informational here since the
+	// simulator manages every node of the local cluster.
+	annotations := map[string]string{"kwok.x-k8s.io/node": "fake"}
+	if np.OSImage != "" {
+		annotations[OSImageAnnotation] = np.OSImage
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   name,
-			Labels: labels,
-			// kwok's convention for nodes it fakes; informational here since
-			// the simulator manages every node of the local cluster.
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Name:        name,
+			Labels:      labels,
+			Annotations: annotations,
 		},
 		Spec: corev1.NodeSpec{Taints: append([]corev1.Taint(nil), np.Taints...)},
 		Status: corev1.NodeStatus{
@@ -179,33 +185,150 @@ func renderNode(np *NodePool, p *field.Path, vars NodeVars) (*corev1.Node, field
 	}, nil
 }
 
-func renderSlice(ds *DeviceSet, p *field.Path, node string, nodeIndex int) (*resourcev1.ResourceSlice, field.ErrorList) {
+// renderSlices renders the pool of one driver on one node (pool name =
+// node name): one slice of devices, or, for a partitionable set, its
+// devices (whole and partitions) and their counter sets in as many slices
+// as the API's limits need, all of one pool.
+func renderSlices(ds *DeviceSet, p *field.Path, node string, nodeIndex int) ([]*resourcev1.ResourceSlice, field.ErrorList) {
 	var errs field.ErrorList
 	nameTemplate := ds.NameTemplate
 	if nameTemplate == "" {
 		nameTemplate = strings.SplitN(ds.Driver, ".", 2)[0] + "-{{.Index}}"
 	}
 	devices := make([]resourcev1.Device, 0, ds.Count)
+	var counterSets []resourcev1.CounterSet
 	for i := 0; i < ds.Count; i++ {
 		vars := DeviceVars{Node: node, NodeIndex: nodeIndex, Driver: ds.Driver, Index: i}
 		dev, derrs := renderDevice(ds, p, nameTemplate, vars)
 		errs = append(errs, derrs...)
-		if dev != nil {
-			devices = append(devices, *dev)
+		if dev == nil {
+			continue
 		}
+		if len(ds.Counters) == 0 {
+			devices = append(devices, *dev)
+			continue
+		}
+		set := dev.Name + "-counters"
+		counterSets = append(counterSets, resourcev1.CounterSet{Name: set, Counters: counters(ds.Counters)})
+		dev.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: set, Counters: counters(ds.Counters)}}
+		parts, perrs := renderPartitions(ds, p, dev, set, vars)
+		errs = append(errs, perrs...)
+		devices = append(append(devices, *dev), parts...)
 	}
+	errs = append(errs, duplicateDevices(p, devices)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	if len(counterSets) == 0 {
+		return []*resourcev1.ResourceSlice{poolSlice(node+"-"+ds.Driver, node, ds.Driver, 1, devices, nil)}, nil
+	}
+	var deviceChunks [][]resourcev1.Device
+	for len(devices) > 0 {
+		n := min(len(devices), resourcev1.ResourceSliceMaxDevicesWithAdvancedFeatures)
+		deviceChunks, devices = append(deviceChunks, devices[:n]), devices[n:]
+	}
+	var setChunks [][]resourcev1.CounterSet
+	for len(counterSets) > 0 {
+		n := min(len(counterSets), resourcev1.ResourceSliceMaxCounterSets)
+		setChunks, counterSets = append(setChunks, counterSets[:n]), counterSets[n:]
+	}
+	total := int64(len(deviceChunks) + len(setChunks))
+	var out []*resourcev1.ResourceSlice
+	for i, c := range setChunks {
+		out = append(out, poolSlice(fmt.Sprintf("%s-%s-counters-%d", node, ds.Driver, i), node, ds.Driver, total, nil, c))
+	}
+	for i, c := range deviceChunks {
+		name := node + "-" + ds.Driver
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", name, i)
+		}
+		out = append(out, poolSlice(name, node, ds.Driver, total, c, nil))
+	}
+	return out, nil
+}
+
+func poolSlice(name, node, driver string, count int64, devices []resourcev1.Device, sets []resourcev1.CounterSet) *resourcev1.ResourceSlice {
 	return &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + ds.Driver},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourcev1.ResourceSliceSpec{
-			Driver:   ds.Driver,
-			NodeName: ptr.To(node),
-			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-			Devices:  devices,
+			Driver:         driver,
+			NodeName:       ptr.To(node),
+			Pool:           resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: count},
+			Devices:        devices,
+			SharedCounters: sets,
 		},
-	}, nil
+	}
+}
+
+// renderPartitions renders the partitions carved out of dev, each
+// consuming from its counter set; they inherit dev's attributes.
+func renderPartitions(ds *DeviceSet, p *field.Path, dev *resourcev1.Device, set string, vars DeviceVars) ([]resourcev1.Device, field.ErrorList) {
+	var out []resourcev1.Device
+	var errs field.ErrorList
+	for pi := range ds.Partitions {
+		part := &ds.Partitions[pi]
+		pp := p.Child("partitions").Index(pi)
+		for j := 0; j < part.Count; j++ {
+			v := vars
+			v.Partition = j
+			name := fmt.Sprintf("%s-%s-%d", dev.Name, part.Name, j)
+			if part.NameTemplate != "" {
+				var err *field.Error
+				if name, err = expand(pp.Child("nameTemplate"), part.NameTemplate, v); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
+			for _, msg := range validation.IsDNS1123Label(name) {
+				errs = append(errs, field.Invalid(pp.Child("nameTemplate"), name, msg))
+			}
+			d := resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{}}
+			for k, a := range dev.Attributes {
+				d.Attributes[k] = a
+			}
+			for _, key := range sortedKeys(part.Attributes) {
+				attr, aerr := renderAttribute(part.Attributes[key], pp.Child("attributes").Key(key), v)
+				if aerr != nil {
+					errs = append(errs, aerr)
+					continue
+				}
+				d.Attributes[resourcev1.QualifiedName(key)] = attr
+			}
+			if len(d.Attributes) == 0 {
+				d.Attributes = nil
+			}
+			if len(part.Capacity) > 0 {
+				d.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{}
+				for k, q := range part.Capacity {
+					d.Capacity[resourcev1.QualifiedName(k)] = resourcev1.DeviceCapacity{Value: q.DeepCopy()}
+				}
+			}
+			d.ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: set, Counters: counters(part.Consumes)}}
+			out = append(out, d)
+		}
+	}
+	return out, errs
+}
+
+func counters(m map[string]resource.Quantity) map[string]resourcev1.Counter {
+	out := make(map[string]resourcev1.Counter, len(m))
+	for k, q := range m {
+		out[k] = resourcev1.Counter{Value: q.DeepCopy()}
+	}
+	return out
+}
+
+// duplicateDevices reports device names rendered twice in one pool.
+func duplicateDevices(p *field.Path, devices []resourcev1.Device) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for _, d := range devices {
+		if seen[d.Name] {
+			errs = append(errs, field.Duplicate(p.Child("nameTemplate"), d.Name))
+		}
+		seen[d.Name] = true
+	}
+	return errs
 }
 
 func renderDevice(ds *DeviceSet, p *field.Path, nameTemplate string, vars DeviceVars) (*resourcev1.Device, field.ErrorList) {

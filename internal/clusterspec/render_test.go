@@ -2,6 +2,7 @@ package clusterspec
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -147,6 +148,70 @@ nodePools:
 	}
 }
 
+// A partitionable GPU (MIG): each device has its counter set and consumes
+// all of it whole; its partitions consume their share, inherit its
+// attributes and are published in the same pool.
+func TestRenderPartitions(t *testing.T) {
+	c, err := Parse([]byte(`nodePools:
+- name: a100
+  count: 1
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+  - driver: gpu.example.com
+    count: 2
+    attributes: {resource.kubernetes.io/pcieRoot: {string: "pci-{{.Index}}"}}
+    capacity: {memory: 40Gi}
+    counters: {memory: 40Gi, slices: "7"}
+    partitions:
+    - name: 1g
+      count: 7
+      attributes: {profile: {string: 1g.5gb}}
+      capacity: {memory: 5Gi}
+      consumes: {memory: 5Gi, slices: "1"}
+    - name: 3g
+      count: 2
+      consumes: {memory: 20Gi, slices: "3"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range objs.ResourceSlices {
+		got = append(got, fmt.Sprintf("%s pool=%s/%d sets=%d devices=%d", s.Name, s.Spec.Pool.Name, s.Spec.Pool.ResourceSliceCount, len(s.Spec.SharedCounters), len(s.Spec.Devices)))
+	}
+	want := []string{
+		"a100-0-gpu.example.com-counters-0 pool=a100-0/2 sets=2 devices=0",
+		"a100-0-gpu.example.com pool=a100-0/2 sets=0 devices=20",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("slices (-want,+got):\n%s", diff)
+	}
+	devs := objs.ResourceSlices[1].Spec.Devices
+	whole, slice, big := devs[0], devs[1], devs[8]
+	if diff := cmp.Diff([]string{"gpu-0", "gpu-0-1g-0", "gpu-0-3g-0"}, []string{whole.Name, slice.Name, big.Name}); diff != "" {
+		t.Errorf("device names (-want,+got):\n%s", diff)
+	}
+	consumes := func(d resourcev1.Device) string {
+		c := d.ConsumesCounters[0]
+		mem, slices := c.Counters["memory"].Value, c.Counters["slices"].Value
+		return fmt.Sprintf("%s memory=%s slices=%s", c.CounterSet, mem.String(), slices.String())
+	}
+	if diff := cmp.Diff([]string{"gpu-0-counters memory=40Gi slices=7", "gpu-0-counters memory=5Gi slices=1", "gpu-0-counters memory=20Gi slices=3"},
+		[]string{consumes(whole), consumes(slice), consumes(big)}); diff != "" {
+		t.Errorf("consumption (-want,+got):\n%s", diff)
+	}
+	if got := *slice.Attributes["resource.kubernetes.io/pcieRoot"].StringValue + " " + *slice.Attributes["profile"].StringValue; got != "pci-0 1g.5gb" {
+		t.Errorf("a partition inherits its device's attributes and adds its own: got %q", got)
+	}
+	if got := devs[10].Name + " " + *devs[10].Attributes["resource.kubernetes.io/pcieRoot"].StringValue; got != "gpu-1 pci-1" {
+		t.Errorf("second device: got %q", got)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	base := "nodePools:\n- name: a\n  count: 1\n  capacity: {cpu: '1', memory: 1Gi, pods: '10'}\n"
 	tests := map[string]struct {
@@ -188,6 +253,18 @@ func TestParseErrors(t *testing.T) {
 		"bad driver": {
 			spec:    base + "  devices:\n  - driver: GPU_Driver\n    count: 1\n",
 			wantErr: "nodePools[0].devices[0].driver",
+		},
+		"partitions without counters": {
+			spec:    base + "  devices:\n  - driver: gpu.example.com\n    count: 1\n    partitions: [{name: 1g, count: 7, consumes: {slices: '1'}}]\n",
+			wantErr: "nodePools[0].devices[0].counters: Required value",
+		},
+		"a partition consuming a counter the device lacks": {
+			spec:    base + "  devices:\n  - driver: gpu.example.com\n    count: 1\n    counters: {slices: '7'}\n    partitions: [{name: 1g, count: 7, consumes: {memory: 10Gi}}]\n",
+			wantErr: "nodePools[0].devices[0].partitions[0].consumes[memory]: Unsupported value",
+		},
+		"a counter name that is no DNS label": {
+			spec:    base + "  devices:\n  - driver: gpu.example.com\n    count: 1\n    counters: {Memory_GB: '80'}\n",
+			wantErr: "nodePools[0].devices[0].counters[Memory_GB]",
 		},
 	}
 	for name, tc := range tests {

@@ -43,6 +43,9 @@ type NodePool struct {
 	// over racks: {"rack": "rack-{{div .Index 2}}"}.
 	Labels map[string]string `json:"labels,omitempty"`
 	Taints []corev1.Taint    `json:"taints,omitempty"`
+	// OSImage is what the nodes report as status.nodeInfo.osImage, e.g.
+	// "Bottlerocket OS 1.63.0 (aws-k8s-1.34-nvidia)"; default "lockstep-sim".
+	OSImage string `json:"osImage,omitempty"`
 	// Devices are the DRA devices each node publishes, one ResourceSlice per driver.
 	Devices []DeviceSet `json:"devices,omitempty"`
 }
@@ -60,6 +63,35 @@ type DeviceSet struct {
 	Attributes map[string]Attribute `json:"attributes,omitempty"`
 	// Capacity by qualified name, e.g. memory: 80Gi.
 	Capacity map[string]resource.Quantity `json:"capacity,omitempty"`
+	// Counters make each device of the set partitionable (DRA partitionable
+	// devices): every device gets a shared counter set of its own, named
+	// "<device>-counters", holding these counters (DNS-label names), and
+	// consumes all of them itself, so it is allocated whole only while no
+	// partition of it is, and the other way round.
+	Counters map[string]resource.Quantity `json:"counters,omitempty"`
+	// Partitions are further devices carved out of each device of the set
+	// (MIG slices of a GPU), each taking part of its counters. They need
+	// Counters.
+	Partitions []Partition `json:"partitions,omitempty"`
+}
+
+// Partition is Count devices carved out of each device of a set.
+type Partition struct {
+	// Name is a DNS label; the devices are "<device>-<name>-<n>", e.g.
+	// gpu-0-1g-0, unless NameTemplate says otherwise.
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+	// NameTemplate is a Go template over DeviceVars (.Index is the device
+	// partitioned, .Partition the partition's index).
+	NameTemplate string `json:"nameTemplate,omitempty"`
+	// Attributes are those of the device partitioned, with these added or
+	// replaced; templates see DeviceVars.
+	Attributes map[string]Attribute `json:"attributes,omitempty"`
+	// Capacity of one partition (the device's capacity is not inherited).
+	Capacity map[string]resource.Quantity `json:"capacity,omitempty"`
+	// Consumes is what one partition takes of its device's counters; every
+	// name must be one of the set's counters.
+	Consumes map[string]resource.Quantity `json:"consumes"`
 }
 
 // Attribute is exactly one typed value. Int and Bool accept a literal or a
@@ -117,6 +149,10 @@ type DeviceVars struct {
 	Node      string
 	NodeIndex int
 	Driver    string
-	// Index is the device's index within its set on this node, from 0.
+	// Index is the device's index within its set on this node, from 0
+	// (for a partition: the index of the device it is carved from).
 	Index int
+	// Partition is a partition's index among those of its kind on its
+	// device, from 0 (0 for a whole device).
+	Partition int
 }

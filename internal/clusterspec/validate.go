@@ -106,6 +106,56 @@ func validateDeviceSet(ds *DeviceSet, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("capacity").Key(name), name, msg))
 		}
 	}
+	return append(errs, validatePartitions(ds, p)...)
+}
+
+// validatePartitions checks a partitionable set: DNS-label counter names,
+// partitions only with counters, each consuming only counters the set has.
+func validatePartitions(ds *DeviceSet, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range ds.Counters {
+		cp := p.Child("counters").Key(name)
+		for _, msg := range validation.IsDNS1123Label(name) {
+			errs = append(errs, field.Invalid(cp, name, msg))
+		}
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(cp, q.String(), "must not be negative"))
+		}
+	}
+	if len(ds.Partitions) > 0 && len(ds.Counters) == 0 {
+		errs = append(errs, field.Required(p.Child("counters"), "partitions take their share of the device's counters: set counters"))
+	}
+	names := map[string]bool{}
+	for i := range ds.Partitions {
+		part := &ds.Partitions[i]
+		pp := p.Child("partitions").Index(i)
+		for _, msg := range validation.IsDNS1123Label(part.Name) {
+			errs = append(errs, field.Invalid(pp.Child("name"), part.Name, msg))
+		}
+		if names[part.Name] {
+			errs = append(errs, field.Duplicate(pp.Child("name"), part.Name))
+		}
+		names[part.Name] = true
+		if part.Count < 1 {
+			errs = append(errs, field.Invalid(pp.Child("count"), part.Count, "must be at least 1"))
+		}
+		if len(part.Consumes) == 0 {
+			errs = append(errs, field.Required(pp.Child("consumes"), "what one partition takes of the device's counters"))
+		}
+		for name, q := range part.Consumes {
+			if _, ok := ds.Counters[name]; !ok && len(ds.Counters) > 0 {
+				errs = append(errs, field.NotSupported(pp.Child("consumes").Key(name), name, sortedKeys(ds.Counters)))
+			}
+			if q.Sign() < 0 {
+				errs = append(errs, field.Invalid(pp.Child("consumes").Key(name), q.String(), "must not be negative"))
+			}
+		}
+		for name, a := range part.Attributes {
+			if n := a.count(); n != 1 {
+				errs = append(errs, field.Invalid(pp.Child("attributes").Key(name), n, "exactly one of string, int, bool, version must be set"))
+			}
+		}
+	}
 	return errs
 }
 

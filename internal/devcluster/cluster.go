@@ -51,6 +51,11 @@ type Options struct {
 	// Bare skips installing Lockstep's CRDs and RBAC (a test installs
 	// Lockstep itself, e.g. from the Helm chart); Schedulers must be empty.
 	Bare bool
+	// ComponentGates replace the profile's feature gates of the components
+	// they name ("kube-apiserver", "kube-controller-manager",
+	// "kube-scheduler"; "" for every gate at its default): a control plane
+	// whose components disagree, as a self-managed one can.
+	ComponentGates map[string]string
 }
 
 func (o *Options) complete() error {
@@ -179,7 +184,7 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		return err
 	}
 	fmt.Fprintf(opts.Progress, "starting kube-apiserver on %s (profile %s)\n", c.state.Server, c.state.Profile)
-	apiserver := apiserverProcess(l, bin, ports, opts.Profile)
+	apiserver := withGates(apiserverProcess(l, bin, ports, opts.Profile), opts.ComponentGates)
 	if err := c.launch(apiserver, opts.Tied); err != nil {
 		return err
 	}
@@ -195,7 +200,7 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		return err
 	}
 	fmt.Fprintln(opts.Progress, "starting kube-controller-manager and kwok (node simulator)")
-	for _, p := range []*process{controllerManagerProcess(l, bin, ports, opts.Profile), simulatorProcess(l, bin, ports)} {
+	for _, p := range []*process{withGates(controllerManagerProcess(l, bin, ports, opts.Profile), opts.ComponentGates), simulatorProcess(l, bin, ports)} {
 		if err := c.launch(p, opts.Tied); err != nil {
 			return err
 		}
@@ -222,7 +227,7 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 	for _, sched := range opts.Schedulers {
 		if sched == SchedulerKube {
 			fmt.Fprintln(opts.Progress, "starting kube-scheduler")
-			if err := c.launch(kubeSchedulerProcess(l, bin, ports, opts.Profile), opts.Tied); err != nil {
+			if err := c.launch(withGates(kubeSchedulerProcess(l, bin, ports, opts.Profile), opts.ComponentGates), opts.Tied); err != nil {
 				return err
 			}
 			continue

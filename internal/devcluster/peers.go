@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -269,25 +268,119 @@ var KubeRayController = Controller{
 
 // StartController installs c's CRDs and webhooks (from the module the
 // checkout root's hack/integrations/<name> pins) and runs root/bin/<name>-
-// controller against the cluster, its log beside the cluster's. It returns
-// once the controller is ready and its webhooks answer; stop kills it.
+// controller against the cluster as one of its components: recorded in
+// state.json (so a supervisor starts it again if it exits, and Down stops
+// it), tied to this process when the cluster is, its log beside the
+// cluster's. It returns once the controller is ready and its webhooks
+// answer; stop stops it.
 func (cl *Cluster) StartController(ctx context.Context, c Controller, root string) (stop func(), err error) {
+	p, ports, err := cl.prepareController(ctx, c, root)
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.launch(p, cl.state.Tied); err != nil {
+		return nil, err
+	}
+	stop = func() { _ = p.stop(15 * time.Second) }
+	if err := waitServing(ctx, c, ports, p.exited, p.Log); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// prepareController installs what c needs before it starts — CRDs, its
+// namespace, serving certificates, webhook configurations, Secrets, files,
+// its configuration — and returns the process to start.
+func (cl *Cluster) prepareController(ctx context.Context, c Controller, root string) (*process, ControllerPorts, error) {
+	var p ControllerPorts
 	bin := filepath.Join(root, "bin", c.Name+"-controller")
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%s: %w (make build builds it)", bin, err)
+		return nil, p, fmt.Errorf("%s: %w (make build builds it)", bin, err)
 	}
 	modDir, err := moduleDir(root, c)
 	if err != nil {
-		return nil, err
+		return nil, p, err
 	}
 	cfg, err := cl.RESTConfig()
 	if err != nil {
-		return nil, err
+		return nil, p, err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, p, err
 	}
+	if err := cl.installCRDs(ctx, c, root, modDir); err != nil {
+		return nil, p, err
+	}
+	if c.Namespace != "" {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, p, err
+		}
+	}
+	dir := filepath.Join(cl.Dir(), c.Name)
+	p = ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: c.Namespace, dir: dir}
+	if p.Webhook, err = freePort(); err != nil {
+		return nil, p, err
+	}
+	if p.Health, err = freePort(); err != nil {
+		return nil, p, err
+	}
+	if c.HealthPort != 0 {
+		p.Health = c.HealthPort
+	}
+	caPEM, pair, err := writeServingCert(p.CertDir)
+	if err != nil {
+		return nil, p, err
+	}
+	for _, d := range c.FixedCertDirs {
+		if err := writePair(d, pair); err != nil {
+			return nil, p, fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
+		}
+	}
+	env := append([]string{"KUBECONFIG=" + cl.Kubeconfig()}, c.Env...)
+	if c.TempDirCerts {
+		tmp := filepath.Join(dir, "tmp")
+		if err := writePair(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), pair); err != nil {
+			return nil, p, err
+		}
+		env = append(env, "TMPDIR="+tmp)
+	}
+	if c.Webhooks != "" {
+		if err := installWebhooks(ctx, client, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
+			return nil, p, err
+		}
+	}
+	for _, name := range c.Secrets {
+		_, err := client.CoreV1().Secrets(c.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, p, err
+		}
+	}
+	for name, content := range c.Files {
+		if err := os.WriteFile(p.File(name), []byte(content), 0o644); err != nil {
+			return nil, p, err
+		}
+	}
+	args := c.Args
+	if c.Config != nil {
+		cfgPath := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(cfgPath, []byte(c.Config(p)), 0o644); err != nil {
+			return nil, p, err
+		}
+		args = append([]string{"--config=" + cfgPath}, args...)
+	}
+	if c.Flags != nil {
+		args = append(c.Flags(p), args...)
+	}
+	name := c.Name + "-controller"
+	return &process{Name: name, Binary: bin, Args: args, Env: env, Log: cl.layout.log(name)}, p, nil
+}
+
+// installCRDs applies c's CRDs from its module and waits until they are
+// established.
+func (cl *Cluster) installCRDs(ctx context.Context, c Controller, root, modDir string) error {
 	kubectl := func(args ...string) error {
 		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", cl.Kubeconfig()}, args...)...).CombinedOutput()
 		if err != nil {
@@ -300,105 +393,24 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 		crds = append(crds, "-f", filepath.Join(modDir, f))
 	}
 	if err := kubectl(append([]string{"apply", "--server-side", "--force-conflicts"}, crds...)...); err != nil {
-		return nil, err
+		return err
 	}
 	// A CRD just created may have no status yet, which kubectl wait reports
 	// as an error rather than waiting for: retry it briefly.
 	for try := 0; ; try++ {
 		err := kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, crds...)...)
 		if err == nil {
-			break
+			return nil
 		}
 		if try == 10 {
-			return nil, err
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return err
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	if c.Namespace != "" {
-		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
-	}
-	dir := filepath.Join(cl.Dir(), c.Name)
-	p := ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: c.Namespace, dir: dir}
-	if p.Webhook, err = freePort(); err != nil {
-		return nil, err
-	}
-	if p.Health, err = freePort(); err != nil {
-		return nil, err
-	}
-	if c.HealthPort != 0 {
-		p.Health = c.HealthPort
-	}
-	caPEM, pair, err := writeServingCert(p.CertDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range c.FixedCertDirs {
-		if err := writePair(d, pair); err != nil {
-			return nil, fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
-		}
-	}
-	env := c.Env
-	if c.TempDirCerts {
-		tmp := filepath.Join(dir, "tmp")
-		if err := writePair(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), pair); err != nil {
-			return nil, err
-		}
-		env = append(slices.Clip(env), "TMPDIR="+tmp)
-	}
-	if c.Webhooks != "" {
-		if err := installWebhooks(ctx, client, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range c.Secrets {
-		_, err := client.CoreV1().Secrets(c.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
-	}
-	for name, content := range c.Files {
-		if err := os.WriteFile(p.File(name), []byte(content), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	args := c.Args
-	if c.Config != nil {
-		cfgPath := filepath.Join(dir, "config.yaml")
-		if err := os.WriteFile(cfgPath, []byte(c.Config(p)), 0o644); err != nil {
-			return nil, err
-		}
-		args = append([]string{"--config=" + cfgPath}, args...)
-	}
-	if c.Flags != nil {
-		args = append(c.Flags(p), args...)
-	}
-	logPath := filepath.Join(cl.Dir(), "logs", c.Name+"-controller.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig()), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	stop = func() { _ = cmd.Process.Kill(); <-exited }
-	if err := waitServing(ctx, c, p, exited, logPath); err != nil {
-		stop()
-		return nil, err
-	}
-	return stop, nil
 }
 
 // moduleDir is where the Go module cache holds c's module, at the version
@@ -581,4 +593,49 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Peers are the other projects' controllers `lockstep dev up
+// --integrations` runs, in the order they start: Kubeflow Trainer runs a
+// TrainJob as a JobSet, and Kueue's JobSet and TrainJob integrations
+// expect their CRDs, so JobSet comes before both and Kueue last.
+var Peers = []Controller{JobSetController, TrainerController, LWSController, TrainingOperatorController, MPIOperatorController, KubeRayController, KueueController}
+
+// peerNeeds are the peers each peer cannot run without.
+var peerNeeds = map[string][]string{TrainerController.Name: {JobSetController.Name}}
+
+// SelectPeers resolves `--integrations` names to the peers to start, in
+// start order; an unknown name, a name given twice or a peer given without
+// one it needs is an error naming the fix.
+func SelectPeers(names []string) ([]Controller, error) {
+	known := map[string]bool{}
+	var all []string
+	for _, c := range Peers {
+		known[c.Name] = true
+		all = append(all, c.Name)
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case !known[n]:
+			return nil, fmt.Errorf("--integrations: unknown integration %q: want any of %s", n, strings.Join(all, ","))
+		case want[n]:
+			return nil, fmt.Errorf("--integrations: %s given twice", n)
+		}
+		want[n] = true
+	}
+	for n := range want {
+		for _, need := range peerNeeds[n] {
+			if !want[need] {
+				return nil, fmt.Errorf("--integrations: %s needs %s (its controller creates %s objects): add %s", n, need, need, need)
+			}
+		}
+	}
+	var out []Controller
+	for _, c := range Peers {
+		if want[c.Name] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }

@@ -20,6 +20,8 @@ type process struct {
 	Args   []string `json:"args"`
 	PID    int      `json:"pid"`
 	Log    string   `json:"log"`
+	// Env is added to the environment it inherits.
+	Env []string `json:"env,omitempty"`
 	// Restarts counts the times a supervisor started it again.
 	Restarts int `json:"restarts,omitempty"`
 
@@ -44,6 +46,9 @@ func (p *process) start(tied bool) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(p.Binary, p.Args...)
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

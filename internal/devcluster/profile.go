@@ -54,3 +54,24 @@ func (p Profile) RuntimeConfig() string {
 	}
 	return "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
 }
+
+// withGates gives p the feature gates gates names for its component
+// (Options.ComponentGates), in place of the profile's; "" leaves every gate
+// at its default. A component gates does not name keeps the profile's.
+func withGates(p *process, gates map[string]string) *process {
+	g, ok := gates[p.Name]
+	if !ok {
+		return p
+	}
+	args := make([]string, 0, len(p.Args)+1)
+	for _, a := range p.Args {
+		if !strings.HasPrefix(a, "--feature-gates=") {
+			args = append(args, a)
+		}
+	}
+	if g != "" {
+		args = append(args, "--feature-gates="+g)
+	}
+	p.Args = args
+	return p
+}

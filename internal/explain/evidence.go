@@ -93,13 +93,14 @@ func classReport(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache,
 		}
 	}
 	count := dra.CountClass(ctx, snap, cache, name)
-	cr.Total, cr.Allocated = count.Total, count.Allocated
+	cr.Total, cr.Allocated, cr.Partial = count.Total, count.Allocated, count.Partial
 	for _, ni := range snap.Nodes {
 		nd := NodeDevice{Node: ni.Node.Name}
+		// All of the node's slices at once: a partitionable device's
+		// counters and its partitions may be published in different slices.
+		c := dra.CountClassIn(ctx, cache, class, ni.Slices, snap.Allocated)
+		nd.Matching, nd.Allocated, nd.Partial = c.Total, c.Allocated, c.Partial
 		for _, s := range ni.Slices {
-			c := dra.CountClassIn(ctx, cache, class, []*resourcev1.ResourceSlice{s}, snap.Allocated)
-			nd.Matching += c.Total
-			nd.Allocated += c.Allocated
 			for _, d := range s.Spec.Devices {
 				id := s.Spec.Pool.Name + "/" + d.Name
 				if who, ok := owner[s.Spec.Driver+"/"+id]; ok && dra.ClassMatches(ctx, cache, class, s.Spec.Driver, d) {

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 )
 
@@ -20,6 +21,10 @@ type Report struct {
 	State *metav1.Condition `json:"state,omitempty"`
 	// Incarnation is the group's current admission (number, members, end).
 	Incarnation *Incarnation `json:"incarnation,omitempty"`
+	// LastRestart is the group's DisruptionTarget condition: why it was
+	// last taken down whole (a lost member, a failed or unhealthy device),
+	// kept after the pods that showed it are gone.
+	LastRestart *metav1.Condition `json:"lastRestart,omitempty"`
 	// LastEvent is the newest FailedScheduling/Waiting event of the unit.
 	LastEvent string `json:"lastEvent,omitempty"`
 	Gang      bool   `json:"gang"`
@@ -48,6 +53,13 @@ type Report struct {
 	// Preemption is what the scheduler's preemption search concludes for
 	// the unit now: the victims it would evict, or why it cannot help.
 	Preemption string `json:"preemption,omitempty"`
+	// DeviceHealth is every device of the unit's pods whose kubelet
+	// reports it other than Healthy (pod status allocatedResourcesStatus);
+	// HealthyDevices counts those reported Healthy. A member's last report
+	// stays on its pod after it ended, until the pod is deleted; the
+	// incarnation's end names the device that ended it.
+	DeviceHealth   []dra.DeviceHealth `json:"deviceHealth,omitempty"`
+	HealthyDevices int                `json:"healthyDevices,omitempty"`
 	// Notes say where explain could not see the cluster as the scheduler
 	// does (e.g. DeviceTaintRules it may not read).
 	Notes []string `json:"notes,omitempty"`
@@ -134,10 +146,14 @@ type ExtendedResource struct {
 
 // ClassReport is the state of one DeviceClass.
 type ClassReport struct {
-	Class     string       `json:"class"`
-	Exists    bool         `json:"exists"`
+	Class  string `json:"class"`
+	Exists bool   `json:"exists"`
+	// Total, Allocated and Partial count devices as dra.ClassCount does: a
+	// partitionable device (a GPU and its MIG partitions) once, partly
+	// allocated while some of its partitions are.
 	Total     int          `json:"total"`
 	Allocated int          `json:"allocated"`
+	Partial   int          `json:"partial,omitempty"`
 	PerNode   []NodeDevice `json:"perNode,omitempty"`
 	// Tainted devices ("node/device effect key") matching the class.
 	Tainted []string `json:"tainted,omitempty"`
@@ -150,6 +166,7 @@ type NodeDevice struct {
 	Node      string   `json:"node"`
 	Matching  int      `json:"matching"`
 	Allocated int      `json:"allocated"`
+	Partial   int      `json:"partial,omitempty"`
 	To        []string `json:"allocatedTo,omitempty"`
 }
 

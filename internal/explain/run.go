@@ -16,6 +16,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -62,9 +63,11 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		r.Condition = meta.FindStatusCondition(u.Group.Status.Conditions, lockv1.PodGroupInitiallyScheduled)
 		r.State = meta.FindStatusCondition(u.Group.Status.Conditions, lockv1.Running)
 		r.Incarnation = incarnationOf(u.Group)
+		r.LastRestart = meta.FindStatusCondition(u.Group.Status.Conditions, lockv1.DisruptionTarget)
 		r.Topology = podgroup.TopologyKeys(u.Group)
 	}
 	r.LastEvent = lastEvent(ctx, client, u)
+	r.DeviceHealth, r.HealthyDevices = deviceHealth(u.Pods)
 	if answer := notScheduledAnswer(u, r.State); answer != "" {
 		r.Answer = answer
 		return r, nil
@@ -198,6 +201,23 @@ func (r *Report) claimStates(st *state, u *unit) []placement.Member {
 		}
 	}
 	return members
+}
+
+// deviceHealth is what the pods' kubelets report of their devices: the
+// devices not Healthy, and how many are.
+func deviceHealth(pods []*corev1.Pod) ([]dra.DeviceHealth, int) {
+	var out []dra.DeviceHealth
+	healthy := 0
+	for _, p := range pods {
+		for _, d := range dra.PodDeviceHealth(p) {
+			if d.Health == corev1.ResourceHealthStatusHealthy {
+				healthy++
+				continue
+			}
+			out = append(out, d)
+		}
+	}
+	return out, healthy
 }
 
 func lastEvent(ctx context.Context, client kubernetes.Interface, u *unit) string {

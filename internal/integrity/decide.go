@@ -62,6 +62,11 @@ type Verdict struct {
 	// caches do not show for sure (View), so it writes nothing; the caller
 	// reads these objects from the API server and decides again.
 	Confirm *Confirm
+	// Unhealthy are the members this verdict acts on for an unhealthy
+	// device (a restart, or with disruptionMode single their own eviction):
+	// each gets an event on its pod and its group, and counts in
+	// lockstep_unhealthy_devices_total, once.
+	Unhealthy []UnhealthyMember
 }
 
 // Loss is why a gang restarts.
@@ -127,9 +132,11 @@ func Decide(v View) Verdict {
 			}
 		}
 		vd.EvictMessage = fmt.Sprintf("PodGroup %s lost a member (%s); the gang restarts whole", pg.Name, j.loss.Detail)
+		vd.Unhealthy = j.unhealthy
 		return vd
 	}
 	vd := Verdict{RequeueAfter: j.requeue}
+	vd.evictUnhealthy(pg, j.unhealthy)
 	if j.changed {
 		vd.Incarnation = next
 	}
@@ -157,6 +164,8 @@ type judgement struct {
 	incarnation int32
 	// confirm is what the caches may show wrongly and a loss would rest on.
 	confirm Confirm
+	// unhealthy are members on a device reported Unhealthy.
+	unhealthy []UnhealthyMember
 }
 
 // gone is a member that was deleted (pod still there) or vanished (nil).
@@ -225,6 +234,11 @@ func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed, known bo
 		j.live++
 	case left:
 		j.gone = append(j.gone, gone{i: i, pod: p})
+	case p.Status.Phase == corev1.PodFailed && unhealthy(p) != nil && podgroup.Disruption(p) == nil:
+		// Its last health report, frozen when it ended, says why.
+		d := unhealthy(p)
+		j.lose(ReasonDeviceUnhealthy, fmt.Sprintf("pod %s failed%s; its %s", p.Name, exitDetail(p), d))
+		j.unhealthy = append(j.unhealthy, UnhealthyMember{Pod: p, Device: *d})
 	case p.Status.Phase == corev1.PodFailed:
 		j.lose(disruptionReason(p, ReasonMemberFailed), fmt.Sprintf("pod %s failed%s", p.Name, exitDetail(p)))
 	case p.Spec.NodeName == "":
@@ -233,6 +247,29 @@ func (v View) judgeMember(j *judgement, i int, p *corev1.Pod, departed, known bo
 	default:
 		j.live++
 		v.nodeOrDeviceLost(j, p)
+		j.deviceUnhealthy(p)
+	}
+}
+
+// evictUnhealthy takes down alone, for a group whose members may be
+// disrupted one by one (disruptionMode single), each member still running
+// on an unhealthy device, so its owner recreates it; members already going
+// are not taken down again.
+func (vd *Verdict) evictUnhealthy(pg *lockv1.PodGroup, members []UnhealthyMember) {
+	if podgroup.DisruptAll(pg) {
+		return
+	}
+	for _, u := range members {
+		if !podgroup.Active(u.Pod) || podgroup.Going(u.Pod) {
+			continue
+		}
+		vd.Evict = append(vd.Evict, u.Pod)
+		vd.Unhealthy = append(vd.Unhealthy, u)
+		vd.EvictReason = PodReasonDeviceUnhealthy
+		vd.EvictMessage = fmt.Sprintf("PodGroup %s (disruptionMode single): this member's %s; it is taken down alone", pg.Name, u.Device)
+	}
+	if len(vd.Unhealthy) > 1 {
+		vd.EvictMessage = fmt.Sprintf("PodGroup %s (disruptionMode single): a device of this member is Unhealthy (see its events); it is taken down alone", pg.Name)
 	}
 }
 

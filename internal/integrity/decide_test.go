@@ -289,6 +289,44 @@ func TestDecideSequences(t *testing.T) {
 				}, state: lockv1.RunningReasonFailed, incarnation: 1},
 			},
 		},
+		"device health Unknown (a driver missed an update) and back: the gang runs on": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "every GPU reported Healthy", do: func(w *world) {
+					for i := 0; i < 4; i++ {
+						w.health(i, corev1.ResourceHealthStatusHealthy)
+					}
+				}, state: running, incarnation: 1},
+				{name: "rank 2's GPU turns Unknown", do: func(w *world) { w.health(2, corev1.ResourceHealthStatusUnknown) }, state: running, incarnation: 1},
+				{name: "a minute later it is still Unknown", do: func(w *world) { w.advance(time.Minute) }, state: running, incarnation: 1},
+				{name: "and Healthy again", do: func(w *world) { w.health(2, corev1.ResourceHealthStatusHealthy) }, state: running, incarnation: 1},
+			},
+		},
+		"a device reported Unhealthy restarts the whole gang": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 1's GPU turns Unhealthy", do: func(w *world) { w.health(1, corev1.ResourceHealthStatusUnhealthy) },
+					restarts: 1, reason: ReasonDeviceUnhealthy, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 4},
+			},
+		},
+		"a rank that failed on an Unhealthy device is a DeviceUnhealthy loss, not MemberFailed": {
+			minCount: 2, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 2); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 0 crashes on its Unhealthy GPU", do: func(w *world) { w.health(0, corev1.ResourceHealthStatusUnhealthy); w.fail(0) },
+					restarts: 1, reason: ReasonDeviceUnhealthy, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 1},
+			},
+		},
+		"disruptionMode single: the member on an Unhealthy device is taken down alone, once": {
+			minCount: 4, job: true, single: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 3's GPU turns Unhealthy", do: func(w *world) { w.health(3, corev1.ResourceHealthStatusUnhealthy) }, state: running, incarnation: 1, evictions: 1},
+				{name: "a later pass", do: func(w *world) { w.advance(time.Second) }, state: running, incarnation: 1, evictions: 1},
+			},
+		},
 		"disruptionMode single: a lost member is reported, the rest keep running": {
 			minCount: 4, job: true, single: true,
 			steps: []step{
@@ -334,6 +372,22 @@ func (w *world) resize(n int32) {
 	w.pg.Spec.SchedulingPolicy.Gang.MinCount = n
 	if w.owner != nil {
 		w.completions = n
+	}
+}
+
+// TestUnhealthyIgnoresUnknown: only a device reported Unhealthy is a loss.
+func TestUnhealthyIgnoresUnknown(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "a", AllocatedResourcesStatus: []corev1.ResourceStatus{
+		{Name: "claim:p-gpu/gpu", Resources: []corev1.ResourceHealth{{ResourceID: "gpu.example.com/n/gpu-0", Health: corev1.ResourceHealthStatusUnknown}}},
+		{Name: "claim:p-gpu/gpu", Resources: []corev1.ResourceHealth{{ResourceID: "gpu.example.com/n/gpu-1", Health: corev1.ResourceHealthStatusHealthy}}},
+	}}}
+	if d := unhealthy(p); d != nil {
+		t.Errorf("Unknown and Healthy: want no unhealthy device, got %+v", d)
+	}
+	p.Status.ContainerStatuses[0].AllocatedResourcesStatus[1].Resources[0].Health = corev1.ResourceHealthStatusUnhealthy
+	if d := unhealthy(p); d == nil || d.Device != "gpu.example.com/n/gpu-1" {
+		t.Errorf("want gpu-1 unhealthy, got %+v", d)
 	}
 }
 

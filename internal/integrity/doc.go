@@ -1,11 +1,15 @@
 // Package integrity is the gang integrity controller: atomic death. A
 // running gang whose disruptionMode is all (Lockstep's default) that loses a
 // member — pod deleted, evicted or failed, its node gone or NotReady past a
-// grace period, a device its claims hold tainted NoExecute — has its
-// remaining members evicted, so its devices are released at once and no
-// group sits partially alive; the reason is recorded on the PodGroup
+// grace period, a device its claims hold tainted NoExecute, a device its
+// kubelet reports Unhealthy (pod status allocatedResourcesStatus; Unknown is
+// not a loss) — has its remaining members evicted, so its devices are
+// released at once and no group sits partially alive; the reason is recorded on the PodGroup
 // (DisruptionTarget condition, event, lockstep_gang_restarts_total) and the
 // group is scheduled whole again when its controller recreates the pods.
+// With disruptionMode single, only a member on an Unhealthy device is taken
+// down, alone; a member on an Unhealthy device is told of on its pod and
+// group, naming the device (DeviceUnhealthy, lockstep_unhealthy_devices_total).
 //
 // Binding a gang is not atomic in Kubernetes (pods bind one by one), so a
 // gang seen partly bound is only restarted when it is still partial after

@@ -2,9 +2,9 @@ package integrity
 
 import (
 	"context"
+	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +28,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
@@ -61,7 +62,7 @@ type Reconciler struct {
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 
-	restarts *prometheus.CounterVec
+	metrics  *metrics.Integrity
 	slices   *sliceSource
 	departed departedPods
 	ctl      controller.Controller
@@ -77,13 +78,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
-	r.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lockstep_gang_restarts_total",
-		Help: "Gangs taken down whole because a member was lost, by reason.",
-	}, []string{"reason"})
-	if err := crmetrics.Registry.Register(r.restarts); err != nil {
+	m, err := metrics.NewIntegrity(crmetrics.Registry)
+	if err != nil {
 		return err
 	}
+	r.metrics = m
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &corev1.Pod{}, indexNodeName, func(o client.Object) []string {
@@ -324,13 +323,37 @@ func (r *Reconciler) apply(ctx context.Context, pg *lockv1.PodGroup, vd Verdict)
 	}
 	if vd.Restart != nil {
 		logger.Info("Gang lost a member; restarting it whole", "podGroup", klogRef(pg), "reason", vd.Restart.Reason, "detail", vd.Restart.Detail, "evicting", len(vd.Evict))
-		r.restarts.WithLabelValues(vd.Restart.Reason).Inc()
+		r.metrics.GangRestarts.WithLabelValues(vd.Restart.Reason).Inc()
 		r.Recorder.Eventf(pg, corev1.EventTypeWarning, "GangRestart", "%s: restarting the whole gang (disruptionMode all), evicting %d running members", vd.Restart.Detail, len(vd.Evict))
 	}
+	r.recordUnhealthy(ctx, pg, vd)
 	if len(vd.Evict) > 0 {
 		return r.evict(ctx, vd.Evict, vd.EvictReason, vd.EvictMessage)
 	}
 	return nil
+}
+
+// recordUnhealthy tells of each member a verdict acts on for an unhealthy
+// device, on its pod and its group, naming the device: once the pod is
+// gone, the group's event and incarnation record are what remain of it.
+func (r *Reconciler) recordUnhealthy(ctx context.Context, pg *lockv1.PodGroup, vd Verdict) {
+	what := "the whole gang restarts (disruptionMode all)"
+	if vd.Restart == nil {
+		what = "this member is taken down alone (disruptionMode single)"
+	}
+	for _, u := range vd.Unhealthy {
+		ctrl.LoggerFrom(ctx).Info("Member on an unhealthy device", "podGroup", klogRef(pg), "pod", u.Pod.Name, "device", u.Device.Device, "message", u.Device.Message)
+		r.metrics.UnhealthyDevices.WithLabelValues(u.Device.Kind()).Inc()
+		r.Recorder.Eventf(u.Pod, corev1.EventTypeWarning, ReasonDeviceUnhealthy, "%s: %s", capitalize(u.Device.String()), what)
+		r.Recorder.Eventf(pg, corev1.EventTypeWarning, ReasonDeviceUnhealthy, "pod %s: %s: %s", u.Pod.Name, u.Device, what)
+	}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // conditionDiffers reports whether writing c would change conds.

@@ -21,6 +21,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
+	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -56,11 +57,15 @@ func indexedClient(objs ...client.Object) client.Client {
 
 func testReconciler(cache, apiServer client.Client) (*Reconciler, *record.FakeRecorder) {
 	rec := record.NewFakeRecorder(10)
+	m, err := metrics.NewIntegrity(prometheus.NewRegistry())
+	if err != nil {
+		panic(err)
+	}
 	return &Reconciler{
 		Client: cache, Reader: apiServer, Recorder: rec, NodeGrace: 40 * time.Second, Integrations: integrations.All(),
-		Clock:    clocktesting.NewFakePassiveClock(now),
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_restarts"}, []string{"reason"}),
-		slices:   &sliceSource{taints: newTaintIndex()},
+		Clock:   clocktesting.NewFakePassiveClock(now),
+		metrics: m,
+		slices:  &sliceSource{taints: newTaintIndex()},
 	}, rec
 }
 
@@ -161,6 +166,95 @@ func TestOwnerThroughIntegrations(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("owner (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReconcileUnhealthyDevice: a member whose kubelet reports its device
+// Unhealthy is told of on its pod and its group, naming the device, and
+// counted once; with disruptionMode all the gang restarts whole, with
+// single that member alone is taken down.
+func TestReconcileUnhealthyDevice(t *testing.T) {
+	cases := map[string]struct {
+		single  bool
+		evicted []string
+		events  []string
+	}{
+		"disruptionMode all": {evicted: []string{"train-0", "train-1", "train-2"}, events: []string{
+			"Warning GangRestart device gpu.example.com/node-1/gpu-3 (claim:train-1-gpu/gpu) is Unhealthy: XID 79 of pod train-1: restarting the whole gang (disruptionMode all), evicting 3 running members",
+			"Warning DeviceUnhealthy Device gpu.example.com/node-1/gpu-3 (claim:train-1-gpu/gpu) is Unhealthy: XID 79: the whole gang restarts (disruptionMode all)",
+			"Warning DeviceUnhealthy pod train-1: device gpu.example.com/node-1/gpu-3 (claim:train-1-gpu/gpu) is Unhealthy: XID 79: the whole gang restarts (disruptionMode all)",
+		}},
+		"disruptionMode single": {single: true, evicted: []string{"train-1"}, events: []string{
+			"Warning DeviceUnhealthy Device gpu.example.com/node-1/gpu-3 (claim:train-1-gpu/gpu) is Unhealthy: XID 79: this member is taken down alone (disruptionMode single)",
+			"Warning DeviceUnhealthy pod train-1: device gpu.example.com/node-1/gpu-3 (claim:train-1-gpu/gpu) is Unhealthy: XID 79: this member is taken down alone (disruptionMode single)",
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs, pg, pods := boundGang(3)
+			if tc.single {
+				pg.Spec.DisruptionMode = &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}
+			}
+			pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", AllocatedResourcesStatus: []corev1.ResourceStatus{{
+				Name:      "claim:train-1-gpu/gpu",
+				Resources: []corev1.ResourceHealth{{ResourceID: "gpu.example.com/node-1/gpu-3", Health: corev1.ResourceHealthStatusUnhealthy, Message: ptr.To("XID 79")}},
+			}}}}
+			all := append([]client.Object{}, objs...)
+			for _, p := range pods {
+				all = append(all, p)
+			}
+			c := indexedClient(all...)
+			r, rec := testReconciler(c, c)
+			reg := prometheus.NewRegistry()
+			var err error
+			if r.metrics, err = metrics.NewIntegrity(reg); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := 0; i < 2; i++ { // a second pass finds nothing new to tell
+				if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pg)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var events []string
+			for len(rec.Events) > 0 {
+				events = append(events, <-rec.Events)
+			}
+			if diff := cmp.Diff(tc.events, events); diff != "" {
+				t.Errorf("events (-want,+got):\n%s", diff)
+			}
+			var evicted []string
+			for _, p := range pods {
+				cur := &corev1.Pod{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil || cur.DeletionTimestamp != nil {
+					evicted = append(evicted, p.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.evicted, evicted); diff != "" {
+				t.Errorf("evicted (-want,+got):\n%s", diff)
+			}
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted := map[string]float64{}
+			for _, f := range families {
+				for _, m := range f.GetMetric() {
+					key := f.GetName()
+					for _, l := range m.GetLabel() {
+						key += " " + l.GetName() + "=" + l.GetValue()
+					}
+					counted[key] = m.GetCounter().GetValue()
+				}
+			}
+			want := map[string]float64{"lockstep_unhealthy_devices_total resource=gpu.example.com": 1}
+			if !tc.single {
+				want["lockstep_gang_restarts_total reason=DeviceUnhealthy"] = 1
+			}
+			if diff := cmp.Diff(want, counted); diff != "" {
+				t.Errorf("metrics (-want,+got):\n%s", diff)
 			}
 		})
 	}

@@ -123,6 +123,16 @@ func (w *world) rank(i int) *corev1.Pod {
 	return nil
 }
 
+// health makes rank i's kubelet report its GPU (a DRA device of its claim)
+// with the given health, as ResourceHealthStatus has it write the pod status.
+func (w *world) health(i int, h corev1.ResourceHealthStatus) {
+	p := w.rank(i)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer", AllocatedResourcesStatus: []corev1.ResourceStatus{{
+		Name:      corev1.ResourceName("claim:" + p.Name + "-gpu/gpu"),
+		Resources: []corev1.ResourceHealth{{ResourceID: corev1.ResourceID("gpu.example.com/" + p.Spec.NodeName + "/gpu-0"), Health: h, Message: ptr.To("XID 79")}},
+	}}}}
+}
+
 func (w *world) succeed(i int) { w.rank(i).Status.Phase = corev1.PodSucceeded }
 func (w *world) fail(i int)    { w.rank(i).Status.Phase = corev1.PodFailed }
 

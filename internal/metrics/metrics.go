@@ -35,8 +35,9 @@ type Scheduler struct {
 	Attempts *prometheus.CounterVec
 	// AttemptDuration mirrors scheduler_podgroup_scheduling_attempt_duration_seconds.
 	AttemptDuration *prometheus.HistogramVec
-	// TimeToScheduled is PodGroup creation → PodGroupInitiallyScheduled=True.
-	TimeToScheduled prometheus.Histogram
+	// TimeToScheduled is PodGroup creation → PodGroupInitiallyScheduled=True,
+	// by the group's priority.
+	TimeToScheduled *prometheus.HistogramVec
 	// DeviceAllocationFailures counts units that did not fit for want of devices of a class.
 	DeviceAllocationFailures *prometheus.CounterVec
 	// WriteErrors counts failed claim writes and bindings.
@@ -60,6 +61,12 @@ var (
 	// (podgroup, pod) and priority.
 	PendingDesc = prometheus.NewDesc("lockstep_pending_entities",
 		"Units waiting to be scheduled, by kind (podgroup, pod) and priority.", []string{"kind", "priority"}, nil)
+	// OldestPendingDesc: how long the unit of each kind and priority that
+	// has waited longest has been waiting — a queue that never drains shows
+	// here before anywhere else (seed 002: low priorities become
+	// "permanent waiting rooms").
+	OldestPendingDesc = prometheus.NewDesc("lockstep_pending_oldest_seconds",
+		"Seconds the longest-waiting unit has been waiting (a PodGroup since it was created or its last incarnation ended, a pod since it was created), by kind (podgroup, pod) and priority.", []string{"kind", "priority"}, nil)
 	// QueueDepthDesc: units active (ready) or parked (backing off or waiting for an event).
 	QueueDepthDesc = prometheus.NewDesc("lockstep_queue_depth",
 		"Units in the scheduling queue by state: active (ready) or parked (backing off or waiting for an event).", []string{"state"}, nil)
@@ -89,11 +96,11 @@ func NewScheduler() *Scheduler {
 			Help:    "Time of one scheduling attempt (snapshot, placement and, when placed, the API writes), by result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}, []string{"result"}),
-		TimeToScheduled: prometheus.NewHistogram(prometheus.HistogramOpts{
+		TimeToScheduled: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lockstep_podgroup_time_to_scheduled_seconds",
-			Help:    "Time from PodGroup creation to PodGroupInitiallyScheduled=True.",
-			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200},
-		}),
+			Help:    "Time from PodGroup creation to PodGroupInitiallyScheduled=True, by the group's priority.",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400},
+		}, []string{"priority"}),
 		DeviceAllocationFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockstep_device_allocation_failures_total",
 			Help: "Attempts that failed because no free device of a DeviceClass was found, by class.",
@@ -129,6 +136,40 @@ func NewScheduler() *Scheduler {
 		m.TreeAttempts.WithLabelValues(r)
 	}
 	return m
+}
+
+// Integrity holds the gang integrity controller's metrics (lockstep
+// controllers serves them with controller-runtime's).
+type Integrity struct {
+	// GangRestarts counts gangs taken down whole because a member was
+	// lost, by reason.
+	GangRestarts *prometheus.CounterVec
+	// UnhealthyDevices counts members found on a device their kubelet
+	// reports Unhealthy and acted on (their gang restarted, or they were
+	// taken down alone), by what reported it: the DRA driver, or the
+	// device plugin's extended resource.
+	UnhealthyDevices *prometheus.CounterVec
+}
+
+// NewIntegrity creates the integrity controller's metrics and registers
+// them with reg.
+func NewIntegrity(reg prometheus.Registerer) (*Integrity, error) {
+	m := &Integrity{
+		GangRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_gang_restarts_total",
+			Help: "Gangs taken down whole because a member was lost, by reason.",
+		}, []string{"reason"}),
+		UnhealthyDevices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_unhealthy_devices_total",
+			Help: "Gang members found on a device their kubelet reports Unhealthy (pod status allocatedResourcesStatus) and restarted or taken down, by DRA driver or device-plugin resource.",
+		}, []string{"resource"}),
+	}
+	for _, c := range []prometheus.Collector{m.GangRestarts, m.UnhealthyDevices} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // ServeOption adds handlers to the metrics server.

@@ -18,11 +18,21 @@ import (
 //	      │                                           │
 //	      └──── ended (reason) ◄──────────────────────┘
 //	              integrity controller: a lost member (MemberFailed, MemberLost,
-//	              NodeLost, DeviceFailed), Completed, OwnerStopped;
+//	              NodeLost, DeviceFailed, DeviceUnhealthy), Completed, OwnerStopped;
 //	              scheduler: PreemptionByScheduler
 //
 // Only the current incarnation's members are judged, so members of an ended
 // one that linger never count as losses of the next.
+
+// WaitingSince is when a group waiting to be placed began to wait: when its
+// last incarnation ended (a restart, a preemption), or, never admitted, when
+// it was created.
+func WaitingSince(pg *lockv1.PodGroup) metav1.Time {
+	if inc := pg.Status.Incarnation; inc != nil && inc.Ended != nil {
+		return inc.Ended.Time
+	}
+	return pg.CreationTimestamp
+}
 
 // Record returns the incarnation after the scheduler has bound the pods in
 // bound, given every pod of the group as it sees them (bound ones included).

@@ -2,6 +2,7 @@ package podgroup
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -131,6 +132,27 @@ func TestPriorityIsTheMembers(t *testing.T) {
 			got, ok := Priority(tc.pods)
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("want %d %v, got %d %v", tc.want, tc.wantOK, got, ok)
+			}
+		})
+	}
+}
+
+func TestWaitingSince(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	ended := metav1.NewTime(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name string
+		inc  *lockv1.PodGroupIncarnation
+		want metav1.Time
+	}{
+		{name: "never admitted: since it was created", want: created},
+		{name: "running: since it was created (it is not waiting; the caller asks only of waiting groups)", inc: &lockv1.PodGroupIncarnation{Number: 1}, want: created},
+		{name: "restarted or preempted: since its incarnation ended", inc: &lockv1.PodGroupIncarnation{Number: 1, Ended: &lockv1.PodGroupIncarnationEnd{Reason: "NodeLost", Time: ended}}, want: ended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := &lockv1.PodGroup{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: created}, Status: lockv1.PodGroupStatus{Incarnation: tc.inc}}
+			if got := WaitingSince(pg); !got.Equal(&tc.want) {
+				t.Errorf("want %s, got %s", tc.want, got)
 			}
 		})
 	}

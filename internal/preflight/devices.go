@@ -78,7 +78,7 @@ func overlaps(nodes []corev1.Node, driverNodes map[string]map[string]bool, class
 				}
 				out = append(out, Overlap{
 					Node: n.Name, Driver: driver, ExtendedResource: string(res),
-					Fix: fmt.Sprintf("run either the DRA driver %s or the device plugin advertising %s on this node, not both: uninstall the device plugin (Bottlerocket NVIDIA: settings.kubelet-device-plugins.nvidia.enabled=false) or move one to separate nodes", driver, res),
+					Fix: fmt.Sprintf("run either the DRA driver %s or the device plugin advertising %s on this node, not both: uninstall the device plugin (Bottlerocket NVIDIA variant 1.63.0 or later: settings.kubelet-device-plugins.nvidia.enabled = false) or move one to separate nodes", driver, res),
 				})
 			}
 		}

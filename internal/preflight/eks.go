@@ -31,22 +31,9 @@ const (
 // staticNodePools names the Karpenter NodePools with spec.replicas set
 // (nil when their API is not readable: such pools are reported dynamic).
 func pools(nodes []corev1.Node, minor int, eks bool, staticNodePools map[string]bool) []Pool {
-	type key struct{ model, name string }
-	count := map[key]int{}
-	for _, n := range nodes {
-		l := n.Labels
-		k := key{model: SupplySelfManaged, name: "(unlabelled)"}
-		switch {
-		case l[labelComputeType] == "auto":
-			k = key{SupplyAutoMode, l[labelNodePool]}
-		case l[labelNodePool] != "":
-			k = key{SupplyKarpenterDynamic, l[labelNodePool]}
-			if staticNodePools[l[labelNodePool]] {
-				k.model = SupplyKarpenterStatic
-			}
-		case l[labelNodegroup] != "":
-			k = key{SupplyManaged, l[labelNodegroup]}
-		}
+	count := map[supply]int{}
+	for i := range nodes {
+		k := supplyOf(&nodes[i], staticNodePools)
 		if !eks && k.model == SupplySelfManaged {
 			k.name = "(all nodes)"
 		}
@@ -64,6 +51,27 @@ func pools(nodes []corev1.Node, minor int, eks bool, staticNodePools map[string]
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+// supply is how one node is supplied: its model and the pool (node group,
+// NodePool) it belongs to.
+type supply struct{ model, name string }
+
+// supplyOf reads a node's supply model from its labels; a Karpenter node
+// is static when its NodePool is in staticNodePools.
+func supplyOf(n *corev1.Node, staticNodePools map[string]bool) supply {
+	l := n.Labels
+	switch {
+	case l[labelComputeType] == "auto":
+		return supply{SupplyAutoMode, l[labelNodePool]}
+	case l[labelNodePool] != "" && staticNodePools[l[labelNodePool]]:
+		return supply{SupplyKarpenterStatic, l[labelNodePool]}
+	case l[labelNodePool] != "":
+		return supply{SupplyKarpenterDynamic, l[labelNodePool]}
+	case l[labelNodegroup] != "":
+		return supply{SupplyManaged, l[labelNodegroup]}
+	}
+	return supply{SupplySelfManaged, "(unlabelled)"}
 }
 
 func recommend(model string, minor int) (string, string) {

@@ -16,6 +16,9 @@ type Check struct {
 	Status Status `json:"status"`
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"`
+	// Nodes are the nodes a node check found wanting, all of them (Detail
+	// names the first few).
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // Driver is what one DRA driver publishes.
@@ -51,11 +54,15 @@ type Report struct {
 	Drivers           []Driver  `json:"draDrivers"`
 	Overlaps          []Overlap `json:"oversubscriptionRisks"`
 	Pools             []Pool    `json:"nodePools"`
+	// DRAFeatures is which DRA features beyond the GA core the cluster
+	// serves, and what Lockstep does with each.
+	DRAFeatures []DRAFeature `json:"draFeatures"`
 	// Topology is what the nodes say of each topology key (topology.go).
 	Topology []TopologyKey `json:"topology,omitempty"`
 }
 
-// Failed reports whether anything would make gangs or DRA fail.
+// Failed reports whether anything would make gangs or DRA fail, or gangs
+// run misaligned.
 func (r *Report) Failed() bool {
 	for _, c := range r.Checks {
 		if c.Status == Fail {
@@ -63,6 +70,16 @@ func (r *Report) Failed() bool {
 		}
 	}
 	return len(r.Overlaps) > 0
+}
+
+// Warned reports whether a check warned.
+func (r *Report) Warned() bool {
+	for _, c := range r.Checks {
+		if c.Status == Warn {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) add(name string, s Status, detail, fix string) {

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,9 +21,30 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 )
 
-// Run reads the cluster and builds the report. It writes nothing: the Job
-// probe is a server-side dry run.
-func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*Report, error) {
+// Options tune the checks that write.
+type Options struct {
+	// ProbeNamespace is where the Job probe runs; default "default".
+	ProbeNamespace string
+	// ProbeTimeout bounds the wait for kube-controller-manager to act on
+	// the probe Job; default 30s.
+	ProbeTimeout time.Duration
+}
+
+func (o *Options) complete() {
+	if o.ProbeNamespace == "" {
+		o.ProbeNamespace = metav1.NamespaceDefault
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = 30 * time.Second
+	}
+}
+
+// Run reads the cluster and builds the report. It writes nothing lasting:
+// the DRA feature probes are server-side dry runs, and the Job probe, which
+// creates a suspended Job where the API server keeps Job spec.scheduling,
+// deletes it before returning.
+func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Report, error) {
+	opts.complete()
 	r := &Report{}
 	v, err := client.Discovery().ServerVersion()
 	if err != nil {
@@ -50,12 +69,18 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	} else {
 		r.add("scheduling.k8s.io/v1beta1 (in-tree gang API)", Info, "not served: the in-tree gang is off (always so on EKS)", "Lockstep's scheduling.lockstep.dev/v1beta1 needs no gate")
 	}
-	r.checkJobField(ctx, client)
+	r.Checks = append(r.Checks, checkJobField(ctx, client, dyn, opts.ProbeNamespace, opts.ProbeTimeout))
 	r.checkLockstep(ctx, client)
 
-	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	if err != nil && dra {
-		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
+	var sliceList []resourcev1.ResourceSlice
+	if dra {
+		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing ResourceSlices: %w", err)
+		}
+		sliceList = slices.Items
+		r.DRAFeatures = draFeatures(ctx, client)
+		r.Checks = append(r.Checks, featureSummary(r.DRAFeatures))
 	}
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -63,11 +88,13 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	}
 	classes, _ := client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
 	var driverNodes map[string]map[string]bool
-	if slices != nil {
-		r.Drivers, driverNodes = drivers(slices.Items)
-	}
+	r.Drivers, driverNodes = drivers(sliceList)
 	r.Overlaps = overlaps(nodes.Items, driverNodes, classResources(classes))
-	r.Pools = pools(nodes.Items, minor, onEKS(nodes.Items), staticNodePools(ctx, dyn))
+	static := staticNodePools(ctx, dyn)
+	r.Pools = pools(nodes.Items, minor, onEKS(nodes.Items), static)
+	views := inventory(nodes.Items, sliceList, static)
+	r.Checks = append(r.Checks, checkDRASupply(views, static != nil), checkAlignment(views), checkEFA(views),
+		checkBottlerocket(views), checkSpot(views))
 	r.checkTopology(ctx, dyn, nodes.Items)
 	return r, nil
 }
@@ -77,34 +104,6 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 func served(client kubernetes.Interface, gv, resource string) bool {
 	ok, _ := apidiscovery.Serves(client.Discovery(), gv, resource)
 	return ok
-}
-
-// checkJobField dry-runs a Job with spec.scheduling and sees whether the
-// field comes back: without WorkloadWithJob it is pruned silently.
-func (r *Report) checkJobField(ctx context.Context, client kubernetes.Interface) {
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "lockstep-preflight-", Namespace: metav1.NamespaceDefault},
-		Spec: batchv1.JobSpec{
-			Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), CompletionMode: ptr.To(batchv1.IndexedCompletion),
-			Scheduling: &batchv1.JobSchedulingConfiguration{SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
-				Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{MinCount: ptr.To[int32](2)},
-			}},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "probe", Image: "probe"}},
-			}},
-		},
-	}
-	out, err := client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	switch {
-	case err != nil:
-		r.add("Job spec.scheduling", Warn, "could not dry-run a Job: "+err.Error(), "run preflight with permission to create Jobs in the default namespace")
-	case out.Spec.Scheduling == nil || out.Spec.Scheduling.SchedulingPolicy == nil:
-		r.add("Job spec.scheduling", Info, "pruned silently by the API server (WorkloadWithJob is off): kubectl apply succeeds and nothing happens",
-			"use schedulerName: lockstep on the Job's pod template instead; Lockstep's Job integration needs no gate")
-	default:
-		r.add("Job spec.scheduling", Info, "kept (WorkloadWithJob is on)", "")
-	}
 }
 
 // checkLockstep looks for Lockstep's CRDs, webhooks and live components.

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
@@ -11,14 +12,16 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
-// pendingCollector computes lockstep_pending_entities and lockstep_queue_depth
-// at scrape time from the caches, so nothing is counted twice or missed.
+// pendingCollector computes lockstep_pending_entities,
+// lockstep_pending_oldest_seconds and lockstep_queue_depth at scrape time
+// from the caches, so nothing is counted twice or missed.
 type pendingCollector struct{ s *Scheduler }
 
 var _ prometheus.Collector = pendingCollector{}
 
 func (c pendingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- metrics.PendingDesc
+	ch <- metrics.OldestPendingDesc
 	ch <- metrics.QueueDepthDesc
 }
 
@@ -35,6 +38,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 		priority int32
 	}
 	counts := map[key]int{}
+	oldest := map[key]time.Time{}
 	seen := map[queue.Key]bool{}
 	for _, p := range pods {
 		if !podgroup.Ours(p) || !podgroup.Pending(p) || c.s.assumed(p) {
@@ -45,14 +49,24 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		seen[k] = true
-		prio, _ := c.s.order(k)
+		prio, since := c.s.order(k)
 		kind := "pod"
 		if podgroup.GroupOf(p) != "" {
 			kind = "podgroup"
+			if pg, err := c.s.podGroup(k.Namespace, k.Name); err == nil {
+				since = podgroup.WaitingSince(pg).Time
+			}
 		}
-		counts[key{kind, prio}]++
+		kk := key{kind, prio}
+		counts[kk]++
+		if o, ok := oldest[kk]; !ok || since.Before(o) {
+			oldest[kk] = since
+		}
 	}
+	now := c.s.clock.Now()
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(metrics.PendingDesc, prometheus.GaugeValue, float64(n), k.kind, strconv.Itoa(int(k.priority)))
+		prio := strconv.Itoa(int(k.priority))
+		ch <- prometheus.MustNewConstMetric(metrics.PendingDesc, prometheus.GaugeValue, float64(n), k.kind, prio)
+		ch <- prometheus.MustNewConstMetric(metrics.OldestPendingDesc, prometheus.GaugeValue, max(now.Sub(oldest[k]).Seconds(), 0), k.kind, prio)
 	}
 }

@@ -3,7 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"time"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -170,7 +170,7 @@ func (s *Scheduler) setGroupCondition(ctx context.Context, pg *lockv1.PodGroup, 
 			return false
 		}
 		if cond.Type == lockv1.PodGroupInitiallyScheduled && cond.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue) {
-			s.metrics.TimeToScheduled.Observe(time.Since(cur.CreationTimestamp.Time).Seconds())
+			s.metrics.TimeToScheduled.WithLabelValues(strconv.Itoa(int(s.groupPriority(cur)))).Observe(s.clock.Since(cur.CreationTimestamp.Time).Seconds())
 		}
 		c := cond
 		c.ObservedGeneration = cur.Generation

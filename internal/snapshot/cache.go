@@ -746,12 +746,12 @@ func (c *Cache) nodeInfo(s *Snapshot, it *nodeItem) *NodeInfo {
 	for p := range it.ports {
 		ni.UsedPorts.Insert(p)
 	}
+	ni.devices = countUnits(ni.Slices)
 	for _, sl := range ni.Slices {
 		s.poolNode[poolKey{sl.Spec.Driver, sl.Spec.Pool.Name}] = ni
-		ni.devices += len(sl.Spec.Devices)
-		for _, d := range sl.Spec.Devices {
-			if s.Allocated.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)) {
-				ni.used++
+		for i := range sl.Spec.Devices {
+			if s.Allocated.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, sl.Spec.Devices[i].Name)) {
+				ni.holdUnit(unitOf(sl.Spec.Driver, sl.Spec.Pool.Name, &sl.Spec.Devices[i]))
 			}
 		}
 	}

@@ -28,12 +28,17 @@ type NodeInfo struct {
 	UsedPorts sets.Set[string]
 	// Slices are the ResourceSlices local to this node.
 	Slices []*resourcev1.ResourceSlice
-	// devices counts the devices of Slices; used counts those allocated.
+	// devices counts the devices of Slices, a partitionable device (a
+	// counter set and the devices consuming from it) once; used counts
+	// those in use (unitUse: allocated devices per unit).
 	devices, used int
+	unitUse       map[unit]int
 }
 
-// FreeDevices is how many devices of the node's own slices are not
-// allocated (kept current by every change to the snapshot's allocations).
+// FreeDevices is how many devices of the node's own slices are not in use,
+// a partitionable device counting once, as in use while any of its
+// partitions is (kept current by every change to the snapshot's
+// allocations).
 func (ni *NodeInfo) FreeDevices() int { return ni.devices - ni.used }
 
 // Snapshot is the cluster state of one cycle.
@@ -168,12 +173,14 @@ func New(in Input) *Snapshot {
 		if sl.Spec.NodeName != nil && *sl.Spec.NodeName != "" {
 			if ni := s.nodeByName[*sl.Spec.NodeName]; ni != nil {
 				ni.Slices = append(ni.Slices, sl)
-				ni.devices += len(sl.Spec.Devices)
 				s.poolNode[poolKey{sl.Spec.Driver, sl.Spec.Pool.Name}] = ni
 			}
 			continue
 		}
 		s.GlobalSlices = append(s.GlobalSlices, sl)
+	}
+	for _, ni := range s.Nodes {
+		ni.devices = countUnits(ni.Slices)
 	}
 	for _, c := range in.Classes {
 		s.Classes[c.Name] = c
@@ -247,9 +254,7 @@ func (s *Snapshot) Allocate(ids ...structured.DeviceID) {
 		}
 		s.Allocated.Insert(id)
 		ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]
-		if ni.has(id) {
-			ni.used++
-		}
+		ni.hold(id)
 		if s.tracked {
 			s.touch(ni)
 			s.journal = append(s.journal, func() { s.Allocated.Delete(id) })
@@ -265,34 +270,12 @@ func (s *Snapshot) Release(ids ...structured.DeviceID) {
 		}
 		s.Allocated.Delete(id)
 		ni := s.poolNode[poolKey{id.Driver.String(), id.Pool.String()}]
-		if ni.has(id) {
-			ni.used--
-		}
+		ni.unhold(id)
 		if s.tracked {
 			s.touch(ni)
 			s.journal = append(s.journal, func() { s.Allocated.Insert(id) })
 		}
 	}
-}
-
-// has reports whether one of the node's slices lists the device (only
-// those count in FreeDevices: an allocation can outlive its device).
-func (ni *NodeInfo) has(id structured.DeviceID) bool {
-	if ni == nil {
-		return false
-	}
-	driver, pool, dev := id.Driver.String(), id.Pool.String(), id.Device.String()
-	for _, sl := range ni.Slices {
-		if sl.Spec.Driver != driver || sl.Spec.Pool.Name != pool {
-			continue
-		}
-		for i := range sl.Spec.Devices {
-			if sl.Spec.Devices[i].Name == dev {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func (s *Snapshot) insertShared(id structured.SharedDeviceID) {

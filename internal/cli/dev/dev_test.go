@@ -18,6 +18,7 @@ func TestUpCompleteValidate(t *testing.T) {
 		BasePort   int
 		BinDir     string
 		Spec       *clusterspec.Cluster
+		Peers      []string
 	}
 	defaults := resolved{Profile: devcluster.ProfileEKS, Schedulers: []devcluster.Scheduler{devcluster.SchedulerLockstep}, BasePort: devcluster.DefaultBasePort, Spec: clusterspec.Default()}
 	specFile := filepath.Join("..", "..", "..", "examples", "clusters", "eks-node-supply.yaml")
@@ -41,6 +42,16 @@ func TestUpCompleteValidate(t *testing.T) {
 			want: func(r *resolved) { r.Schedulers = []devcluster.Scheduler{} }},
 		{name: "a cluster spec", argv: []string{"--cluster", specFile},
 			want: func(r *resolved) { r.Spec = eks }},
+		{name: "integrations, started in dependency order", argv: []string{"--integrations", "kueue,trainer,ray,jobset"},
+			want: func(r *resolved) { r.Peers = []string{"jobset", "trainer", "ray", "kueue"} }},
+		{name: "every integration", argv: []string{"--integrations", "jobset,kueue,lws,trainer,training,mpi,ray"},
+			want: func(r *resolved) { r.Peers = []string{"jobset", "trainer", "lws", "training", "mpi", "ray", "kueue"} }},
+		{name: "an unknown integration", argv: []string{"--integrations", "volcano"},
+			wantErr: []string{`--integrations: unknown integration "volcano": want any of jobset,trainer,lws,training,mpi,ray,kueue`}},
+		{name: "an integration twice", argv: []string{"--integrations", "lws,lws"},
+			wantErr: []string{"--integrations: lws given twice"}},
+		{name: "trainer without jobset", argv: []string{"--integrations", "trainer"},
+			wantErr: []string{"--integrations: trainer needs jobset", "add jobset"}},
 		{name: "an unknown profile", argv: []string{"--profile", "gke"},
 			wantErr: []string{`unknown profile "gke": want one of [eks upstream]`}},
 		{name: "an unknown scheduler", argv: []string{"--schedulers", "volcano"},
@@ -66,6 +77,9 @@ func TestUpCompleteValidate(t *testing.T) {
 			want.BinDir, _ = BinDir()
 			tc.want(&want)
 			got := resolved{Profile: o.profile, Schedulers: o.schedulers, BasePort: o.BasePort, BinDir: o.BinDir, Spec: o.spec}
+			for _, p := range o.peers {
+				got.Peers = append(got.Peers, p.Name)
+			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want,+got):\n%s", diff)
 			}

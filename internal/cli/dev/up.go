@@ -27,10 +27,14 @@ type UpOptions struct {
 	BasePort    int
 	Timeout     time.Duration
 	Schedulers  []string
+	// Integrations are the other projects' controllers to run beside the
+	// cluster (devcluster.Peers by name).
+	Integrations []string
 
 	spec       *clusterspec.Cluster
 	profile    devcluster.Profile
 	schedulers []devcluster.Scheduler
+	peers      []devcluster.Controller
 }
 
 // NewUpOptions are the defaults: seed 004's cluster, EKS's gates, Lockstep's scheduler.
@@ -40,11 +44,17 @@ func NewUpOptions() *UpOptions {
 
 func newUpCommand(o *UpOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "up [--cluster FILE] [--profile eks|upstream] [--detach]",
+		Use:   "up [--cluster FILE] [--profile eks|upstream] [--integrations jobset,kueue,…] [--detach]",
 		Short: "Start the local control plane (foreground until Ctrl-C, or --detach)",
 		Long: `Starts etcd, kube-apiserver, kube-controller-manager (v1.37, from bin/) and kwok
 as the node simulator on loopback, then creates the Nodes, ResourceSlices and
 DeviceClasses of the cluster spec (default: 3 nodes × 2 GPUs of gpu.example.com).
+With --integrations it also runs other projects' controllers beside it, as the
+e2e tests do (bin/<name>-controller, built by make build at the versions
+hack/integrations pins, with their CRDs and webhooks): jobset, kueue, lws,
+trainer (Kubeflow Trainer, needs jobset), training (Kubeflow training operator:
+PyTorchJob), mpi (MPI operator) and ray (KubeRay). They are components like the
+others: restarted if they exit, stopped by dev down.
 The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -66,6 +76,7 @@ The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager, simulator, schedulers, webhook and metrics use the next 8 ports")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the cluster to be ready")
 	f.StringSliceVar(&o.Schedulers, "schedulers", o.Schedulers, "schedulers to run: lockstep, kube-scheduler (v1.37, the reference), or none")
+	f.StringSliceVar(&o.Integrations, "integrations", o.Integrations, "other projects' controllers to run beside the cluster, any of: jobset,kueue,lws,trainer,training,mpi,ray")
 	return cmd
 }
 
@@ -100,6 +111,9 @@ func (o *UpOptions) Validate() error {
 	if o.BasePort < 1024 || o.BasePort > 65535-devcluster.PortCount {
 		return fmt.Errorf("--base-port %d: want 1024-%d", o.BasePort, 65535-devcluster.PortCount)
 	}
+	if o.peers, err = devcluster.SelectPeers(o.Integrations); err != nil {
+		return err
+	}
 	o.schedulers = []devcluster.Scheduler{}
 	for _, s := range o.Schedulers {
 		switch sch := devcluster.Scheduler(s); {
@@ -127,6 +141,15 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 	})
 	if err != nil {
 		return err
+	}
+	for _, peer := range o.peers {
+		fmt.Fprintf(out, "starting the %s controller (%s)\n", peer.Name, peer.Module)
+		pctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		_, err := c.StartController(pctx, peer, filepath.Dir(o.BinDir))
+		cancel()
+		if err != nil {
+			return errors.Join(fmt.Errorf("starting the %s controller: %w", peer.Name, err), c.Down())
+		}
 	}
 	printSummary(out, c, time.Since(start))
 	if o.Detach {
@@ -157,6 +180,7 @@ func printSummary(out io.Writer, c *devcluster.Cluster, took time.Duration) {
 	fmt.Fprintf(out, "  API server:  %s\n", c.Server())
 	fmt.Fprintf(out, "  kubeconfig:  %s\n", c.Kubeconfig())
 	fmt.Fprintf(out, "  logs:        %s\n", filepath.Join(c.Dir(), "logs"))
+	fmt.Fprintf(out, "  components:  %s\n", strings.Join(c.Components(), ", "))
 	fmt.Fprintf(out, "  try:         bin/kubectl --kubeconfig %s get nodes,resourceslices\n", c.Kubeconfig())
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/lockstep-dev/lockstep/internal/explain"
 )
@@ -28,6 +29,34 @@ func more(out io.Writer, n, shown int, what string) {
 	}
 }
 
+// printDeviceHealth prints what kubelets report of the members' devices:
+// the count of Healthy ones, then each one that is not.
+func printDeviceHealth(out io.Writer, r *explain.Report, wide bool) {
+	if len(r.DeviceHealth) == 0 && r.HealthyDevices == 0 {
+		return
+	}
+	fmt.Fprintf(out, "   Device health (kubelet): %d Healthy", r.HealthyDevices)
+	if len(r.DeviceHealth) == 0 {
+		fmt.Fprintln(out)
+		return
+	}
+	fmt.Fprintf(out, ", %d not:\n", len(r.DeviceHealth))
+	n := shown(len(r.DeviceHealth), wide)
+	for _, d := range r.DeviceHealth[:n] {
+		fmt.Fprintf(out, "   %s: %s\n", d.Pod, d)
+	}
+	more(out, len(r.DeviceHealth), n, "devices not Healthy")
+}
+
+// partly is ", 2 partly allocated (partitions)" when partitionable devices
+// are, else "".
+func partly(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d partly allocated (partitions)", n)
+}
+
 func printReport(out io.Writer, r *explain.Report, wide bool) {
 	fmt.Fprintln(out, r.Answer)
 	fmt.Fprintln(out)
@@ -49,9 +78,13 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 		}
 		fmt.Fprintln(out)
 	}
+	if c := r.LastRestart; c != nil {
+		fmt.Fprintf(out, "   Last taken down whole %s (%s): %s\n", c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason, c.Message)
+	}
 	if r.LastEvent != "" {
 		fmt.Fprintf(out, "   Last event: %s\n", r.LastEvent)
 	}
+	printDeviceHealth(out, r, wide)
 	policy := "basic"
 	if r.Gang {
 		policy = fmt.Sprintf("gang, minCount %d", r.MinCount)
@@ -85,10 +118,10 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 			fmt.Fprintf(out, "6. DeviceClass %s does not exist\n", d.Class)
 			continue
 		}
-		fmt.Fprintf(out, "6. DeviceClass %s: %d devices, %d allocated, %d free\n", d.Class, d.Total, d.Allocated, d.Total-d.Allocated)
+		fmt.Fprintf(out, "6. DeviceClass %s: %d devices, %d allocated%s, %d free\n", d.Class, d.Total, d.Allocated, partly(d.Partial), d.Total-d.Allocated-d.Partial)
 		nodes := shown(len(d.PerNode), wide)
 		for _, n := range d.PerNode[:nodes] {
-			fmt.Fprintf(out, "   %s: %d matching, %d allocated %s\n", n.Node, n.Matching, n.Allocated, strings.Join(n.To, ", "))
+			fmt.Fprintf(out, "   %s: %d matching, %d allocated%s %s\n", n.Node, n.Matching, n.Allocated, partly(n.Partial), strings.Join(n.To, ", "))
 		}
 		more(out, len(d.PerNode), nodes, "nodes with matching devices")
 		tainted := shown(len(d.Tainted), wide)

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/explain"
 )
 
@@ -42,6 +46,28 @@ func TestPrintReportLists(t *testing.T) {
 			}
 			if !strings.Contains(s, "tainted: node-00/gpu-0") || strings.Contains(s, "more tainted") {
 				t.Errorf("a list under the limit is printed whole:\n%s", s)
+			}
+		})
+	}
+}
+
+func TestPrintDeviceHealth(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    explain.Report
+		want string
+	}{
+		{name: "nothing reported: no line", want: ""},
+		{name: "all healthy", r: explain.Report{HealthyDevices: 4}, want: "   Device health (kubelet): 4 Healthy\n"},
+		{name: "one unhealthy", r: explain.Report{HealthyDevices: 3, DeviceHealth: []dra.DeviceHealth{
+			{Pod: "train-1", Resource: "claim:train-1-gpu/gpu", Device: "gpu.example.com/node-1/gpu-3", Health: corev1.ResourceHealthStatusUnhealthy, Message: "XID 79"}}},
+			want: "   Device health (kubelet): 3 Healthy, 1 not:\n   train-1: device gpu.example.com/node-1/gpu-3 (claim:train-1-gpu/gpu) is Unhealthy: XID 79\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			printDeviceHealth(&out, &tc.r, false)
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("(-want,+got):\n%s", diff)
 			}
 		})
 	}

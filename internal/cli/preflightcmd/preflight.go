@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,8 @@ type Options struct {
 	// Client has no -n: preflight reads the whole cluster.
 	Client *clientopts.Options
 	Output *output.Flag
+	// Probe configures the Job probe.
+	Probe preflight.Options
 	// Clients are set by Complete from Client.
 	Clients *clientopts.Clients
 }
@@ -40,8 +43,15 @@ func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
 func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "preflight [-o table|json|yaml]",
-		Short: "Check a cluster for gang scheduling and DRA: APIs, the silent Job field prune, Lockstep, drivers, oversubscription, EKS node supply",
-		Args:  cobra.NoArgs,
+		Short: "Check a cluster for gang scheduling and DRA: APIs, the Job field end to end, Lockstep, DRA features, drivers, oversubscription, EKS node supply, Spot, EFA and alignment",
+		Long: `Reads the cluster and reports, each with its fix, what would make gangs fail or run
+misaligned. It exits 1 when a check fails (status fail, or a node where a DRA driver and a device
+plugin hand out the same devices), 0 otherwise; warnings do not change the exit code.
+
+It writes nothing lasting: the DRA feature probes are server-side dry runs, and where the API
+server keeps Job spec.scheduling, a suspended probe Job (label ` + preflight.ProbeLabel + `) shows
+whether kube-controller-manager acts on it, and is deleted before preflight returns.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
@@ -54,6 +64,8 @@ func newCommand(o *Options) *cobra.Command {
 	}
 	o.Client.AddFlags(cmd.Flags())
 	o.Output.AddFlag(cmd.Flags())
+	cmd.Flags().StringVar(&o.Probe.ProbeNamespace, "probe-namespace", "default", "namespace of the Job probe (a suspended Job, deleted before preflight returns)")
+	cmd.Flags().DurationVar(&o.Probe.ProbeTimeout, "probe-timeout", 30*time.Second, "how long to wait for kube-controller-manager to act on the Job probe")
 	return cmd
 }
 
@@ -67,13 +79,18 @@ func (o *Options) Complete() error {
 	return err
 }
 
-// Validate checks -o.
-func (o *Options) Validate() error { return o.Output.Validate() }
+// Validate checks -o and the probe flags.
+func (o *Options) Validate() error {
+	if o.Probe.ProbeTimeout <= 0 {
+		return fmt.Errorf("--probe-timeout %s: must be positive", o.Probe.ProbeTimeout)
+	}
+	return o.Output.Validate()
+}
 
 // Run checks the cluster and prints the report; it returns ErrFailed when
 // a check failed.
 func (o *Options) Run(ctx context.Context, out io.Writer) error {
-	r, err := preflight.Run(ctx, o.Clients.Kube, o.Clients.Dynamic)
+	r, err := preflight.Run(ctx, o.Clients.Kube, o.Clients.Dynamic, o.Probe)
 	if err != nil {
 		return err
 	}
@@ -98,6 +115,19 @@ func printTable(out io.Writer, r *preflight.Report) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Status, c.Detail, c.Fix)
 	}
 	_ = tw.Flush()
+	if len(r.DRAFeatures) > 0 {
+		fmt.Fprintln(out, "\nDRA features beyond the GA core (\"DRA is GA\" says nothing about these):")
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "FEATURE\tGATE\tTHIS CLUSTER\tLOCKSTEP USES IT TO\tWITHOUT IT")
+		for _, f := range r.DRAFeatures {
+			without := f.Without
+			if f.Cluster == preflight.Served {
+				without = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Feature, f.Gate, f.Cluster, f.Lockstep, without)
+		}
+		_ = tw.Flush()
+	}
 	fmt.Fprintln(out, "\nDRA drivers:")
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DRIVER\tNODES\tDEVICES")

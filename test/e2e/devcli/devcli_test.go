@@ -275,3 +275,60 @@ func TestUpRejectsInvalidClusterSpec(t *testing.T) {
 		t.Error("invalid spec: a cluster was started anyway")
 	}
 }
+
+// TestUpWithIntegrationsRunsTheJobSetExample: `dev up --integrations jobset`
+// runs the JobSet controller as a component of the cluster, so the example
+// of docs/integrations.md (examples/integrations/jobset.yaml) runs as a
+// gang, and `dev down` stops the controller with the rest.
+func TestUpWithIntegrationsRunsTheJobSetExample(t *testing.T) {
+	c := newCLI(t)
+	dir := stateDir(t, c)
+	base := freeBase(t)
+	t.Cleanup(func() { c.run(t, time.Minute, "lockstep", "dev", "down", "--state-dir", dir) })
+	out, code := c.run(t, 5*time.Minute, "lockstep", "dev", "up", "--detach", "--state-dir", dir, "--base-port", strconv.Itoa(base), "--integrations", "jobset")
+	if code != 0 {
+		t.Fatalf("dev up --integrations jobset: exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "starting the jobset controller") {
+		t.Errorf("dev up does not say it starts the JobSet controller:\n%s", out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st recordedState
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	controller := 0
+	for _, p := range st.Processes {
+		if p.Name == "jobset-controller" {
+			controller = p.PID
+		}
+	}
+	if controller == 0 || !running(controller) {
+		t.Fatalf("want the JobSet controller recorded and running, got %+v", st.Processes)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	example := filepath.Join(c.root, "examples", "integrations", "jobset.yaml")
+	if out, code := c.run(t, time.Minute, "kubectl", "--kubeconfig", kubeconfig, "apply", "-f", example); code != 0 {
+		t.Fatalf("kubectl apply %s: exit %d:\n%s", example, code, out)
+	}
+	eventually(t, 2*time.Minute, "the JobSet's 5 pods bound as one gang", func() (bool, string) {
+		out, _ := c.run(t, time.Minute, "kubectl", "--kubeconfig", kubeconfig, "get", "pods", "-n", "ml-team", "-l", "scheduling.lockstep.dev/pod-group=llama-pretrain",
+			"-o", `jsonpath={range .items[*]}{.spec.nodeName}{"\n"}{end}`)
+		bound := 0
+		for _, n := range strings.Fields(out) {
+			if n != "" {
+				bound++
+			}
+		}
+		return bound == 5, out
+	})
+	if out, code = c.run(t, 2*time.Minute, "lockstep", "dev", "down", "--state-dir", dir); code != 0 {
+		t.Fatalf("dev down: exit %d:\n%s", code, out)
+	}
+	if running(controller) {
+		t.Errorf("the JobSet controller (pid %d) still runs after dev down", controller)
+	}
+}

@@ -71,8 +71,9 @@ func TestSeed004DeadlockCannotHappen(t *testing.T) {
 	for name, atLeast := range map[string]float64{
 		`lockstep_podgroup_schedule_attempts_total{result="scheduled"}`:                   1,
 		`lockstep_podgroup_schedule_attempts_total{result="unschedulable"}`:               1,
-		`lockstep_podgroup_time_to_scheduled_seconds_count`:                               1,
+		`lockstep_podgroup_time_to_scheduled_seconds_count{priority="0"}`:                 1,
 		`lockstep_pending_entities{kind="podgroup",priority="0"}`:                         1,
+		`lockstep_pending_oldest_seconds{kind="podgroup",priority="0"}`:                   1,
 		`lockstep_device_allocation_failures_total{device_class="gpu.example.com"}`:       1,
 		`lockstep_podgroup_scheduling_attempt_duration_seconds_count{result="scheduled"}`: 1,
 	} {

@@ -41,6 +41,9 @@ type Options struct {
 	// Controllers are other projects' controllers (JobSet, Kueue, …) to
 	// run beside Lockstep, started in order once the cluster is up.
 	Controllers []Controller
+	// ComponentGates replace the profile's feature gates of some
+	// components (devcluster.Options.ComponentGates).
+	ComponentGates map[string]string
 }
 
 // MustParseSpec parses a cluster spec for Options.Spec; it panics on a bad
@@ -178,7 +181,7 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), ready+time.Minute)
 		c, err := devcluster.Up(ctx, devcluster.Options{
 			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec, ReadyTimeout: ready,
-			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers, Bare: opts.Bare,
+			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers, Bare: opts.Bare, ComponentGates: opts.ComponentGates,
 		})
 		cancel()
 		if err == nil {
@@ -265,4 +268,19 @@ func RepoRoot() (string, error) {
 func containsModule(gomod []byte) bool {
 	const want = "module github.com/lockstep-dev/lockstep\n"
 	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
+}
+
+// ExampleCluster loads a cluster spec from the checkout's examples/clusters
+// (a test package runs on the file users read); it panics when the file is
+// missing or invalid, a bug in the checkout.
+func ExampleCluster(file string) *clusterspec.Cluster {
+	root, err := RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	c, err := clusterspec.Load(filepath.Join(root, "examples", "clusters", file))
+	if err != nil {
+		panic(fmt.Sprintf("examples/clusters/%s: %v", file, err))
+	}
+	return c
 }

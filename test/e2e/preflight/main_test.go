@@ -1,6 +1,10 @@
 // Package preflight runs `lockstep preflight` against a local control plane
-// whose simulated nodes carry Amazon EKS labels and, on one pool, both a DRA
-// GPU slice and a device-plugin style extended resource for the same GPUs.
+// of Amazon EKS's device shapes (examples/clusters/eks.yaml: p5 and trn1
+// managed node groups with accelerators and EFA on DRA, a static Karpenter
+// NodePool of Bottlerocket 1.63.0 on the NVIDIA DRA driver, Auto Mode and
+// tainted Spot pools on device plugins): it passes without a warning, and
+// each misconfiguration preflight knows — made on the cluster, then undone —
+// is reported with its nodes, its fix and its exit code.
 package preflight
 
 import (
@@ -10,32 +14,6 @@ import (
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-const spec = `
-nodePools:
-- name: ng
-  count: 2
-  capacity: {cpu: "8", memory: 32Gi, pods: "110", example.com/gpu: "2"}
-  labels: {eks.amazonaws.com/nodegroup: gpu-ng}
-  devices: [{driver: gpu.example.com, count: 2}]
-- name: karp
-  count: 1
-  capacity: {cpu: "8", memory: 32Gi, pods: "110", nvidia.com/gpu: "1"}
-  labels: {karpenter.sh/nodepool: spot-gpus}
-- name: static
-  count: 1
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  labels: {karpenter.sh/nodepool: reserved-gpus}
-  devices: [{driver: gpu.example.com, count: 2}]
-- name: auto
-  count: 1
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  labels: {eks.amazonaws.com/compute-type: auto, karpenter.sh/nodepool: general-purpose}
-- name: self
-  count: 1
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  devices: [{driver: gpu.example.com, count: 2}]
-`
-
 func TestMain(m *testing.M) {
-	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(spec)})
+	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.ExampleCluster("eks.yaml")})
 }
