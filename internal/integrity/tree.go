@@ -136,7 +136,17 @@ func (r *Reconciler) restartTree(ctx context.Context, pg *lockv1.PodGroup, inc *
 	}
 	at := pg.DeepCopy()
 	at.Status.Incarnation = inc
-	for _, tr := range TreeRestarts(at, all, func(name string) *lockv1.CompositePodGroup { return byName[name] }) {
+	restarts := TreeRestarts(at, all, func(name string) *lockv1.CompositePodGroup { return byName[name] })
+	if len(restarts) == 0 {
+		return nil
+	}
+	// A group its owner deleted, with its pods, may still be in the cache
+	// with its members gone: that is no loss for the tree.
+	cur := &lockv1.PodGroup{}
+	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(pg), cur); err != nil || cur.UID != pg.UID || cur.DeletionTimestamp != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, tr := range restarts {
 		if err := r.endWithTree(ctx, tr); err != nil {
 			return err
 		}
