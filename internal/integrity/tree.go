@@ -26,43 +26,6 @@ type TreeRestart struct {
 	Incarnation *lockv1.PodGroupIncarnation
 }
 
-// TreeScope is the CompositePodGroup whose whole subtree a restart of pg
-// takes down: from pg's parent upwards, as long as each CompositePodGroup
-// has disruptionMode all (Lockstep's default), the highest one reached.
-// It is nil when pg is no tree's, or its parent has disruptionMode single
-// (only pg restarts). A missing CompositePodGroup ends the walk.
-func TreeScope(pg *lockv1.PodGroup, get func(name string) *lockv1.CompositePodGroup) *lockv1.CompositePodGroup {
-	var scope *lockv1.CompositePodGroup
-	seen := map[string]bool{}
-	for name := podgroup.ParentOf(pg); name != "" && !seen[name]; {
-		seen[name] = true
-		c := get(name)
-		if c == nil || !podgroup.CompositeDisruptAll(c) {
-			break
-		}
-		scope, name = c, podgroup.CompositeParent(c)
-	}
-	return scope
-}
-
-// under reports whether pg hangs, at any depth, under the CompositePodGroup
-// named scope.
-func under(pg *lockv1.PodGroup, scope string, get func(name string) *lockv1.CompositePodGroup) bool {
-	seen := map[string]bool{}
-	for name := podgroup.ParentOf(pg); name != "" && !seen[name]; {
-		if name == scope {
-			return true
-		}
-		seen[name] = true
-		c := get(name)
-		if c == nil {
-			return false
-		}
-		name = podgroup.CompositeParent(c)
-	}
-	return false
-}
-
 // lossEnded reports whether an incarnation ended for a member loss of its
 // own (not a completion, its owner stopping, a preemption, or its tree).
 func lossEnded(inc *lockv1.PodGroupIncarnation) bool {
@@ -78,7 +41,7 @@ func lossEnded(inc *lockv1.PodGroupIncarnation) bool {
 
 // TreeRestarts are the groups pg's restart takes down with it: when pg's
 // incarnation ended for a member loss, every other group under its
-// TreeScope whose incarnation runs and was bound before that loss (a later
+// podgroup.DisruptScope whose incarnation runs and was bound before that loss (a later
 // one is the tree placed again). A group that finished, was stopped by its
 // owner or was never admitted is left alone. It is pure.
 func TreeRestarts(pg *lockv1.PodGroup, groups []*lockv1.PodGroup, get func(name string) *lockv1.CompositePodGroup) []TreeRestart {
@@ -86,7 +49,7 @@ func TreeRestarts(pg *lockv1.PodGroup, groups []*lockv1.PodGroup, get func(name 
 	if !lossEnded(inc) {
 		return nil
 	}
-	scope := TreeScope(pg, get)
+	scope := podgroup.DisruptScope(pg, get)
 	if scope == nil {
 		return nil
 	}
@@ -94,7 +57,7 @@ func TreeRestarts(pg *lockv1.PodGroup, groups []*lockv1.PodGroup, get func(name 
 	for _, g := range groups {
 		cur := g.Status.Incarnation
 		if g.Name == pg.Name || g.Namespace != pg.Namespace || cur == nil || cur.Ended != nil ||
-			cur.BoundTime.After(inc.Ended.Time.Time) || !under(g, scope.Name, get) {
+			cur.BoundTime.After(inc.Ended.Time.Time) || !podgroup.Under(g, scope.Name, get) {
 			continue
 		}
 		next := cur.DeepCopy()
