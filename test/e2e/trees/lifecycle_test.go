@@ -25,13 +25,13 @@ func running(t *testing.T, ctx context.Context, h *harness.Harness, ns string, s
 	tree(t, ctx, h, ns, 3, single)
 	for _, g := range []string{"w0", "w1"} {
 		h.WaitRunning(t, ctx, ns, g, 3)
-		waitIncarnation(t, ctx, h, ns, g, 1, "")
+		waitIncarnation(t, ctx, h, ns, g, 1, 3, "")
 	}
 }
 
-// waitIncarnation waits for a group's incarnation number n, ended with
-// reason ("" for running).
-func waitIncarnation(t *testing.T, ctx context.Context, h *harness.Harness, ns, group string, n int32, reason string) harness.GroupState {
+// waitIncarnation waits for a group's incarnation number n of size
+// members, ended with reason ("" for running).
+func waitIncarnation(t *testing.T, ctx context.Context, h *harness.Harness, ns, group string, n int32, size int, reason string) harness.GroupState {
 	t.Helper()
 	var st harness.GroupState
 	harness.Eventually(t, ctx, fmt.Sprintf("%s's incarnation %d ended %q", group, n, reason), func(ctx context.Context) (bool, string, error) {
@@ -41,7 +41,7 @@ func waitIncarnation(t *testing.T, ctx context.Context, h *harness.Harness, ns, 
 			return false, "", err
 		}
 		inc := st.Incarnation
-		if inc == nil || inc.Number != n || len(inc.Members) != 3 {
+		if inc == nil || inc.Number != n || len(inc.Members) != size {
 			return false, st.String(), nil
 		}
 		got := ""
@@ -80,8 +80,8 @@ func TestMemberLossRestartsTheWholeTree(t *testing.T) {
 	running(t, ctx, h, ns, false)
 
 	deletePod(ctx, t, h, ns, "w0-0")
-	waitIncarnation(t, ctx, h, ns, "w0", 1, integrity.ReasonMemberLost)
-	st := waitIncarnation(t, ctx, h, ns, "w1", 1, integrity.ReasonTreeMemberLost)
+	waitIncarnation(t, ctx, h, ns, "w0", 1, 3, integrity.ReasonMemberLost)
+	st := waitIncarnation(t, ctx, h, ns, "w1", 1, 3, integrity.ReasonTreeMemberLost)
 	if want := "PodGroup w0 lost a member (pod w0-0 was deleted) and CompositePodGroup job restarts its tree whole"; !strings.Contains(st.Incarnation.Ended.Message, want) {
 		t.Errorf("w1's incarnation ended with %q, want it to say %q", st.Incarnation.Ended.Message, want)
 	}
@@ -97,7 +97,7 @@ func TestMemberLossRestartsTheWholeTree(t *testing.T) {
 	}
 	for _, g := range []string{"w0", "w1"} {
 		h.WaitRunning(t, ctx, ns, g, 3)
-		waitIncarnation(t, ctx, h, ns, g, 2, "")
+		waitIncarnation(t, ctx, h, ns, g, 2, 3, "")
 		one(t, g+"'s rack", onNodes(t, ctx, h, ns, g, rack))
 	}
 	z0 := one(t, "w0's zone", onNodes(t, ctx, h, ns, "w0", zone))
@@ -121,16 +121,16 @@ func TestSingleRootRestartsOnlyTheAffectedChild(t *testing.T) {
 	z1 := one(t, "w1's zone", onNodes(t, ctx, h, ns, "w1", zone))
 
 	deletePod(ctx, t, h, ns, "w0-0")
-	waitIncarnation(t, ctx, h, ns, "w0", 1, integrity.ReasonMemberLost)
+	waitIncarnation(t, ctx, h, ns, "w0", 1, 3, integrity.ReasonMemberLost)
 	waitGone(t, ctx, h, ns, "w0")
 	members(t, ctx, h, ns, "w0", 3, nil)
 	h.WaitRunning(t, ctx, ns, "w0", 3)
-	waitIncarnation(t, ctx, h, ns, "w0", 2, "")
+	waitIncarnation(t, ctx, h, ns, "w0", 2, 3, "")
 	if z0 := one(t, "w0's zone", onNodes(t, ctx, h, ns, "w0", zone)); z0 != z1 {
 		t.Errorf("w0 restarted in %s, outside its tree's zone %s", z0, z1)
 	}
 
-	waitIncarnation(t, ctx, h, ns, "w1", 1, "")
+	waitIncarnation(t, ctx, h, ns, "w1", 1, 3, "")
 	h.NoLifecycleRestart(t, ctx, ns, "w1")
 	after, err := h.RunningPods(ctx, ns, "w1")
 	if err != nil {
@@ -163,7 +163,7 @@ func TestRunningTreeIsNotRestartedWhenNothingIsWrong(t *testing.T) {
 	})
 	members(t, ctx, h, ns, "w2", 1, nil)
 	h.WaitRunning(t, ctx, ns, "w0", 3)
-	waitIncarnation(t, ctx, h, ns, "w0", 1, "")
+	waitIncarnation(t, ctx, h, ns, "w0", 1, 3, "")
 
 	harness.Eventually(t, ctx, "w1 completed", func(ctx context.Context) (bool, string, error) {
 		st, err := h.State(ctx, ns, "w1")
@@ -191,7 +191,7 @@ func TestRunningTreeIsNotRestartedWhenNothingIsWrong(t *testing.T) {
 	})
 	waitGone(t, ctx, h, ns, "flat")
 
-	waitIncarnation(t, ctx, h, ns, "w0", 1, "")
+	waitIncarnation(t, ctx, h, ns, "w0", 1, 3, "")
 	h.NoLifecycleRestart(t, ctx, ns, "w0")
 	h.WaitRunning(t, ctx, ns, "w0", 3)
 }
