@@ -6,6 +6,12 @@
 // group sits partially alive; the reason is recorded on the PodGroup
 // (DisruptionTarget condition, event, lockstep_gang_restarts_total) and the
 // group is scheduled whole again when its controller recreates the pods.
+// A group of a scheduling tree restarts with it: every other group under the
+// highest CompositePodGroup above it whose disruptionMode is all, up an
+// unbroken chain of them, has its running incarnation ended
+// (TreeMemberLost) and its members evicted; a parent with disruptionMode
+// single keeps the restart to the group. A group that finished, whose owner
+// stopped it, that was preempted, or that its owner deleted restarts no one.
 //
 // Binding a gang is not atomic in Kubernetes (pods bind one by one), so a
 // gang seen partly bound is only restarted when it is still partial after
