@@ -393,6 +393,9 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 		vd.EvictReason = corev1.PodReasonPreemptionByScheduler
 	default:
 		msg := fmt.Sprintf("incarnation %d lost a member (%s): restarting the whole gang", inc.Number, end.Message)
+		if end.Reason == ReasonTreeMemberLost {
+			msg = fmt.Sprintf("incarnation %d ended with its tree (%s): restarting the whole gang", inc.Number, end.Message)
+		}
 		reason := lockv1.RunningReasonRestarting
 		switch {
 		case v.Owner == nil:
@@ -410,6 +413,9 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 		vd.Running = running(pg, metav1.ConditionFalse, reason, msg)
 		vd.EvictReason = PodReason
 		vd.EvictMessage = fmt.Sprintf("PodGroup %s lost a member (%s); the gang restarts whole", pg.Name, end.Message)
+		if end.Reason == ReasonTreeMemberLost {
+			vd.EvictMessage = fmt.Sprintf("PodGroup %s restarts with its tree: %s", pg.Name, end.Message)
+		}
 	}
 	for _, m := range inc.Members {
 		if p := pods[m.UID]; p != nil && podgroup.Active(p) && !podgroup.Going(p) {

@@ -10,6 +10,12 @@
 // With disruptionMode single, only a member on an Unhealthy device is taken
 // down, alone; a member on an Unhealthy device is told of on its pod and
 // group, naming the device (DeviceUnhealthy, lockstep_unhealthy_devices_total).
+// A group of a scheduling tree restarts with it: every other group under the
+// highest CompositePodGroup above it whose disruptionMode is all, up an
+// unbroken chain of them, has its running incarnation ended
+// (TreeMemberLost) and its members evicted; a parent with disruptionMode
+// single keeps the restart to the group. A group that finished, whose owner
+// stopped it, that was preempted, or that its owner deleted restarts no one.
 //
 // Binding a gang is not atomic in Kubernetes (pods bind one by one), so a
 // gang seen partly bound is only restarted when it is still partial after

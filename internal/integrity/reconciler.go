@@ -214,6 +214,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
+	inc := pg.Status.Incarnation
+	if vd.Incarnation != nil {
+		inc = vd.Incarnation
+	}
+	if err := r.restartTree(ctx, pg, inc); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{RequeueAfter: vd.RequeueAfter}, nil
 }
 

@@ -39,7 +39,20 @@ func Forbidden(pg *lockv1.PodGroup, pods []*corev1.Pod) string {
 // priority), anything else is one unit per pod. group resolves a PodGroup
 // and its priority (nil when it does not exist).
 func Candidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGroup, int32)) []Candidate {
+	return TreeCandidates(pods, group, nil)
+}
+
+// TreeCandidates is Candidates where a PodGroup with disruptionMode all in
+// a scheduling tree is evicted with the subtree its CompositePodGroups'
+// disruptionMode ties it to (podgroup.DisruptScope): one unit of the pods
+// of every such group under that CompositePodGroup, at the highest of
+// their priorities (a tree is only evicted for a preemptor above all of
+// it); under a parent with disruptionMode single the group is its own
+// unit. composite resolves a CompositePodGroup (nil when it does not
+// exist); a nil composite sees no trees.
+func TreeCandidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGroup, int32), composite func(ns, name string) *lockv1.CompositePodGroup) []Candidate {
 	groups := map[types.NamespacedName]*Candidate{}
+	trees := map[types.NamespacedName]*Candidate{}
 	var out []Candidate
 	for _, p := range pods {
 		if !podgroup.Active(p) {
@@ -67,11 +80,40 @@ func Candidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGrou
 			out = append(out, single)
 			continue
 		}
+		if c := treeOf(trees, pg, prio, composite); c != nil {
+			c.Pods = append(c.Pods, p)
+			groups[key] = c
+			continue
+		}
 		groups[key] = &Candidate{Name: fmt.Sprintf("PodGroup %s/%s", key.Namespace, key.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}, Whole: true}
 	}
+	seen := map[*Candidate]bool{}
 	for _, c := range groups {
-		out = append(out, *c)
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, *c)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// treeOf is the candidate of the subtree pg goes with, created or raised
+// to prio; nil when pg goes alone.
+func treeOf(trees map[types.NamespacedName]*Candidate, pg *lockv1.PodGroup, prio int32, composite func(ns, name string) *lockv1.CompositePodGroup) *Candidate {
+	if composite == nil || podgroup.ParentOf(pg) == "" {
+		return nil
+	}
+	scope := podgroup.DisruptScope(pg, func(name string) *lockv1.CompositePodGroup { return composite(pg.Namespace, name) })
+	if scope == nil {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: pg.Namespace, Name: scope.Name}
+	c := trees[key]
+	if c == nil {
+		c = &Candidate{Name: fmt.Sprintf("CompositePodGroup %s/%s", key.Namespace, key.Name), Tree: key, Priority: prio, Whole: true}
+		trees[key] = c
+	}
+	c.Priority = max(c.Priority, prio)
+	return c
 }

@@ -6,7 +6,9 @@
 // The search is cluster-wide, not node by node: a gang's members may land on
 // any nodes, and DRA devices (node-local or not) are freed with the claims
 // that hold them. Eviction comes in Candidates — a whole PodGroup when its
-// disruptionMode is all, else one pod — and only Candidates of strictly lower
+// disruptionMode is all, the subtree of a scheduling tree such a group is
+// tied to by its CompositePodGroups' disruptionMode all (at the highest
+// priority in it), else one pod — and only Candidates of strictly lower
 // priority than the preemptor are considered.
 //
 //	relevant lower-priority candidates, cheapest first

@@ -21,13 +21,18 @@ import (
 )
 
 // Candidate is what is evicted as one piece: a whole PodGroup
-// (disruptionMode all) or one pod (a lone pod, or a member of a group with
-// disruptionMode single).
+// (disruptionMode all), the subtree of a scheduling tree its groups'
+// disruptionMode ties them to, or one pod (a lone pod, or a member of a
+// group with disruptionMode single).
 type Candidate struct {
 	// Name is how events name it: "PodGroup ns/name" or "pod ns/name".
 	Name string
-	// Group is the PodGroup the pods belong to; empty for a lone pod.
+	// Group is the PodGroup the pods belong to; empty for a lone pod or a
+	// tree.
 	Group types.NamespacedName
+	// Tree is the CompositePodGroup whose subtree the pods are, taken whole
+	// with it (disruptionMode all); empty for anything else.
+	Tree types.NamespacedName
 	// Priority of the group (PodGroup priority over pod priority), or of the pod.
 	Priority int32
 	// Pods are the candidate's pods that hold a node.

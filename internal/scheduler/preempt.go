@@ -201,13 +201,13 @@ func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return preemption.Candidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	return preemption.TreeCandidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		pg, err := s.podGroup(ns, name)
 		if err != nil {
 			return nil, 0
 		}
 		return pg, s.groupPriority(pg)
-	}), nil
+	}, func(ns, name string) *lockv1.CompositePodGroup { return s.compositeGetter(ns)(name) }), nil
 }
 
 // evict marks every victim pod DisruptionTarget (PreemptionByScheduler),
@@ -223,13 +223,17 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 	running := map[types.NamespacedName]int{}
 	whole := map[types.NamespacedName]bool{}
 	for _, v := range plan.Victims {
-		if v.Group.Name == "" {
+		if v.Group.Name == "" && v.Tree.Name == "" {
 			continue
 		}
-		byGroup[v.Group] = append(byGroup[v.Group], v.Pods...)
-		whole[v.Group] = v.Whole
-		if _, ok := running[v.Group]; !ok {
-			running[v.Group] = s.runningMembers(v.Group)
+		// A tree's victim spans groups: each records its own preemption.
+		for _, p := range v.Pods {
+			key := types.NamespacedName{Namespace: p.Namespace, Name: podgroup.GroupOf(p)}
+			byGroup[key] = append(byGroup[key], p)
+			whole[key] = v.Whole
+			if _, ok := running[key]; !ok {
+				running[key] = s.runningMembers(key)
+			}
 		}
 	}
 	// The victims' groups record the preemption first — a whole group's
