@@ -30,11 +30,14 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 		head += fmt.Sprintf(" (minCount %d met)", o.MinCount)
 	}
 	byReason := map[string]int{}
+	// A class is counted once per summary, not once per waiting member:
+	// counting runs every device through the class's selectors.
+	counts := map[string]dra.ClassCount{}
 	for _, f := range o.Waiting {
 		if f.ForGang() {
 			continue
 		}
-		byReason[MainReason(ctx, snap, cache, f.Diagnosis)]++
+		byReason[mainReason(ctx, snap, cache, f.Diagnosis, counts)]++
 	}
 	reasons := make([]string, 0, len(byReason))
 	for r := range byReason {
@@ -60,12 +63,22 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 // MainReason words the reason most nodes gave; a device shortage names the
 // class with its arithmetic.
 func MainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis) string {
+	return mainReason(ctx, snap, cache, d, map[string]dra.ClassCount{})
+}
+
+// mainReason is MainReason with the class counts made so far on snap.
+func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis, counts map[string]dra.ClassCount) string {
 	top := d.Top()
 	if len(top) == 0 {
 		return "no nodes"
 	}
 	if top[0].Reason == ReasonDevices && len(d.DeviceClasses) > 0 {
-		c := dra.CountClass(ctx, snap, cache, d.DeviceClasses[0])
+		class := d.DeviceClasses[0]
+		c, ok := counts[class]
+		if !ok {
+			c = dra.CountClass(ctx, snap, cache, class)
+			counts[class] = c
+		}
 		return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
 	}
 	return d.String()
