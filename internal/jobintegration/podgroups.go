@@ -1,0 +1,12 @@
+package jobintegration
+
+import lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+
+// PodGroups are the PodGroups the reconciler creates for a job whose
+// groups are groups (Groups), owned by the job: the same objects for a
+// caller that plays the controller without an API server (`lockstep
+// simulate`), so a simulated job becomes the gangs the real one would.
+func PodGroups(j GenericJob, groups []Group) ([]*lockv1.PodGroup, error) {
+	pgs, _, err := desired(j, groups)
+	return pgs, err
+}
