@@ -235,3 +235,44 @@ func TestRoomyClusterIsTheSameUnderEveryScheduler(t *testing.T) {
 		}
 	}
 }
+
+// Failed nodes and devices are subtracted from the free devices once,
+// however their failures and repairs overlap, and a repair gives back
+// exactly what the failure took.
+func TestFreeDevicesCountsAFailureOnce(t *testing.T) {
+	type step struct {
+		node   string
+		device int  // +1 a device fails, -1 it is repaired, 0 the node
+		down   bool // for the node
+	}
+	tests := map[string]struct {
+		steps []step
+		want  int
+	}{
+		"nothing failed":                  {want: 16},
+		"a node down":                     {steps: []step{{node: "a", down: true}}, want: 8},
+		"a device failed":                 {steps: []step{{node: "a", device: 1}}, want: 15},
+		"a device, then its node":         {steps: []step{{node: "a", device: 1}, {node: "a", down: true}}, want: 8},
+		"a node, then one of its devices": {steps: []step{{node: "a", down: true}, {node: "a", device: 1}}, want: 8},
+		"device repaired while the node is down, node back": {
+			steps: []step{{node: "a", device: 1}, {node: "a", down: true}, {node: "a", device: -1}, {node: "a"}}, want: 16},
+		"node back, device still failed": {
+			steps: []step{{node: "a", device: 1}, {node: "a", down: true}, {node: "a"}}, want: 15},
+		"a node reported down twice": {steps: []step{{node: "b", down: true}, {node: "b", down: true}}, want: 8},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := &recorder{devices: 16, nodeDevices: map[string]int{"a": 8, "b": 8}, down: map[string]bool{}, failedDev: map[string]int{}}
+			for _, s := range tc.steps {
+				if s.device != 0 {
+					r.deviceDown(s.node, s.device)
+				} else {
+					r.nodeDown(s.node, s.down)
+				}
+			}
+			if diff := cmp.Diff(tc.want, r.freeDevices()); diff != "" {
+				t.Errorf("free devices (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

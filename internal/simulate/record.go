@@ -30,6 +30,8 @@ type recorder struct {
 	nodeDevices map[string]int
 	down        map[string]bool
 	failedDev   map[string]int
+	// unusable counts the devices of failed nodes and failed devices.
+	unusable int
 
 	// devices held by the pods of running jobs, and of jobs not running;
 	// the same by priority index.
@@ -44,6 +46,7 @@ type recorder struct {
 	restarts             int
 	classFailures        map[string]int
 	decisions, skipped   int
+	searches             int
 }
 
 // sample is the state after the decisions of one instant.
@@ -210,9 +213,32 @@ func (r *recorder) deviceShort(classes []string) {
 	}
 }
 
-func (r *recorder) nodeDown(node string, down bool) { r.down[node] = down }
+func (r *recorder) nodeDown(node string, down bool) {
+	if r.down[node] != down {
+		// A down node's devices are unusable, its failed devices among them.
+		d := r.nodeDevices[node] - r.failedDev[node]
+		if !down {
+			d = -d
+		}
+		r.unusable += d
+	}
+	r.down[node] = down
+}
 
-func (r *recorder) deviceDown(node string, delta int) { r.failedDev[node] += delta }
+func (r *recorder) deviceDown(node string, delta int) {
+	r.failedDev[node] += delta
+	if !r.down[node] {
+		r.unusable += delta
+	}
+}
+
+// freeDevices is an upper bound of the devices free now, of every class:
+// the cluster's, less those pods hold and those of failed nodes and
+// devices (a failure evicts the pods on what failed at the same instant,
+// so no device is subtracted twice).
+func (r *recorder) freeDevices() int {
+	return r.devices - r.running - r.held - r.unusable
+}
 
 // sample records the state after an instant (one sample per instant).
 func (r *recorder) sample() {

@@ -79,10 +79,12 @@ type SchedulerReport struct {
 	Fragmentation          []DomainFragmentation `json:"fragmentation"`
 	Seed002                Seed002               `json:"seed002"`
 	ByPriority             []PriorityReport      `json:"byPriority"`
-	// Decisions counts the decisions the core made; CheapSkips the
-	// attempts the capacity check spared it.
-	Decisions  int `json:"decisions"`
-	CheapSkips int `json:"cheapSkips"`
+	// Decisions counts the decisions the core made, PreemptionSearches
+	// those that searched for victims; CheapSkips the attempts the
+	// capacity check spared the core.
+	Decisions          int `json:"decisions"`
+	PreemptionSearches int `json:"preemptionSearches"`
+	CheapSkips         int `json:"cheapSkips"`
 	// JobDetails are every job's fate (only with --job-details).
 	JobDetails []JobReport `json:"jobDetails,omitempty"`
 
@@ -221,7 +223,7 @@ func buildReport(cl *Cluster, wl *Workload, worlds []*world, opts Options) *Repo
 
 func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 	rec := w.rec
-	s := SchedulerReport{Name: w.m.Name, Approximates: w.m.Approximates, Decisions: rec.decisions, CheapSkips: rec.skipped,
+	s := SchedulerReport{Name: w.m.Name, Approximates: w.m.Approximates, Decisions: rec.decisions, PreemptionSearches: rec.searches, CheapSkips: rec.skipped,
 		Preemptions: rec.preemptions, PreemptedPods: rec.victims, PreemptionDeviceHoursLost: round(rec.preemptionLost / 3600),
 		GangRestarts: rec.restarts, FailureDeviceHoursLost: round(rec.failureLost / 3600), samples: rec.samples, prios: rec.prios}
 	s.Fragmentation, s.ByPriority = []DomainFragmentation{}, []PriorityReport{}

@@ -227,6 +227,7 @@ func (w *world) attempt(u *unitRun, again bool) {
 	in := decide.Input{Unit: pu, Priority: u.prio}
 	if preempt {
 		in.Preemption = func() (*decide.Preemption, error) {
+			w.rec.searches++
 			return &decide.Preemption{Candidates: preemption.Candidates(w.st.Cache.Pods(), w.groupOf)}, nil
 		}
 	}
@@ -353,6 +354,11 @@ func (w *world) mayFit(snap *snapshot.Snapshot, u *unitRun, pu *podgroup.Unit, p
 		need = 1
 	}
 	d := w.smallest(pu.Pending)
+	if !preempt && d.devices > 0 && int64(need)*d.devices > int64(w.rec.freeDevices()) {
+		// Not enough devices free in the whole cluster.
+		w.rec.deviceShort(w.classesOf(pu.Pending))
+		return false
+	}
 	if w.count(snap, d, need, u.prio, preempt) >= need {
 		return true
 	}
@@ -473,38 +479,38 @@ func requestCount(r resourcev1.DeviceRequest) int64 {
 // holds is how many pods of demand d node ni can take now (for a
 // preemptor of priority prio, also taking what lower-priority pods hold).
 func (w *world) holds(ni *snapshot.NodeInfo, d demand, prio int32, preempt bool) int {
+	free, used := &ni.Allocatable, &ni.Requested
 	freeDev := int64(ni.FreeDevices())
-	free := ni.Allocatable
-	used := ni.Requested
 	cpu, mem, pods := free.MilliCPU-used.MilliCPU, free.Memory-used.Memory, free.Pods-used.Pods
-	var scalar map[corev1.ResourceName]int64
-	if len(d.scalar) > 0 {
-		scalar = map[corev1.ResourceName]int64{}
-		for name := range d.scalar {
-			scalar[name] = free.Scalar[name] - used.Scalar[name]
-		}
-	}
+	var lower []*podRun
 	if preempt {
 		for _, pr := range w.onNode[ni.Node.Name] {
-			if *pr.pod.Spec.Priority >= prio {
-				continue
-			}
-			r := pr.req
-			freeDev += int64(pr.devices)
-			cpu, mem, pods = cpu+r.MilliCPU, mem+r.Memory, pods+1
-			for name := range scalar {
-				scalar[name] += r.Scalar[name]
+			if *pr.pod.Spec.Priority < prio {
+				lower = append(lower, pr)
+				freeDev += int64(pr.devices)
+				cpu, mem, pods = cpu+pr.req.MilliCPU, mem+pr.req.Memory, pods+1
 			}
 		}
 	}
 	n := int64(1 << 30)
-	for _, c := range [][2]int64{{freeDev, d.devices}, {cpu, d.cpu}, {mem, d.mem}, {pods, d.pod}} {
-		if c[1] > 0 {
-			n = min(n, c[0]/c[1])
-		}
-	}
+	n = fitIn(n, freeDev, d.devices)
+	n = fitIn(n, cpu, d.cpu)
+	n = fitIn(n, mem, d.mem)
+	n = fitIn(n, pods, d.pod)
 	for name, v := range d.scalar {
-		n = min(n, scalar[name]/v)
+		have := free.Scalar[name] - used.Scalar[name]
+		for _, pr := range lower {
+			have += pr.req.Scalar[name]
+		}
+		n = fitIn(n, have, v)
 	}
 	return int(max(n, 0))
+}
+
+// fitIn lowers n to how many asks of want fit in have (want 0: no bound).
+func fitIn(n, have, want int64) int64 {
+	if want <= 0 {
+		return n
+	}
+	return min(n, have/want)
 }
