@@ -14,7 +14,7 @@ var SchemeGroupVersion = GroupVersion
 
 // SchemeBuilder registers the types of this package.
 var SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Workload{}, &WorkloadList{}, &PodGroup{}, &PodGroupList{})
+	s.AddKnownTypes(GroupVersion, &Workload{}, &WorkloadList{}, &PodGroup{}, &PodGroupList{}, &CompositePodGroup{}, &CompositePodGroupList{})
 	metaAddToGroupVersion(s)
 	return nil
 })

@@ -29,6 +29,12 @@ const (
 	// carry it must share one value of it (an NVLink clique, an IMEX
 	// domain), wherever the nodes are.
 	DeviceTopologyAnnotation = "scheduling.lockstep.dev/device-topology"
+	// GangOfAnnotation on a pod (written into a job's pod templates by the
+	// webhook) says its group is the gang Lockstep makes for its job:
+	// "<Kind>.<group>/<name>", e.g. "Job.batch/train". The pod is a member
+	// only of a PodGroup that job controls, never of another one of that
+	// name (a user's created before the job, another kind's).
+	GangOfAnnotation = "scheduling.lockstep.dev/gang-of"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.
@@ -57,6 +63,14 @@ const (
 	RunningReasonCompleted  = "Completed"  // every member succeeded
 	RunningReasonFailed     = "Failed"     // its owner failed, or it lost members nothing recreates
 	RunningReasonSuspended  = "Suspended"  // its owner is suspended (e.g. by a queue)
+
+	// PodCreationBlocked (not in scheduling.k8s.io/v1beta1) is True while a
+	// gang waits for pods that its job's controller cannot create, and
+	// absent otherwise.
+	PodCreationBlocked = "PodCreationBlocked"
+	// PodCreationReasonQuotaExceeded: a ResourceQuota of the namespace has
+	// no room for them; the message names it, the resource and the fix.
+	PodCreationReasonQuotaExceeded = "QuotaExceeded"
 )
 
 // Labels of other components that Lockstep reads on pods.

@@ -31,19 +31,31 @@ type WorkloadList struct {
 
 // WorkloadSpec defines a Workload.
 // +kubebuilder:validation:XValidation:rule="has(self.controllerRef) == has(oldSelf.controllerRef)",message="controllerRef is immutable: it cannot be added or removed",fieldPath=".controllerRef"
+// +kubebuilder:validation:XValidation:rule="has(self.podGroupTemplates) != has(self.compositePodGroupTemplates)",message="exactly one of podGroupTemplates and compositePodGroupTemplates must be set"
 type WorkloadSpec struct {
 	// controllerRef points to the object (e.g. a Job) that manages this Workload.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="controllerRef is immutable"
 	ControllerRef *TypedLocalObjectReference `json:"controllerRef,omitempty"`
 
-	// podGroupTemplates are the groups of pods this workload consists of.
+	// podGroupTemplates are the groups of pods this workload consists of
+	// (a flat workload).
+	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="podGroupTemplates are immutable"
-	PodGroupTemplates []PodGroupTemplate `json:"podGroupTemplates"`
+	PodGroupTemplates []PodGroupTemplate `json:"podGroupTemplates,omitempty"`
+	// compositePodGroupTemplates are the roots of this workload's
+	// scheduling trees, each with its children (a tree-shaped workload).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="compositePodGroupTemplates are immutable"
+	CompositePodGroupTemplates []CompositePodGroupTemplate `json:"compositePodGroupTemplates,omitempty"`
 }
 
 // TypedLocalObjectReference refers to an object in the same namespace.
@@ -191,7 +203,16 @@ type PodGroupList struct {
 // +kubebuilder:validation:XValidation:rule="has(self.priorityClassName) == has(oldSelf.priorityClassName)",message="priorityClassName is immutable: it cannot be added or removed",fieldPath=".priorityClassName"
 // +kubebuilder:validation:XValidation:rule="has(self.priority) == has(oldSelf.priority)",message="priority is immutable: it cannot be added or removed",fieldPath=".priority"
 // +kubebuilder:validation:XValidation:rule="has(self.preemptionPolicy) == has(oldSelf.preemptionPolicy)",message="preemptionPolicy is immutable: it cannot be added or removed; delete the PodGroup and create it with the policy you want",fieldPath=".preemptionPolicy"
+// +kubebuilder:validation:XValidation:rule="has(self.parentCompositePodGroupName) == has(oldSelf.parentCompositePodGroupName)",message="parentCompositePodGroupName is immutable: it cannot be added or removed",fieldPath=".parentCompositePodGroupName"
 type PodGroupSpec struct {
+	// parentCompositePodGroupName names the CompositePodGroup (same
+	// namespace) whose tree this group belongs to: the group is then
+	// scheduled with its tree, never on its own.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="parentCompositePodGroupName is immutable"
+	ParentCompositePodGroupName *string `json:"parentCompositePodGroupName,omitempty"`
 	// workloadRef points to the Workload template this group instantiates.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workloadRef is immutable"
@@ -257,8 +278,10 @@ type PodGroupStatus struct {
 	// SchedulerError, WaitingForPods, SchedulingGated; True once the group was first admitted,
 	// and then for ever, as upstream), Running (the state now: reasons
 	// Running, Pending, Restarting, Preempted, Completed, Failed, Suspended;
-	// reset with each incarnation) and DisruptionTarget
-	// (PreemptionByScheduler, or the reason of the last gang restart).
+	// reset with each incarnation), DisruptionTarget
+	// (PreemptionByScheduler, or the reason of the last gang restart) and,
+	// while the gang waits for pods its job's controller cannot create,
+	// PodCreationBlocked (reason QuotaExceeded).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -1,5 +1,5 @@
 // Command kubectl-lockstep is Lockstep's kubectl plugin: the commands a user
-// of a cluster runs — explain, get, preflight — and nothing that runs or
+// of a cluster runs — explain, get, preflight, audit — and nothing that runs or
 // changes the cluster's scheduling (`kubectl lockstep explain job train`).
 package main
 

@@ -1,5 +1,5 @@
 // Package cli wires the lockstep subcommands together: the lockstep binary
-// has them all, the kubectl plugin the user commands (explain, get,
+// has them all, the kubectl plugin the user commands (audit, explain, get,
 // preflight, version). Each subcommand but version lives in its own package
 // with Options → Complete / Validate / Run, and reaches a cluster through
 // clientopts.
@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/auditcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/controllerscmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/democmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/dev"
@@ -34,15 +35,15 @@ func ExecutePlugin(ctx context.Context, args []string) int { return run(ctx, plu
 
 func lockstepRoot() *cobra.Command {
 	root := newRoot("lockstep", "Gang-aware, DRA-native batch scheduler for Kubernetes")
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewCommand(), getcmd.NewCommand(), democmd.NewCommand(), simulatecmd.NewCommand(), versionCommand())
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewCommand(), getcmd.NewCommand(), auditcmd.NewCommand(), democmd.NewCommand(), simulatecmd.NewCommand(), versionCommand())
 	return root
 }
 
 func pluginRoot() *cobra.Command {
-	root := newRoot("kubectl-lockstep", "Lockstep for kubectl: why a gang is pending, PodGroups and their state, a cluster preflight")
+	root := newRoot("kubectl-lockstep", "Lockstep for kubectl: why a gang is pending, PodGroups and their state, a cluster preflight, an audit of partial starts")
 	// Help and examples say `kubectl lockstep`, as the user types it.
 	root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lockstep"}
-	root.AddCommand(explaincmd.NewCommand(), getcmd.NewCommand(), preflightcmd.NewCommand(), versionCommand())
+	root.AddCommand(explaincmd.NewCommand(), getcmd.NewCommand(), preflightcmd.NewCommand(), auditcmd.NewCommand(), versionCommand())
 	return root
 }
 

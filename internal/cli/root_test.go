@@ -12,7 +12,7 @@ import (
 // reach a cluster take kubectl's --kubeconfig and --context: one set of
 // connection flags for all.
 func TestEveryCommand(t *testing.T) {
-	connects := map[string]bool{"explain": true, "get": true, "preflight": true, "scheduler": true, "controllers": true, "webhook": true, "simulate": true}
+	connects := map[string]bool{"audit": true, "explain": true, "get": true, "preflight": true, "scheduler": true, "controllers": true, "webhook": true, "simulate": true}
 	for _, root := range []*cobra.Command{lockstepRoot(), pluginRoot()} {
 		var visit func(c *cobra.Command)
 		visit = func(c *cobra.Command) {
@@ -40,7 +40,7 @@ func TestPluginCommands(t *testing.T) {
 		got = append(got, c.Name())
 	}
 	slices.Sort(got)
-	if diff := cmp.Diff([]string{"explain", "get", "preflight", "version"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"audit", "explain", "get", "preflight", "version"}, got); diff != "" {
 		t.Errorf("(-want,+got):\n%s", diff)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cycle"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/features"
+	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -64,6 +65,14 @@ type pods struct {
 	// Nodes: for running pods (and a unit's bound members), the node of
 	// each pod in turn (cycling).
 	Nodes []string `json:"nodes"`
+	// Topology (required node label keys), Preferred (narrowest first) and
+	// Device (a device attribute) are the group's topology.
+	Topology  []string `json:"topology"`
+	Preferred []string `json:"preferred"`
+	Device    string   `json:"device"`
+	// Tree, for a unit, makes it a scheduling tree (tree_test.go): Name
+	// is its root's.
+	Tree *treeSpec `json:"tree"`
 }
 
 // Decisions of each scenario in testdata/*.yaml against the golden
@@ -134,61 +143,95 @@ func run(t *testing.T, file string) string {
 			t.Fatalf("unit %s: bound members need nodes", ud.Name)
 		}
 	}
-	cache := snapshot.CacheFrom(in)
+	r := &runner{t: t, cache: snapshot.CacheFrom(in), groups: groups, priorities: priorities, free: free}
 	// The scheduler's cycle state (nominations, if any, included).
-	st := &cycle.State{Cache: cache, CEL: dra.NewCache(), Clock: clock.RealClock{}}
-	ctx := klog.NewContext(context.Background(), klog.Background().V(0))
-	var out strings.Builder
+	r.st = &cycle.State{Cache: r.cache, CEL: dra.NewCache(), Clock: clock.RealClock{}}
+	r.ctx = klog.NewContext(context.Background(), klog.Background().V(0))
 	for _, ud := range sc.Units {
-		ps, claims, pg := build(ud)
-		if pg != nil {
-			groups[pg.Name], priorities[pg.Name] = pg, ud.Priority
-		}
-		for i, p := range ps {
-			if i < ud.Bound {
-				bindOn(p, claims[i], ud.Nodes[i%len(ud.Nodes)], free)
-			}
-			cache.AddPod(p)
-			if claims[i] != nil {
-				cache.AddClaim(claims[i])
-			}
-		}
-		var u *podgroup.Unit
-		if pg != nil {
-			u = podgroup.Resolve(pg, "ns", pg.Name, ps, nil)
-		} else {
-			u = podgroup.ResolvePod(ps[0], nil)
-		}
-		key := queue.PodKey("ns", ps[0].Name)
-		if pg != nil {
-			key = queue.GroupKey("ns", pg.Name)
-		}
-		snap := st.Snapshot(ctx, key.String(), ud.Priority)
-		before := fingerprint(snap)
-		d := Decide(ctx, snap, st.CEL, Input{Unit: u, Priority: ud.Priority, Preemption: func() (*Preemption, error) {
-			return &Preemption{Candidates: preemption.Candidates(cache.Pods(), func(ns, name string) (*lockv1.PodGroup, int32) {
-				return groups[name], priorities[name]
-			})}, nil
-		}})
-		describe(&out, ud.Name, d)
-		if d.Kind != Bind {
-			// Decide's contract: a unit that is not admitted leaves the
-			// snapshot as it found it (and so preemption searched the
-			// cluster as it is).
-			if after := fingerprint(snap); after != before {
-				t.Errorf("unit %s (%s) changed the snapshot:\n--- before ---\n%s--- after ---\n%s", ud.Name, d.Kind, before, after)
-			}
+		if ud.Tree != nil {
+			r.tree(ud)
 			continue
 		}
-		for _, a := range d.Result.Assignments {
-			cache.AssumePod(a.Pod, a.Node, false)
-			for _, c := range a.Claims {
-				cache.AssumeClaim(c, false)
-				take(free, c)
-			}
+		r.unit(ud)
+	}
+	return r.out.String()
+}
+
+// runner decides a scenario's units in turn on one cycle state.
+type runner struct {
+	t          *testing.T
+	ctx        context.Context
+	cache      *snapshot.Cache
+	st         *cycle.State
+	groups     map[string]*lockv1.PodGroup
+	priorities map[string]int32
+	free       map[string][]device
+	out        strings.Builder
+}
+
+// add puts a shape's pods (the first bound ones on their nodes) and claims
+// in the cache.
+func (r *runner) add(ud pods, ps []*corev1.Pod, claims []*resourcev1.ResourceClaim) {
+	for i, p := range ps {
+		if i < ud.Bound {
+			bindOn(p, claims[i], ud.Nodes[i%len(ud.Nodes)], r.free)
+		}
+		r.cache.AddPod(p)
+		if claims[i] != nil {
+			r.cache.AddClaim(claims[i])
 		}
 	}
-	return out.String()
+}
+
+func (r *runner) preemption() (*Preemption, error) {
+	return &Preemption{Candidates: preemption.Candidates(r.cache.Pods(), func(ns, name string) (*lockv1.PodGroup, int32) {
+		return r.groups[name], r.priorities[name]
+	})}, nil
+}
+
+// assume records what a decision bound, as the scheduler's binder does.
+func (r *runner) assume(asgs []placement.Assignment) {
+	for _, a := range asgs {
+		r.cache.AssumePod(a.Pod, a.Node, false)
+		for _, c := range a.Claims {
+			r.cache.AssumeClaim(c, false)
+			take(r.free, c)
+		}
+	}
+}
+
+// unchanged checks Decide's contract: a unit that is not admitted leaves
+// the snapshot as it found it (and so preemption searched the cluster as
+// it is).
+func (r *runner) unchanged(name string, kind Kind, before string, snap *snapshot.Snapshot) {
+	if after := fingerprint(snap); after != before {
+		r.t.Errorf("unit %s (%s) changed the snapshot:\n--- before ---\n%s--- after ---\n%s", name, kind, before, after)
+	}
+}
+
+func (r *runner) unit(ud pods) {
+	ps, claims, pg := build(ud)
+	if pg != nil {
+		r.groups[pg.Name], r.priorities[pg.Name] = pg, ud.Priority
+	}
+	r.add(ud, ps, claims)
+	var u *podgroup.Unit
+	key := queue.PodKey("ns", ps[0].Name)
+	if pg != nil {
+		u = podgroup.Resolve(pg, "ns", pg.Name, ps, nil)
+		key = queue.GroupKey("ns", pg.Name)
+	} else {
+		u = podgroup.ResolvePod(ps[0], nil)
+	}
+	snap := r.st.Snapshot(r.ctx, key.String(), ud.Priority)
+	before := fingerprint(snap)
+	d := Decide(r.ctx, snap, r.st.CEL, Input{Unit: u, Priority: ud.Priority, Preemption: r.preemption})
+	describe(&r.out, ud.Name, d)
+	if d.Kind != Bind {
+		r.unchanged(ud.Name, d.Kind, before, snap)
+		return
+	}
+	r.assume(d.Result.Assignments)
 }
 
 // bindOn binds p to node as the API server would show it after an earlier
@@ -262,6 +305,21 @@ func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup
 	case s.Group:
 		pg = &lockv1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: s.Name}}
 	}
+	if pg != nil {
+		for _, k := range s.Topology {
+			if pg.Spec.SchedulingConstraints == nil {
+				pg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{}
+			}
+			pg.Spec.SchedulingConstraints.Topology = append(pg.Spec.SchedulingConstraints.Topology, lockv1.TopologyConstraint{Key: k})
+		}
+		pg.Annotations = map[string]string{}
+		if len(s.Preferred) > 0 {
+			pg.Annotations[lockv1.PreferredTopologyAnnotation] = strings.Join(s.Preferred, ",")
+		}
+		if s.Device != "" {
+			pg.Annotations[lockv1.DeviceTopologyAnnotation] = s.Device
+		}
+	}
 	count := s.Count
 	if count == 0 {
 		count = 1
@@ -316,6 +374,12 @@ func freeDevices(slices []*resourcev1.ResourceSlice) map[string][]device {
 // describe writes a decision as the golden files hold it.
 func describe(out *strings.Builder, name string, d Decision) {
 	fmt.Fprintf(out, "%s: %s\n", name, d.Kind)
+	if dom := d.Result.Domain; dom != "" && d.Kind == Bind {
+		fmt.Fprintf(out, "  domain: %s\n", dom)
+	}
+	if d.Plan != nil && d.Plan.Placement.Domain != "" {
+		fmt.Fprintf(out, "  domain: %s\n", d.Plan.Placement.Domain)
+	}
 	asgs := d.Result.Assignments
 	if d.Plan != nil {
 		asgs = d.Plan.Placement.Assignments

@@ -39,8 +39,10 @@ func (p Profile) FeatureGates() string {
 		return ""
 	}
 	return strings.Join([]string{
+		"CompositePodGroup=true",
 		"DRAWorkloadResourceClaims=true",
 		"GenericWorkload=true",
+		"TopologyAwareWorkloadScheduling=true",
 		"WorkloadWithJob=true",
 	}, ",")
 }
@@ -50,5 +52,5 @@ func (p Profile) RuntimeConfig() string {
 	if p != ProfileUpstream {
 		return ""
 	}
-	return "scheduling.k8s.io/v1beta1=true"
+	return "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
 }

@@ -46,13 +46,43 @@ func CountClass(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 	return CountClassIn(ctx, cache, class, slices, snap.Allocated)
 }
 
+// CountClassOn counts the devices of the class on nodes (their own
+// slices), e.g. one topology domain's.
+func CountClassOn(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, className string, nodes []*snapshot.NodeInfo) ClassCount {
+	return CountClassWhere(ctx, snap, cache, className, nodes, nil)
+}
+
+// CountClassWhere counts the devices of the class on nodes that keep
+// accepts (nil: every device), e.g. one topology domain's with its device
+// filter (topology.Domain.KeepDevice).
+func CountClassWhere(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, className string, nodes []*snapshot.NodeInfo, keep func(driver string, d *resourcev1.Device) bool) ClassCount {
+	class := snap.Classes[className]
+	if class == nil {
+		return ClassCount{Class: className}
+	}
+	var slices []*resourcev1.ResourceSlice
+	for _, ni := range nodes {
+		slices = append(slices, ni.Slices...)
+	}
+	return countIn(ctx, cache, class, slices, snap.Allocated, keep)
+}
+
+// Free is how many devices pods can be given now: neither allocated nor
+// tainted.
+func (c ClassCount) Free() int { return c.Total - c.Allocated - c.Tainted }
+
 // CountClassIn counts the devices of slices that class matches, and how many
 // of them are in allocated (which may be nil).
 func CountClassIn(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, slices []*resourcev1.ResourceSlice, allocated sets.Set[structured.DeviceID]) ClassCount {
+	return countIn(ctx, cache, class, slices, allocated, nil)
+}
+
+func countIn(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, slices []*resourcev1.ResourceSlice, allocated sets.Set[structured.DeviceID], keep func(string, *resourcev1.Device) bool) ClassCount {
 	out := ClassCount{Class: class.Name}
 	for _, s := range slices {
-		for _, d := range s.Spec.Devices {
-			if !ClassMatches(ctx, cache, class, s.Spec.Driver, d) {
+		for i := range s.Spec.Devices {
+			d := s.Spec.Devices[i]
+			if keep != nil && !keep(s.Spec.Driver, &d) || !ClassMatches(ctx, cache, class, s.Spec.Driver, d) {
 				continue
 			}
 			out.Total++

@@ -5,7 +5,10 @@
 // the view internal/cycle assembles, watched from the cluster the way the
 // scheduler watches it (DeviceTaintRules applied, nominations rebuilt from
 // status.nominatedNodeName) — and the evidence around it: devices per class
-// and node, who holds them, and what preemption would do.
+// and node, who holds them, what preemption would do, and, for a unit with
+// topology, every domain of its plan (topology.PlanFor) with its free
+// devices, CPU and memory and how many members fit there — the
+// scheduler's placement simulated in that one domain.
 //
 // What explain cannot read as the scheduler does (DeviceTaintRules the user
 // may not list) it says in Report.Notes. The scheduler's assumptions of

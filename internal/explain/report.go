@@ -36,8 +36,13 @@ type Report struct {
 	// ExtendedResources requested and what nodes advertise of them.
 	ExtendedResources []ExtendedResource `json:"extendedResources,omitempty"`
 	// Devices per DeviceClass requested.
-	Devices  []ClassReport `json:"devices,omitempty"`
-	Topology []string      `json:"topology,omitempty"`
+	Devices []ClassReport `json:"devices,omitempty"`
+	// Topology are the group's required keys (spec.schedulingConstraints).
+	Topology []string `json:"topology,omitempty"`
+	// TopologyDomains is where a unit with topology may go, domain by
+	// domain (nil without topology, or when the unit waits before
+	// placement).
+	TopologyDomains *TopologyReport `json:"topologyDomains,omitempty"`
 	// Holders are the running units that hold devices of the requested classes.
 	Holders []Holder `json:"holders,omitempty"`
 	// Preemption is what the scheduler's preemption search concludes for
@@ -46,6 +51,64 @@ type Report struct {
 	// Notes say where explain could not see the cluster as the scheduler
 	// does (e.g. DeviceTaintRules it may not read).
 	Notes []string `json:"notes,omitempty"`
+}
+
+// TopologyReport is where a unit with topology may go: its constraint, the
+// domain the scheduler's decision places it in, and each level's domains
+// with what is free there and how many members fit.
+type TopologyReport struct {
+	// Constraint is e.g. "required [zone], preferred [rack]".
+	Constraint string `json:"constraint"`
+	// PlacedIn is the domain the decision places the unit in ("" when it
+	// is not placed now: BestAttempt is the domain of its best attempt,
+	// PreemptIn the one a preemption would make room in).
+	PlacedIn    string `json:"placedIn,omitempty"`
+	BestAttempt string `json:"bestAttempt,omitempty"`
+	PreemptIn   string `json:"preemptIn,omitempty"`
+	// Largest is the domain where the most members fit (the narrowest
+	// level first when several hold as many).
+	Largest *DomainReport `json:"largest,omitempty"`
+	// Levels in the order the scheduler tries them: preferred levels
+	// narrowest first, then the required domains (or every node).
+	Levels []TopologyLevel `json:"levels"`
+	// Excluded counts the nodes in no domain, by reason (labels missing,
+	// outside where the running members are).
+	Excluded []placement.ReasonCount `json:"excluded,omitempty"`
+}
+
+// TopologyLevel is one level's domains, most members fitting first
+// (equals in the order the scheduler tries them).
+type TopologyLevel struct {
+	// Kind is preferred, required or any (every node).
+	Kind string `json:"kind"`
+	// Key is the preferred key, the required keys and device attribute
+	// joined by " + ", or "all nodes".
+	Key     string         `json:"key"`
+	Domains []DomainReport `json:"domains"`
+}
+
+// DomainReport is one domain as the unit sees it.
+type DomainReport struct {
+	// Name is "zone=z1, rack=r3" (a device attribute as "attr=value").
+	Name  string `json:"name"`
+	Nodes int    `json:"nodes"`
+	// Devices are the free and total devices of each DeviceClass the unit
+	// asks for (only those of the domain's device value).
+	Devices      []DomainDevices `json:"devices,omitempty"`
+	FreeMilliCPU int64           `json:"freeMilliCPU"`
+	FreeMemory   int64           `json:"freeMemoryBytes"`
+	// Fit is how many members (bound ones included) the scheduler's
+	// placement fits here; Admitted whether the unit would be admitted
+	// here (a gang: Fit reaches minCount).
+	Fit      int  `json:"membersFit"`
+	Admitted bool `json:"admitted"`
+}
+
+// DomainDevices are a domain's devices of one DeviceClass.
+type DomainDevices struct {
+	Class string `json:"class"`
+	Free  int    `json:"free"`
+	Total int    `json:"total"`
 }
 
 // ClaimState is one claim of a pending pod.

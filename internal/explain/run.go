@@ -84,6 +84,13 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	r.ExtendedResources = extendedResources(evidence, u.Pending)
 	r.Devices = classReports(ctx, st, evidence, st.cycle.CEL, members, r.ExtendedResources)
 	r.Holders = holders(st, u, r.Devices)
+	classes := make([]string, 0, len(r.Devices))
+	for _, c := range r.Devices {
+		classes = append(classes, c.Class)
+	}
+	if r.TopologyDomains, err = topologyReport(ctx, evidence, st.cycle.CEL, d, classes); err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("the topology domains could not be evaluated: %v", err))
+	}
 	r.Answer = decisionAnswer(u, d)
 	switch d.Kind {
 	case decide.Bind:

@@ -284,7 +284,7 @@ func (r *Reconciler) owner(ctx context.Context, pg *lockv1.PodGroup) (*Owner, er
 	}
 	j := integ.Wrap(obj)
 	why, failed, suspended := j.Stopped()
-	o := &Owner{Name: name, Stopped: why, Failed: failed, Suspended: suspended, Wants: j.Wants}
+	o := &Owner{Name: name, Stopped: why, Failed: failed, Suspended: suspended, Wants: jobintegration.WantsIndex(j)}
 	if groups, err := jobintegration.Groups(j); err == nil {
 		for _, g := range groups {
 			if g.Name == pg.Name {

@@ -25,22 +25,36 @@ type Group struct {
 	// PriorityClassName is the roles' pods' (one: a group's members have
 	// one priority).
 	PriorityClassName string
+	// Topology is where the group must, and would rather, run.
+	Topology Topology
 }
 
 // Groups are the gangs of a job that qualifies: one of every pod (named
 // after the job), or with gang-scope "role" one per role (named
-// <job>-<role>); the error says why the job is not a gang and how to make
-// it one.
+// <job>-<role>); the error (a *NotQualified) says why the job is not a
+// gang and how to make it one.
 func Groups(j GenericJob) ([]Group, error) {
+	groups, nq := groupsOf(j)
+	if nq != nil {
+		return nil, nq
+	}
+	return groups, nil
+}
+
+func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 	if nq := j.Qualify(); nq != nil {
 		return nil, nq
 	}
 	if nq := ScopeError(j); nq != nil {
 		return nil, nq
 	}
-	minCount, err := MinCount(j)
-	if err != nil {
-		return nil, err
+	minCount, nq := minCount(j)
+	if nq != nil {
+		return nil, nq
+	}
+	topo, nq := TopologyOf(j)
+	if nq != nil {
+		return nil, nq
 	}
 	name, roles := j.Object().GetName(), j.Roles()
 	var out []Group
@@ -70,6 +84,7 @@ func Groups(j GenericJob) ([]Group, error) {
 	}
 	for i := range out {
 		g := &out[i]
+		g.Topology = groupTopology(j, *g, topo)
 		g.PriorityClassName = classes[g.Roles[0]]
 		for _, role := range g.Roles[1:] {
 			if classes[role] != g.PriorityClassName {
@@ -86,15 +101,6 @@ func Groups(j GenericJob) ([]Group, error) {
 		}
 	}
 	return out, nil
-}
-
-// PodGrouper is a GenericJob whose groups are not one per role but told
-// apart per pod (a LeaderWorkerSet's replicas share their templates): it
-// lists them, and says which one a pod joins. Its templates are never
-// labelled; the pod webhook labels each pod.
-type PodGrouper interface {
-	Groups() []Group
-	GroupOfPod(pod *corev1.Pod) string
 }
 
 // GroupOf is the group one of j's pods joins ("" if none), j being a gang.
@@ -166,23 +172,6 @@ func (s Set) Parent(o metav1.Object) Integration {
 		return s.ForKind(ref.APIVersion, ref.Kind)
 	}
 	return nil
-}
-
-// Gang reports whether Lockstep makes j gangs: it targets Lockstep, has no
-// in-tree gang policy, is no other integration's part, and qualifies.
-func (s Set) Gang(j GenericJob) bool {
-	_, ok := s.GangGroups(j)
-	return ok
-}
-
-// GangGroups are j's groups when Lockstep makes it gangs (Gang), computed
-// once for callers that need both.
-func (s Set) GangGroups(j GenericJob) ([]Group, bool) {
-	if !TargetsLockstep(j) || j.InTreeGang() || s.Parent(j.Object()) != nil {
-		return nil, false
-	}
-	groups, err := Groups(j)
-	return groups, err == nil
 }
 
 // Owner is the job a pod belongs to.

@@ -66,17 +66,11 @@ type GenericJob interface {
 	// Qualify returns nil when the job has the shape of a gang, else which
 	// condition failed and how to fix it.
 	Qualify() *NotQualified
-	// InTreeGang reports whether the job carries its own gang policy for the
-	// API server's scheduling.k8s.io PodGroup (upstream WorkloadWithJob); then
-	// Lockstep creates no second group.
-	InTreeGang() bool
 	// Stopped says why the job no longer wants its pods running
 	// ("suspended", "complete", "failed: <reason>"), "" while it does;
-	// failed and suspended tell those cases apart.
+	// failed and suspended tell those cases apart. Kinds that say so with a
+	// suspend flag and status conditions answer with StoppedBy.
 	Stopped() (why string, failed, suspended bool)
-	// Wants reports whether the member with this index is still part of the
-	// job: false once a scale-down removed the index.
-	Wants(index int32) bool
 }
 
 // Getter reads objects: a cache first, the API server on a miss.
@@ -188,31 +182,18 @@ func Size(j GenericJob) int32 {
 	return n
 }
 
-// MinCounter is a GenericJob whose kind states its own minimum (a training
-// job's schedulingPolicy.minAvailable, an elastic job's minReplicas, a Ray
-// cluster's worker groups' minReplicas): the gang's minCount unless the
-// annotation overrides it.
-type MinCounter interface {
-	// KindMinCount is the kind's minimum, ok false when the job states none.
-	KindMinCount() (n int32, ok bool)
-}
-
-// FieldValidator is a GenericJob with checks of its kind's own fields,
-// refused at admission (the webhook adds them to its own).
-type FieldValidator interface {
-	ValidateFields() field.ErrorList
-}
-
-// Warner is a GenericJob that warns at admission about what it sets that
-// Lockstep does not use (a Volcano queue name), so nothing is silently
-// ignored.
-type Warner interface {
-	Warnings() []string
-}
-
 // MinCount is the job's size unless the annotation (or else its kind's
-// own minimum, MinCounter) lowers it; the error explains a bad annotation.
+// own minimum, MinCounter) lowers it; the error (a *NotQualified) explains
+// a bad annotation.
 func MinCount(j GenericJob) (int32, error) {
+	n, nq := minCount(j)
+	if nq != nil {
+		return 0, nq
+	}
+	return n, nil
+}
+
+func minCount(j GenericJob) (int32, *NotQualified) {
 	v, ok := j.Object().GetAnnotations()[MinCountAnnotation]
 	size := Size(j)
 	if !ok {
@@ -242,9 +223,22 @@ func MinCount(j GenericJob) (int32, error) {
 	return int32(n), nil
 }
 
-// DisruptionMode is all unless the annotation says single.
+// DisruptionMode is the annotation's, else the kind's default
+// (DisruptionDefaulter), else all; the error (a *NotQualified) explains a
+// bad annotation.
 func DisruptionMode(j GenericJob) (*lockv1.DisruptionMode, error) {
+	m, nq := disruptionMode(j)
+	if nq != nil {
+		return nil, nq
+	}
+	return m, nil
+}
+
+func disruptionMode(j GenericJob) (*lockv1.DisruptionMode, *NotQualified) {
 	v := j.Object().GetAnnotations()[DisruptionModeAnnotation]
+	if d, ok := j.(DisruptionDefaulter); ok && v == "" {
+		v = d.DefaultDisruptionMode()
+	}
 	if m, ok := ParseDisruptionMode(v); ok {
 		return m, nil
 	}
@@ -264,7 +258,7 @@ func ParseDisruptionMode(v string) (m *lockv1.DisruptionMode, ok bool) {
 }
 
 // Scope is the job's gang scope: the annotation's, else the kind's default
-// (a GenericJob with a DefaultScope method), else "job".
+// (DefaultScoper), else "job".
 func Scope(j GenericJob) string {
 	switch j.Object().GetAnnotations()[GangScopeAnnotation] {
 	case ScopeRole:
@@ -272,7 +266,7 @@ func Scope(j GenericJob) string {
 	case ScopeJob:
 		return ScopeJob
 	}
-	if d, ok := j.(interface{ DefaultScope() string }); ok {
+	if d, ok := j.(DefaultScoper); ok {
 		return d.DefaultScope()
 	}
 	return ScopeJob

@@ -2,13 +2,13 @@ package jobintegration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -16,6 +16,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -25,13 +27,15 @@ import (
 // TemplateName is the name of the one pod group template of a job's Workload.
 const TemplateName = "workers"
 
-// Event reasons on the job.
+// Event reasons on the job (and, for a group it does not control, on that
+// group too).
 const (
 	ReasonGangCreated      = "GangCreated"
 	ReasonNotGangScheduled = "NotGangScheduled"
 	ReasonInTreeGang       = "InTreeGangPolicy"
 	ReasonGangRemoved      = "GangRemoved"
 	ReasonGroupNamed       = "PodGroupNamedByTemplate"
+	ReasonNotControlled    = "NotControlled"
 )
 
 // Reconciler makes every qualifying job of one integration gangs.
@@ -45,18 +49,35 @@ type Reconciler struct {
 }
 
 // SetupWithManager watches the integration's jobs (creation, spec and
-// annotation changes only: status churn does not re-run it) and the
-// PodGroups and Workloads they own, so a deleted group is recreated.
+// annotation changes only: status churn does not re-run it), the PodGroups
+// and Workloads they own, so a deleted group is recreated, and the creation
+// and deletion of any PodGroup or Workload of a name a job wants, so a job
+// whose group name was taken gets its group once it is free.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.Integration.NewObject(), indexWanted, r.wanted); err != nil {
+		return err
+	}
+	taken := builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		DeleteFunc: func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("jobintegration-"+r.Integration.Name()).
 		For(r.Integration.NewObject(), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&lockv1.PodGroup{}).
 		Owns(&lockv1.Workload{}).
+		Watches(&lockv1.PodGroup{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
+		Watches(&lockv1.Workload{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
 		Complete(r)
 }
 
-// Reconcile ensures the job's Workload and PodGroups.
+// Reconcile ensures the job's Workload and PodGroups: created and
+// controlled by the job, never one of the job's names that it does not
+// control (see control.go).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := ctrl.LoggerFrom(ctx)
 	obj := r.Integration.NewObject()
@@ -67,36 +88,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	j := r.Integration.Wrap(obj)
-	if !TargetsLockstep(j) || r.Integrations.Parent(obj) != nil {
-		return ctrl.Result{}, nil
-	}
 	kind := j.GVK().Kind
-	if j.InTreeGang() {
+	c := r.Integrations.Classify(j)
+	switch c.Class {
+	case ClassNotLockstep, ClassChild:
+		return ctrl.Result{}, nil
+	case ClassInTree:
 		r.Recorder.Event(obj, corev1.EventTypeNormal, ReasonInTreeGang,
 			"the "+kind+"'s gang policy for the API server's scheduling.k8s.io PodGroup is used: Lockstep schedules the PodGroup its controller creates and creates none of its own")
 		return ctrl.Result{}, nil
-	}
-	groups, err := Groups(j)
-	if nq := (*NotQualified)(nil); errors.As(err, &nq) && nq.Named != "" {
+	case ClassNamed:
 		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGroupNamed,
-			"%s: Lockstep schedules its pods as that PodGroup says and creates none of its own", nq.Condition)
+			"%s: Lockstep schedules its pods as that PodGroup says and creates none of its own", c.Why.Condition)
+		return ctrl.Result{}, nil
+	case ClassNotQualified:
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", c.Why)
 		return ctrl.Result{}, nil
 	}
+	pgs, wl := desired(j, c.Groups, c.Mode)
+	got, err := r.ensure(ctx, j, wl, func(client.Object) bool { return false })
 	if err != nil {
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
-		return ctrl.Result{}, nil
-	}
-	pgs, wl, err := desired(j, groups)
-	if err != nil {
-		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", err)
-		return ctrl.Result{}, nil
-	}
-	if err := r.ensure(ctx, wl, func(existing client.Object) bool { return false }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("workload: %w", err)
+	}
+	if got == controlTaken {
+		// Without its Workload the job gets no group: they would point
+		// at another's.
+		return ctrl.Result{}, nil
 	}
 	var created []string
 	for _, pg := range pgs {
-		err = r.ensure(ctx, pg, func(existing client.Object) bool {
+		got, err := r.ensure(ctx, j, pg, func(existing client.Object) bool {
 			cur := existing.(*lockv1.PodGroup)
 			if cur.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
 				return false
@@ -106,15 +127,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// members that stay are never restarted by a resize.
 			cur.Spec.SchedulingPolicy.Gang.MinCount = pg.Spec.SchedulingPolicy.Gang.MinCount
 			return true
-		}, func() {
-			created = append(created, fmt.Sprintf("%s (gang, minCount %d)", pg.Name, pg.Spec.SchedulingPolicy.Gang.MinCount))
 		})
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("podgroup %s: %w", pg.Name, err)
 		}
+		if got == controlCreated {
+			created = append(created, fmt.Sprintf("%s (gang, minCount %d)", pg.Name, pg.Spec.SchedulingPolicy.Gang.MinCount))
+		}
 	}
 	if len(created) > 0 {
-		logger.V(1).Info(kind+" became gangs", "podGroups", created)
+		logger.V(1).Info("Job became gangs", "kind", kind, "podGroups", created)
 		what := "PodGroup"
 		if len(created) > 1 {
 			what = "PodGroups"
@@ -171,36 +193,9 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, want []*lockv
 	return wait, nil
 }
 
-// ensure creates want if missing, else lets update adjust the existing
-// object and writes it when update reports a change.
-func (r *Reconciler) ensure(ctx context.Context, want client.Object, update func(client.Object) bool, onCreate ...func()) error {
-	existing := want.DeepCopyObject().(client.Object)
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), existing)
-	if apierrors.IsNotFound(err) {
-		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		for _, f := range onCreate {
-			f()
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if update(existing) {
-		return r.Client.Update(ctx, existing)
-	}
-	return nil
-}
-
 // desired computes the Workload and PodGroups of a job, all owned by it:
 // one Workload named after the job with a pod group template per group.
-func desired(j GenericJob, groups []Group) ([]*lockv1.PodGroup, *lockv1.Workload, error) {
-	mode, err := DisruptionMode(j)
-	if err != nil {
-		return nil, nil, err
-	}
+func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lockv1.PodGroup, *lockv1.Workload) {
 	obj := j.Object()
 	gvk := j.GVK()
 	owner := metav1.OwnerReference{
@@ -221,11 +216,13 @@ func desired(j GenericJob, groups []Group) ([]*lockv1.PodGroup, *lockv1.Workload
 		if !templates[g.Template] {
 			// Groups of one template (a LeaderWorkerSet's replicas) share it.
 			templates[g.Template] = true
-			wl.Spec.PodGroupTemplates = append(wl.Spec.PodGroupTemplates, lockv1.PodGroupTemplate{
+			t := lockv1.PodGroupTemplate{
 				Name: g.Template, SchedulingPolicy: policy, DisruptionMode: mode.DeepCopy(), PriorityClassName: g.PriorityClassName,
-			})
+			}
+			g.Topology.apply(&t.SchedulingConstraints, nil)
+			wl.Spec.PodGroupTemplates = append(wl.Spec.PodGroupTemplates, t)
 		}
-		pgs = append(pgs, &lockv1.PodGroup{
+		pg := &lockv1.PodGroup{
 			ObjectMeta: meta(g.Name),
 			Spec: lockv1.PodGroupSpec{
 				WorkloadRef:       &lockv1.WorkloadReference{WorkloadName: wl.Name, TemplateName: g.Template},
@@ -233,7 +230,9 @@ func desired(j GenericJob, groups []Group) ([]*lockv1.PodGroup, *lockv1.Workload
 				DisruptionMode:    mode.DeepCopy(),
 				PriorityClassName: g.PriorityClassName,
 			},
-		})
+		}
+		g.Topology.apply(&pg.Spec.SchedulingConstraints, &pg.Annotations)
+		pgs = append(pgs, pg)
 	}
-	return pgs, wl, nil
+	return pgs, wl
 }

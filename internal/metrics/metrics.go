@@ -1,6 +1,7 @@
 // Package metrics defines Lockstep's Prometheus metrics (documented in
 // docs/metrics.md). Labels are low-cardinality by construction: results,
-// priorities and DeviceClass names, never pod or group names. Where
+// priorities, DeviceClass names and topology domains (at most 500 a key),
+// never pod, group or node names. Where
 // kube-scheduler has a metric for the same thing, the shape is mirrored under
 // the lockstep_ prefix.
 package metrics
@@ -56,6 +57,17 @@ var (
 	// QueueDepthDesc: units active (ready) or parked (backing off or waiting for an event).
 	QueueDepthDesc = prometheus.NewDesc("lockstep_queue_depth",
 		"Units in the scheduling queue by state: active (ready) or parked (backing off or waiting for an event).", []string{"state"}, nil)
+	// DomainDevicesDesc and DomainFreeDevicesDesc: devices of a DeviceClass
+	// in one topology domain (a value of a node label, or of a device
+	// attribute), all of them and those free (neither allocated nor
+	// tainted), for the keys PodGroups use and the zone.
+	DomainDevicesDesc = prometheus.NewDesc("lockstep_domain_devices",
+		"Devices of a DeviceClass in one topology domain (a value of topology_key: a node label or a device attribute).", []string{"topology_key", "domain", "device_class"}, nil)
+	DomainFreeDevicesDesc = prometheus.NewDesc("lockstep_domain_free_devices",
+		"Free devices (neither allocated nor tainted) of a DeviceClass in one topology domain.", []string{"topology_key", "domain", "device_class"}, nil)
+	// TopologyDomainsDesc: how many domains a topology key has.
+	TopologyDomainsDesc = prometheus.NewDesc("lockstep_topology_domains",
+		"Domains of a topology key (distinct values on the nodes, or on the devices for a device attribute); per-domain device series are exported for keys of at most 500 domains.", []string{"topology_key"}, nil)
 )
 
 // NewScheduler creates and registers the scheduler's metrics.

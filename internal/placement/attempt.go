@@ -19,8 +19,11 @@ type attempt struct {
 	alloc *dra.Allocator
 	unit  Unit
 	// dry: undo every change once the result is known (Simulate).
-	dry  bool
-	undo []func()
+	dry bool
+	// j records how to undo every change; base is where this attempt's
+	// changes start in it (a tree's leaves share one journal).
+	j    *journal
+	base int
 	// uses counts the pods this attempt placed on each claim: one claim can
 	// be reserved for at most resourcev1.ResourceClaimReservedForMaxSize pods.
 	uses map[types.NamespacedName]int
@@ -55,11 +58,73 @@ func (a *attempt) run(groups []*group) (Result, error) {
 	return res, nil
 }
 
-func (a *attempt) rollback() {
-	for i := len(a.undo) - 1; i >= 0; i-- {
-		a.undo[i]()
+// newAttempt starts an attempt whose changes j records (a fresh journal
+// when j is nil).
+func newAttempt(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool, j *journal) *attempt {
+	if j == nil {
+		j = &journal{}
 	}
-	a.undo = nil
+	return &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry, j: j, base: j.mark()}
+}
+
+// rollback undoes every change of this attempt.
+func (a *attempt) rollback() { a.j.rewind(a.base) }
+
+// rollbackTo undoes the changes made since the journal held mark.
+func (a *attempt) rollbackTo(mark int) { a.j.rewind(mark) }
+
+// journal is how to undo the changes placement made to a snapshot, in
+// order: rewinding to a mark undoes those made since.
+type journal struct{ undo []func() }
+
+func (j *journal) push(f func()) { j.undo = append(j.undo, f) }
+
+// mark is the journal's current position.
+func (j *journal) mark() int { return len(j.undo) }
+
+// rewind undoes the changes made since mark, newest first.
+func (j *journal) rewind(mark int) {
+	for i := len(j.undo) - 1; i >= mark; i-- {
+		j.undo[i]()
+	}
+	j.undo = j.undo[:mark]
+}
+
+// placeOn places member mi of g on node ni if it fits there — capacity,
+// the pod constraints against the pods placed so far, devices — and
+// returns its assignment, or nil. The search's step; placeMember's is the
+// same checks over the group's nodes in turn.
+func (a *attempt) placeOn(g *group, mi int, ni *snapshot.NodeInfo) (*Assignment, error) {
+	m := a.unit.Members[mi]
+	if g.fits(a.snap, ni) != "" {
+		return nil, nil
+	}
+	var check snapshot.PodCheck
+	if a.snap.Constraints != nil {
+		var err error
+		if check, err = a.snap.Constraints.Prepare(a.ctx, m.Pod); err != nil {
+			return nil, err
+		}
+		if check != nil {
+			reason, err := check.Check(a.ctx, ni.Node.Name)
+			if err != nil || reason != "" {
+				return nil, err
+			}
+		}
+	}
+	asg, _, err := a.tryNode(g, m, ni)
+	if err != nil || asg == nil {
+		return nil, err
+	}
+	if check != nil {
+		if asg.Volumes, err = check.Reserve(a.ctx, ni.Node.Name); err != nil {
+			return nil, err
+		}
+		if r := asg.Volumes; r != nil {
+			a.j.push(func() { r.Unreserve(a.ctx) })
+		}
+	}
+	return asg, nil
 }
 
 // placeMember tries the group's nodes from its cursor on. A node that
@@ -106,7 +171,7 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 					return nil, Diagnosis{}, err
 				}
 				if r := asg.Volumes; r != nil {
-					a.undo = append(a.undo, func() { r.Unreserve(a.ctx) })
+					a.j.push(func() { r.Unreserve(a.ctx) })
 				}
 			}
 			return asg, Diagnosis{}, nil
@@ -196,7 +261,7 @@ func (a *attempt) assumeExtended(ext *dra.ExtendedClaim, result *resourcev1.Allo
 	cp := ext.Claim.DeepCopy()
 	cp.Status.Allocation = result.DeepCopy()
 	a.snap.AssumeClaim(cp)
-	a.undo = append(a.undo, func() { a.snap.ForgetClaim(cp) })
+	a.j.push(func() { a.snap.ForgetClaim(cp) })
 	return &dra.ExtendedClaim{Claim: cp, Mappings: ext.Mappings}
 }
 
@@ -211,13 +276,15 @@ func (a *attempt) assume(ni *snapshot.NodeInfo, m Member, g *group, claims, pend
 		allocated[c] = cp
 		old := c
 		a.snap.AssumeClaim(cp)
-		a.undo = append(a.undo, func() { a.snap.UnassumeClaim(old, cp) })
+		a.j.push(func() { a.snap.UnassumeClaim(old, cp) })
 	}
 	if a.uses == nil {
 		a.uses = map[types.NamespacedName]int{}
 	}
 	for _, c := range claims {
-		a.uses[claimKey(c)]++
+		key := claimKey(c)
+		a.uses[key]++
+		a.j.push(func() { a.uses[key]-- })
 		if cp, ok := allocated[c]; ok {
 			asg.Claims = append(asg.Claims, cp)
 			asg.NewlyAllocated = append(asg.NewlyAllocated, true)
@@ -227,7 +294,7 @@ func (a *attempt) assume(ni *snapshot.NodeInfo, m Member, g *group, claims, pend
 		asg.NewlyAllocated = append(asg.NewlyAllocated, false)
 	}
 	a.snap.PlacePod(ni, m.Pod, g.req, g.ports)
-	a.undo = append(a.undo, func() { a.snap.UnplacePod(ni, m.Pod, g.req, g.ports) })
+	a.j.push(func() { a.snap.UnplacePod(ni, m.Pod, g.req, g.ports) })
 	return asg
 }
 

@@ -1,6 +1,10 @@
 package placement
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
 
 // Outcome is what a placement result means for its unit: whether the unit
 // is admitted — it binds what was placed — and which members stay pending.
@@ -24,6 +28,14 @@ type Outcome struct {
 	Fit int
 	// Total counts every member, bound and pending.
 	Total int
+	// SearchExhausted: the placement search ran out of budget (a
+	// placement may exist; Result.SearchExhausted).
+	SearchExhausted bool
+	// Domain is the topology domain of the placement (admitted), or of the
+	// best attempt (not admitted); "" without topology. domainNodes are
+	// its nodes (device counts in messages are the domain's).
+	Domain      string
+	domainNodes []*snapshot.NodeInfo
 	// Waiting are the pending members that stay pending, each with why:
 	// those that found no node and, for a gang that is not admitted, every
 	// other pending member too (their Diagnosis is empty: they wait for
@@ -38,6 +50,10 @@ func Judge(unit Unit, res Result) Outcome {
 		MinCount: unit.MinCount,
 		Fit:      unit.Bound + res.Placeable,
 		Total:    unit.Bound + len(unit.Members),
+
+		SearchExhausted: res.SearchExhausted,
+		Domain:          res.Domain,
+		domainNodes:     res.domainNodes,
 	}
 	placed := len(res.Assignments)
 	o.Admitted = placed > 0 && (!unit.Gang || unit.Bound+placed >= unit.MinCount)

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -30,27 +31,29 @@ const maxOrders = 4
 // the snapshot as it found it. An error means the unit could not be
 // evaluated (SchedulerError), not that it does not fit.
 func Place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit) (Result, error) {
-	return place(ctx, snap, alloc, unit, false)
+	return place(ctx, snap, alloc, unit, false, nil)
 }
 
 // Simulate answers what Place would do but leaves the snapshot as it found
 // it, success or not (a what-if, e.g. for preemption).
 func Simulate(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit) (Result, error) {
-	return place(ctx, snap, alloc, unit, true)
+	return place(ctx, snap, alloc, unit, true, nil)
 }
 
-func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool) (Result, error) {
-	if unit.Topology.IsZero() {
-		return placeIn(ctx, snap, alloc, unit, snap.Nodes, nil, dry)
+// place places unit (see Place); j, when set, records its changes (a
+// tree's leaves share one journal, so the tree can rewind them).
+func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool, j *journal) (Result, error) {
+	if !unit.constrained() {
+		return placeIn(ctx, snap, alloc, unit, snap.Nodes, nil, dry, j)
 	}
-	plan := topology.PlanFor(snap, unit.Topology, unit.Running)
+	plan := unit.plan(snap)
 	if len(plan.Domains) == 0 {
 		return failAll(unit, Diagnosis{Nodes: len(snap.Nodes), Reasons: plan.Excluded}), nil
 	}
 	var best Result
 	for _, d := range plan.Domains {
-		res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, d.Nodes, outside(snap, plan, d), dry)
-		res.Domain = d.String()
+		res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, d.Nodes, outside(snap, plan, d), dry, j)
+		res.Domain, res.domainNodes = d.String(), d.Nodes
 		if err != nil || Judge(unit, res).Admitted {
 			return res, err
 		}
@@ -76,21 +79,22 @@ func outside(snap *snapshot.Snapshot, plan topology.Plan, d topology.Domain) map
 	return out
 }
 
-func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int, dry bool) (Result, error) {
+func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int, dry bool, j *journal) (Result, error) {
 	groups, err := buildGroups(ctx, snap, unit, nodes, outside)
 	if err != nil {
 		return Result{}, err
 	}
 	if !unit.Gang {
-		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
+		a := newAttempt(ctx, snap, alloc, unit, dry, j)
 		return a.run(groups)
 	}
 	var best Result
-	for i, order := range orders(groups) {
+	all := orders(groups)
+	for i, order := range all {
 		if i == maxOrders {
 			break
 		}
-		a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: dry}
+		a := newAttempt(ctx, snap, alloc, unit, dry, j)
 		res, err := a.run(order)
 		if err != nil || len(res.Assignments) > 0 {
 			return res, err
@@ -102,6 +106,25 @@ func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator,
 			g.reset()
 		}
 	}
+	need := max(unit.MinCount-unit.Bound, 1)
+	if !needsSearch(groups, unit) || !mayHold(snap, groups, need) {
+		return best, nil
+	}
+	// Greedy is not complete here (several signatures, or pods that
+	// constrain each other): search.
+	a := newAttempt(ctx, snap, alloc, unit, dry, j)
+	res, exhausted, err := a.searchGang(all[0], need)
+	if err != nil {
+		return Result{}, err
+	}
+	if Judge(unit, res).Admitted {
+		if dry {
+			a.rollback()
+		}
+		return res, nil
+	}
+	a.rollback()
+	best.SearchExhausted = exhausted
 	return best, nil
 }
 
@@ -112,7 +135,11 @@ type group struct {
 	ports   []string
 	claims  bool
 	// dra are the extended resources of req that DeviceClasses serve.
-	dra      []corev1.ResourceName
+	dra []corev1.ResourceName
+	// devices is a lower bound of the devices one member needs allocated
+	// (its own unallocated claims' exact counts, its DRA-served extended
+	// resources).
+	devices  int
 	feasible []*snapshot.NodeInfo
 	static   Diagnosis
 	// cursor: feasible[:cursor] are full for this signature this attempt;
@@ -155,17 +182,31 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 	logger := klog.FromContext(ctx)
 	bySig := map[string]*group{}
 	var groups []*group
+	// Claims several members share pin them together; a claim only one
+	// member uses is, unallocated, as interchangeable as a template's.
+	uses := map[types.NamespacedName]int{}
+	for _, m := range unit.Members {
+		for _, key := range m.Claims {
+			uses[key]++
+		}
+	}
 	for i, m := range unit.Members {
 		claims, err := resolve(snap, m)
 		if err != nil {
 			return nil, err
 		}
-		sig := signatureOf(m.Pod, claims, snap.Features)
+		sig := signatureOf(m.Pod, claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
+			return uses[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] > 1
+		})
 		if g := bySig[sig]; g != nil {
 			g.members = append(g.members, i)
 			continue
 		}
 		g := newGroup(snap, m, len(claims) > 0)
+		g.devices = devicesNeeded(m.Pod, claims)
+		for _, name := range g.dra {
+			g.devices += int(g.req.Scalar[name])
+		}
 		g.members = []int{i}
 		g.static.Nodes = len(snap.Nodes)
 		aff := nodeaffinity.GetRequiredNodeAffinity(m.Pod)
@@ -308,11 +349,25 @@ func orders(groups []*group) [][]*group {
 	return out
 }
 
-// Feasible returns the nodes that pass the checks no eviction can change
-// (schedulability, node name, selector and affinity, taints) for at least
-// one member: the only nodes where freeing capacity can help the unit.
+// Feasible returns the nodes of the unit's domains (all nodes without
+// topology) that pass the checks no eviction can change (schedulability,
+// node name, selector and affinity, taints) for at least one member: the
+// only nodes where freeing capacity can help the unit.
 func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set[string], error) {
-	groups, err := buildGroups(ctx, snap, unit, snap.Nodes, nil)
+	nodes := snap.Nodes
+	if unit.constrained() {
+		nodes = nil
+		seen := map[*snapshot.NodeInfo]bool{}
+		for _, d := range unit.plan(snap).Domains {
+			for _, ni := range d.Nodes {
+				if !seen[ni] {
+					seen[ni] = true
+					nodes = append(nodes, ni)
+				}
+			}
+		}
+	}
+	groups, err := buildGroups(ctx, snap, unit, nodes, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +415,7 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 			}
 		}
 		if reason == "" {
-			a := &attempt{ctx: ctx, snap: snap, alloc: alloc, unit: unit, dry: true}
+			a := newAttempt(ctx, snap, alloc, unit, true, nil)
 			asg, r, err := a.tryNode(g, m, ni)
 			if err != nil {
 				return nil, err
@@ -373,4 +428,21 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 		out[ni.Node.Name] = reason
 	}
 	return out, nil
+}
+
+// devicesNeeded is a lower bound of the devices a pod's claims still need:
+// the exact counts of the unallocated claims only it uses.
+func devicesNeeded(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) int {
+	n := 0
+	for _, c := range claims {
+		if c.Status.Allocation != nil || len(c.OwnerReferences) == 0 || c.OwnerReferences[0].UID != pod.UID {
+			continue
+		}
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil && r.Exactly.AllocationMode != resourcev1.DeviceAllocationModeAll {
+				n += int(max(r.Exactly.Count, 1))
+			}
+		}
+	}
+	return n
 }

@@ -12,10 +12,12 @@ import (
 )
 
 // signatureOf is a key equal for pods that every filter treats the same. An
-// unallocated claim contributes its spec (each pod of an Indexed Job has its
-// own claim from the same template, and those are interchangeable); an
-// allocated or shared claim contributes its name, since it pins the pod.
-func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features.Features) string {
+// unallocated claim of the pod's own contributes its spec (each pod of an
+// Indexed Job has its own claim from the same template, and those are
+// interchangeable, as are claims created by hand one per pod); an
+// allocated claim, or one shared (reserved for other pods, or used by
+// other members: shared), contributes its name, since it pins the pod.
+func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features.Features, shared func(*resourcev1.ResourceClaim) bool) string {
 	type claimKey struct {
 		Name string                        `json:"n,omitempty"`
 		Spec *resourcev1.ResourceClaimSpec `json:"s,omitempty"`
@@ -45,7 +47,7 @@ func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features
 		sig.Features, _ = ndf.DefaultFramework.Unmap(fs)
 	}
 	for _, c := range claims {
-		if c.Status.Allocation != nil || len(c.OwnerReferences) == 0 || c.OwnerReferences[0].Kind != "Pod" {
+		if c.Status.Allocation != nil || len(c.Status.ReservedFor) > 0 || shared(c) {
 			sig.Claims = append(sig.Claims, claimKey{Name: c.Namespace + "/" + c.Name})
 			continue
 		}

@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,10 +25,15 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 	}
 	head := fmt.Sprintf("%d of %d pods fit", o.Fit, o.Total)
 	switch {
+	case o.Gang && !o.MinCountMet() && o.SearchExhausted:
+		head = fmt.Sprintf("minCount %d: "+reasonSearchBudget+"; the best placement found holds %d of %d pods", o.MinCount, o.Fit, o.Total)
 	case o.Gang && !o.MinCountMet():
 		head = fmt.Sprintf("minCount %d not satisfiable: at most %d of %d pods fit", o.MinCount, o.Fit, o.Total)
 	case o.Gang:
 		head += fmt.Sprintf(" (minCount %d met)", o.MinCount)
+	}
+	if o.Domain != "" && !o.Admitted {
+		head += fmt.Sprintf(" in one topology domain (the best: %s)", o.Domain)
 	}
 	byReason := map[string]int{}
 	// A class is counted once per summary, not once per waiting member:
@@ -37,7 +43,7 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 		if f.ForGang() {
 			continue
 		}
-		byReason[mainReason(ctx, snap, cache, f.Diagnosis, counts)]++
+		byReason[mainReason(ctx, snap, cache, f.Diagnosis, o, counts)]++
 	}
 	reasons := make([]string, 0, len(byReason))
 	for r := range byReason {
@@ -63,12 +69,18 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 // MainReason words the reason most nodes gave; a device shortage names the
 // class with its arithmetic.
 func MainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis) string {
-	return mainReason(ctx, snap, cache, d, map[string]dra.ClassCount{})
+	return mainReason(ctx, snap, cache, d, Outcome{}, map[string]dra.ClassCount{})
 }
 
-// mainReason is MainReason with the class counts made so far on snap.
-func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis, counts map[string]dra.ClassCount) string {
-	top := d.Top()
+// mainReason is MainReason counting devices in o's domain, if it has one,
+// with the class counts made so far for o.
+func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis, o Outcome, counts map[string]dra.ClassCount) string {
+	// Nodes outside the domain being tried say where the unit may not go,
+	// not why it does not fit: the reason is what the domain's nodes say.
+	top := slices.DeleteFunc(d.Top(), func(rc ReasonCount) bool { return strings.HasPrefix(rc.Reason, reasonOutsidePrefix) })
+	if len(top) == 0 {
+		top = d.Top()
+	}
 	if len(top) == 0 {
 		return "no nodes"
 	}
@@ -76,10 +88,17 @@ func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 		class := d.DeviceClasses[0]
 		c, ok := counts[class]
 		if !ok {
-			c = dra.CountClass(ctx, snap, cache, class)
+			if o.Domain == "" {
+				c = dra.CountClass(ctx, snap, cache, class)
+			} else {
+				c = dra.CountClassOn(ctx, snap, cache, class, o.domainNodes)
+			}
 			counts[class] = c
 		}
-		return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
+		if o.Domain == "" {
+			return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
+		}
+		return fmt.Sprintf("no free device of class %s in %s (%s)", c.Class, o.Domain, c)
 	}
 	return d.String()
 }

@@ -37,7 +37,25 @@ type Unit struct {
 	// Running are the members already placed (bound, or being bound):
 	// members placed after the unit's admission go where they run.
 	Running []topology.Placed
+	// SearchBudget bounds the node tries of the search for a placement the
+	// greedy orders miss (0: searchBudget).
+	SearchBudget int
+	// Domains, when set, are the only domains the unit is tried in, in
+	// order, instead of those its Topology plans (a preemption searching
+	// one domain at a time).
+	Domains []topology.Domain
 }
+
+// plan is the domains the unit is tried in.
+func (u Unit) plan(snap *snapshot.Snapshot) topology.Plan {
+	if len(u.Domains) > 0 {
+		return topology.Plan{Domains: u.Domains, Excluded: map[string]int{}}
+	}
+	return topology.PlanFor(snap, u.Topology, u.Running)
+}
+
+// constrained reports whether the unit is placed in domains.
+func (u Unit) constrained() bool { return len(u.Domains) > 0 || !u.Topology.IsZero() }
 
 // Assignment places one pod.
 type Assignment struct {
@@ -66,8 +84,13 @@ type Result struct {
 	// Placeable is the most members one attempt could place.
 	Placeable int
 	// Domain is the topology domain the assignments are in ("" without
-	// topology), e.g. "zone=z1, rack=r3".
-	Domain string
+	// topology), e.g. "zone=z1, rack=r3"; domainNodes are its nodes.
+	Domain      string
+	domainNodes []*snapshot.NodeInfo
+	// SearchExhausted: a gang the greedy orders could not place was
+	// searched until its budget ran out without finding a placement or
+	// proving there is none (a placement may exist).
+	SearchExhausted bool
 }
 
 // Failure explains why a pod was not placed.
@@ -152,6 +175,7 @@ const (
 	ReasonDevices          = "node(s) had no free devices for the pod's claims"
 	ReasonClaimReserved    = "node(s) cannot take the pod: a claim it shares is already reserved for 256 pods, the most one ResourceClaim allows"
 	reasonTaintPrefix      = "node(s) had untolerated taint "
-	reasonOutsideDomainFmt = "node(s) outside the topology domain %s being tried"
+	reasonOutsidePrefix    = "node(s) outside the topology domain "
+	reasonOutsideDomainFmt = reasonOutsidePrefix + "%s being tried"
 	reasonInsufficientFmt  = "Insufficient %s"
 )

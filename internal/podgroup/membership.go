@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
@@ -82,18 +83,46 @@ func MemberIndex(pod *corev1.Pod) *int32 {
 }
 
 // Admits reports whether a pod that names the group is one of its members:
-// a group controlled by a Job takes only that Job's pods (the webhook
-// refuses others at admission; this keeps the scheduler and the integrity
-// controller from counting one that got in anyway, e.g. created before the
-// group existed).
+//   - a rank of a job Lockstep makes gangs of (GangOfAnnotation) joins only
+//     the group that job controls: a group of that name it does not
+//     control (created before it by hand, another kind's of the same name)
+//     is not its gang;
+//   - a group controlled by a Job takes only that Job's pods.
+//
+// The webhook refuses the pods it sees at admission; this keeps the
+// scheduler and the integrity controller from counting one that got in
+// anyway (the Job controller's pods skip the pod webhook, or one created
+// before the group existed).
 func Admits(pg *lockv1.PodGroup, pod *corev1.Pod) bool {
 	if pg == nil || Upstream(pg) {
 		return true
 	}
 	ref := metav1.GetControllerOf(pg)
+	if of, ok := pod.Annotations[lockv1.GangOfAnnotation]; ok && (ref == nil || GangOf(ref) != of) {
+		return false
+	}
 	if ref == nil || ref.Kind != "Job" || ref.APIVersion != "batch/v1" {
 		return true
 	}
 	owner := metav1.GetControllerOf(pod)
 	return owner != nil && owner.UID == ref.UID
+}
+
+// GangOf is the GangOfAnnotation value naming the job ref refers to, ""
+// for a reference whose apiVersion does not parse.
+func GangOf(ref *metav1.OwnerReference) string {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return ""
+	}
+	return GangOfJob(gv.WithKind(ref.Kind).GroupKind(), ref.Name)
+}
+
+// GangOfJob is the GangOfAnnotation value naming job name of kind gk:
+// "<Kind>.<group>/<name>" ("<Kind>/<name>" in the core group).
+func GangOfJob(gk schema.GroupKind, name string) string {
+	if gk.Group == "" {
+		return gk.Kind + "/" + name
+	}
+	return gk.Kind + "." + gk.Group + "/" + name
 }

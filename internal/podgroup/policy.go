@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
@@ -81,10 +82,7 @@ func Priority(members []*corev1.Pod) (prio int32, ok bool) {
 		if !Ours(p) {
 			continue
 		}
-		v := int32(0)
-		if p.Spec.Priority != nil {
-			v = *p.Spec.Priority
-		}
+		v := corev1helpers.PodPriority(p)
 		if !ok || v < prio {
 			prio, ok = v, true
 		}

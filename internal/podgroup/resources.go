@@ -57,3 +57,41 @@ func ToUnstructured(pg *lockv1.PodGroup) (*unstructured.Unstructured, error) {
 	u.SetGroupVersionKind(ResourceOf(pg).GroupVersion().WithKind("PodGroup"))
 	return u, nil
 }
+
+// CompositeResource is the GVR of Lockstep's CompositePodGroup.
+var CompositeResource = lockv1.GroupVersion.WithResource("compositepodgroups")
+
+// UpstreamCompositeResource is the in-tree CompositePodGroup
+// (scheduling.k8s.io/v1alpha3), served where the CompositePodGroup gate is
+// on; same fields and JSON as Lockstep's.
+var UpstreamCompositeResource = schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1alpha3", Resource: "compositepodgroups"}
+
+// CompositeResourceOf is where a CompositePodGroup read from either API
+// lives (by apiVersion).
+func CompositeResourceOf(c *lockv1.CompositePodGroup) schema.GroupVersionResource {
+	if c.APIVersion == UpstreamCompositeResource.GroupVersion().String() {
+		return UpstreamCompositeResource
+	}
+	return CompositeResource
+}
+
+// CompositeFromUnstructured converts a CompositePodGroup of either API.
+func CompositeFromUnstructured(u *unstructured.Unstructured) (*lockv1.CompositePodGroup, error) {
+	c := &lockv1.CompositePodGroup{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// CompositeToUnstructured converts a CompositePodGroup for the API it was
+// read from.
+func CompositeToUnstructured(c *lockv1.CompositePodGroup) (*unstructured.Unstructured, error) {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(CompositeResourceOf(c).GroupVersion().WithKind("CompositePodGroup"))
+	return u, nil
+}

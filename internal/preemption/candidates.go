@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -44,7 +45,7 @@ func Candidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGrou
 		if !podgroup.Active(p) {
 			continue
 		}
-		single := Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Priority: podPriority(p), Pods: []*corev1.Pod{p}}
+		single := Candidate{Name: fmt.Sprintf("pod %s/%s", p.Namespace, p.Name), Priority: corev1helpers.PodPriority(p), Pods: []*corev1.Pod{p}}
 		g := podgroup.GroupOf(p)
 		if !podgroup.Ours(p) || g == "" {
 			out = append(out, single)
@@ -73,11 +74,4 @@ func Candidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.PodGrou
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
 }

@@ -16,6 +16,12 @@
 //	  ▼ reprieve: put back the most valuable first, keeping each that is not needed
 //	victims + the simulated placement (the nomination)
 //
+// A unit with required topology (or a device attribute) runs this search
+// once per required domain, with only the candidates and nodes of that
+// domain, and takes the cheapest plan (victims of lower priority, fewer
+// budgets violated, fewer pods): its victims are never spread over domains
+// the unit cannot use together.
+//
 // Cheapest means: lower priority, no PodDisruptionBudget violated, most
 // recently started (least work lost), fewer pods, then name. Every "fits"
 // is a placement.Simulate on the snapshot with the candidates' pods removed

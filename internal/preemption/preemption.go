@@ -17,6 +17,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
+	"github.com/lockstep-dev/lockstep/internal/topology"
 )
 
 // Candidate is what is evicted as one piece: a whole PodGroup
@@ -65,6 +66,9 @@ func (c Candidate) started() time.Time {
 type Input struct {
 	// Unit is the preemptor as placement sees it.
 	Unit placement.Unit
+	// Tree, when set, is the preemptor instead of Unit: a scheduling tree,
+	// which fits when placement.SimulateTree admits it.
+	Tree *placement.TreeNode
 	// Priority of the preemptor.
 	Priority int32
 	// Candidates: everything running, any priority; Find keeps the relevant
@@ -117,16 +121,123 @@ func (p *Plan) VictimPods() int {
 }
 
 // Find returns a plan, or nil and why preemption cannot help. It leaves
-// snap as it found it.
+// snap as it found it. A unit with required topology is searched one
+// required domain at a time — its victims are never spread over domains
+// it cannot use together — and the cheapest domain's plan is returned
+// (cheaper).
 func Find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in Input) (*Plan, string, error) {
-	feasible, err := placement.Feasible(ctx, snap, in.Unit)
+	domains := requiredDomains(snap, in.Unit)
+	if len(domains) <= 1 || in.Tree != nil {
+		return find(ctx, snap, alloc, in)
+	}
+	var best *Plan
+	why := ""
+	for _, d := range domains {
+		din := in
+		din.Unit.Domains = []topology.Domain{d}
+		p, w, err := find(ctx, snap, alloc, din)
+		if err != nil {
+			return nil, "", err
+		}
+		if p == nil {
+			why = w
+			continue
+		}
+		if best == nil || cheaper(p, best) {
+			best = p
+		}
+	}
+	if best == nil {
+		return nil, fmt.Sprintf("in none of the %d topology domains the unit may use (e.g. %s: %s)", len(domains), domains[len(domains)-1], why), nil
+	}
+	return best, "", nil
+}
+
+// feasibleNodes are the nodes where freeing capacity can help the
+// preemptor: its own, or any of its tree's leaves'.
+func feasibleNodes(ctx context.Context, snap *snapshot.Snapshot, in Input) (sets.Set[string], error) {
+	if in.Tree == nil {
+		return placement.Feasible(ctx, snap, in.Unit)
+	}
+	out := sets.New[string]()
+	var err error
+	in.Tree.Walk(func(n *placement.TreeNode) {
+		if n.Leaf == nil || err != nil {
+			return
+		}
+		var f sets.Set[string]
+		if f, err = placement.Feasible(ctx, snap, *n.Leaf); err == nil {
+			out = out.Union(f)
+		}
+	})
+	return out, err
+}
+
+// requiredDomains are the required domains of the unit's plan (a unit
+// whose running members pin it has one).
+func requiredDomains(snap *snapshot.Snapshot, u placement.Unit) []topology.Domain {
+	if len(u.Domains) > 0 || len(u.Topology.Required) == 0 && u.Topology.DeviceAttribute == "" {
+		return nil
+	}
+	var out []topology.Domain
+	for _, d := range topology.PlanFor(snap, u.Topology, u.Running).Domains {
+		if d.Level == "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// cheaper reports whether plan p costs less than q: victims of lower
+// priority, fewer budgets violated, fewer pods evicted, fewer groups, the
+// most recently started (least work lost).
+func cheaper(p, q *Plan) bool {
+	pp, qp := maxPriority(p.Victims), maxPriority(q.Victims)
+	switch {
+	case len(p.Victims) == 0 || len(q.Victims) == 0:
+		return len(p.Victims) < len(q.Victims)
+	case pp != qp:
+		return pp < qp
+	case len(p.ViolatedPDBs) != len(q.ViolatedPDBs):
+		return len(p.ViolatedPDBs) < len(q.ViolatedPDBs)
+	case p.VictimPods() != q.VictimPods():
+		return p.VictimPods() < q.VictimPods()
+	case len(p.Victims) != len(q.Victims):
+		return len(p.Victims) < len(q.Victims)
+	}
+	return oldest(p.Victims).After(oldest(q.Victims))
+}
+
+func maxPriority(cs []Candidate) int32 {
+	var m int32
+	for i, c := range cs {
+		if i == 0 || c.Priority > m {
+			m = c.Priority
+		}
+	}
+	return m
+}
+
+// oldest is when the earliest-started victim started.
+func oldest(cs []Candidate) time.Time {
+	var t time.Time
+	for i, c := range cs {
+		if s := c.started(); i == 0 || s.Before(t) {
+			t = s
+		}
+	}
+	return t
+}
+
+func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in Input) (*Plan, string, error) {
+	feasible, err := feasibleNodes(ctx, snap, in)
 	if err != nil {
 		return nil, "", err
 	}
 	if feasible.Len() == 0 {
 		return nil, "no node passes the unit's selector, affinity and taints: preemption cannot help", nil
 	}
-	sim := newSimulation(ctx, snap, alloc, in.Unit)
+	sim := newSimulation(ctx, snap, alloc, in.Unit, in.Tree)
 	globalPools := globalPools(snap)
 	var going, others []Candidate
 	for _, c := range in.Candidates {

@@ -20,6 +20,7 @@ type simulation struct {
 	snap  *snapshot.Snapshot
 	alloc *dra.Allocator
 	unit  placement.Unit
+	tree  *placement.TreeNode
 	// users counts, per allocated claim, the reserving pods not removed.
 	users map[types.NamespacedName]int
 	// fitChecks counts placement simulations (for logs and tests).
@@ -31,12 +32,20 @@ type simulation struct {
 	budget int
 }
 
+// simulationSearchBudget bounds the placement search (placement's budget
+// of node tries) of one simulation: a preemption runs up to tens of them.
+const simulationSearchBudget = 2000
+
 // reprieveBudget: at 5,000 nodes one simulation of a large gang costs tens
 // of milliseconds; this keeps a preemption decision within seconds.
 const reprieveBudget = 48
 
-func newSimulation(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit placement.Unit) *simulation {
-	s := &simulation{ctx: ctx, snap: snap, alloc: alloc, unit: unit, users: map[types.NamespacedName]int{}, pods: map[*corev1.Pod]*held{}, budget: reprieveBudget}
+func newSimulation(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit placement.Unit, tree *placement.TreeNode) *simulation {
+	if unit.SearchBudget == 0 {
+		// Each candidate set is one simulation: search less per set.
+		unit.SearchBudget = simulationSearchBudget
+	}
+	s := &simulation{ctx: ctx, snap: snap, alloc: alloc, unit: unit, tree: tree, users: map[types.NamespacedName]int{}, pods: map[*corev1.Pod]*held{}, budget: reprieveBudget}
 	for key, c := range snap.Claims {
 		if c.Status.Allocation != nil && len(c.Status.ReservedFor) > 0 {
 			s.users[key] = len(c.Status.ReservedFor)
@@ -93,6 +102,10 @@ func (s *simulation) restore(c Candidate) {
 // what a preemption must reach (placement.Outcome.Sufficient).
 func (s *simulation) fits() (placement.Result, bool, error) {
 	s.fitChecks++
+	if s.tree != nil {
+		tr, err := placement.SimulateTree(s.ctx, s.snap, s.alloc, s.tree)
+		return placement.Result{Assignments: tr.Assignments(), Placeable: len(tr.Assignments())}, tr.Admitted, err
+	}
 	res, err := placement.Simulate(s.ctx, s.snap, s.alloc, s.unit)
 	if err != nil {
 		return res, false, err

@@ -51,6 +51,8 @@ type Report struct {
 	Drivers           []Driver  `json:"draDrivers"`
 	Overlaps          []Overlap `json:"oversubscriptionRisks"`
 	Pools             []Pool    `json:"nodePools"`
+	// Topology is what the nodes say of each topology key (topology.go).
+	Topology []TopologyKey `json:"topology,omitempty"`
 }
 
 // Failed reports whether anything would make gangs or DRA fail.

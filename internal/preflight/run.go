@@ -68,6 +68,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	}
 	r.Overlaps = overlaps(nodes.Items, driverNodes, classResources(classes))
 	r.Pools = pools(nodes.Items, minor, onEKS(nodes.Items), staticNodePools(ctx, dyn))
+	r.checkTopology(ctx, dyn, nodes.Items)
 	return r, nil
 }
 

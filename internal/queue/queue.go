@@ -42,6 +42,8 @@ const (
 	Group Kind = iota
 	// Pod is a pod that names no group.
 	Pod
+	// Tree is a scheduling tree, named by its root CompositePodGroup.
+	Tree
 )
 
 // GroupKey is the key of PodGroup ns/name.
@@ -50,11 +52,18 @@ func GroupKey(ns, name string) Key { return Key{Kind: Group, Namespace: ns, Name
 // PodKey is the key of lone pod ns/name.
 func PodKey(ns, name string) Key { return Key{Kind: Pod, Namespace: ns, Name: name} }
 
-// String is "pg/ns/name" or "pod/ns/name" (logs, nominations).
+// TreeKey is the key of the tree rooted at CompositePodGroup ns/name.
+func TreeKey(ns, name string) Key { return Key{Kind: Tree, Namespace: ns, Name: name} }
+
+// String is "pg/ns/name", "pod/ns/name" or "tree/ns/name" (logs,
+// nominations).
 func (k Key) String() string {
 	kind := "pg/"
-	if k.Kind == Pod {
+	switch k.Kind {
+	case Pod:
 		kind = "pod/"
+	case Tree:
+		kind = "tree/"
 	}
 	return kind + k.Namespace + "/" + k.Name
 }

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/placement"
@@ -16,10 +17,14 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
-// unit is a queue key resolved against the caches (podgroup.Resolve).
+// unit is a queue key resolved against the caches (podgroup.Resolve); for
+// a tree (podgroup.ResolveTree), tree and its root are set and Unit is
+// empty.
 type unit struct {
 	key queue.Key
 	*podgroup.Unit
+	tree *podgroup.TreeUnit
+	root *lockv1.CompositePodGroup
 }
 
 // records reports whether the unit's group keeps incarnations (Lockstep's
@@ -28,6 +33,10 @@ func (u *unit) records() bool { return u.Group != nil && !podgroup.Upstream(u.Gr
 
 // scheduleOne runs one cycle for a unit and reports the outcome to the queue.
 func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
+	if it.Key.Kind == queue.Tree {
+		s.scheduleTree(ctx, it)
+		return
+	}
 	k := it.Key
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "unit", k)
 	ctx = klog.NewContext(ctx, logger)
@@ -43,7 +52,9 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 		// recording, or a group bound before incarnations existed.
 		s.recordIncarnation(ctx, u, nil)
 	}
-	if u == nil || len(u.Pending) == 0 && u.Waiting == "" {
+	// Nothing to place: done — unless members wait for their gates, which
+	// the group's condition says (a group with no pods yet is not written).
+	if u == nil || len(u.Pending) == 0 && u.Gated == 0 {
 		s.state.Cache.DropNomination(k.String())
 		s.queue.Done(k)
 		return
@@ -205,7 +216,18 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	return &unit{key: k, Unit: podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode)}, nil
+	u := &unit{key: k, Unit: podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode)}
+	if parent := podgroup.ParentOf(pg); parent != "" {
+		// A group of a tree is placed with its tree, never alone; while
+		// its tree has no root, it waits, saying why.
+		root, reason, why := podgroup.RootOf(parent, s.compositeGetter(k.Namespace))
+		if root != nil {
+			s.queue.Add(queue.TreeKey(k.Namespace, root.Name))
+			return nil, nil
+		}
+		u.Waiting, u.WaitReason = why, reason
+	}
+	return u, nil
 }
 
 // groupPods are the pods that name group ns/name, from the pod cache.

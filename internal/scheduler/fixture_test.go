@@ -66,15 +66,22 @@ func newFixture(t *testing.T, spec string, objs ...runtime.Object) *fixture {
 		typed = append(typed, c)
 	}
 	for _, o := range objs {
-		if pg, ok := o.(*lockv1.PodGroup); ok {
-			u, err := podgroup.ToUnstructured(pg)
+		switch o := o.(type) {
+		case *lockv1.PodGroup:
+			u, err := podgroup.ToUnstructured(o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			groups = append(groups, u)
-			continue
+		case *lockv1.CompositePodGroup:
+			u, err := podgroup.CompositeToUnstructured(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups = append(groups, u)
+		default:
+			typed = append(typed, o)
 		}
-		typed = append(typed, o)
 	}
 	f := &fixture{t: t, failBind: map[string]bool{}}
 	f.client = fake.NewClientset(typed...)
@@ -83,8 +90,12 @@ func newFixture(t *testing.T, spec string, objs ...runtime.Object) *fixture {
 	for _, g := range groups {
 		g.(*unstructured.Unstructured).SetResourceVersion("1")
 	}
-	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList"}, groups...)
-	f.dyn.PrependReactor("update", "podgroups", f.updateGroup)
+	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList",
+		podgroup.CompositeResource: "CompositePodGroupList", podgroup.UpstreamCompositeResource: "CompositePodGroupList",
+	}, groups...)
+	f.dyn.PrependReactor("update", "podgroups", f.update(podgroup.Resource))
+	f.dyn.PrependReactor("update", "compositepodgroups", f.update(podgroup.CompositeResource))
 	f.clock = testingclock.NewFakeClock(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC))
 	logger, ctx := ktesting.NewTestContext(t)
 	_ = logger
@@ -128,21 +139,24 @@ func (f *fixture) bind(a clienttesting.Action) (bool, runtime.Object, error) {
 	return true, b, f.client.Tracker().Update(gvr, p, b.Namespace)
 }
 
-// updateGroup is the API server's optimistic concurrency for PodGroups:
+// update is the API server's optimistic concurrency for PodGroups and
+// CompositePodGroups:
 // an update of a stale copy is a Conflict; a good one bumps the version.
-func (f *fixture) updateGroup(a clienttesting.Action) (bool, runtime.Object, error) {
-	u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
-	cur, err := f.dyn.Tracker().Get(podgroup.Resource, u.GetNamespace(), u.GetName())
-	if err != nil {
-		return true, nil, err
+func (f *fixture) update(gvr schema.GroupVersionResource) clienttesting.ReactionFunc {
+	return func(a clienttesting.Action) (bool, runtime.Object, error) {
+		u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		cur, err := f.dyn.Tracker().Get(gvr, u.GetNamespace(), u.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		rv := cur.(metav1.Object).GetResourceVersion()
+		if u.GetResourceVersion() != rv {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), u.GetName(), fmt.Errorf("stale resourceVersion %s, have %s", u.GetResourceVersion(), rv))
+		}
+		n, _ := strconv.Atoi(rv)
+		u.SetResourceVersion(strconv.Itoa(n + 1))
+		return true, u, f.dyn.Tracker().Update(gvr, u, u.GetNamespace())
 	}
-	rv := cur.(metav1.Object).GetResourceVersion()
-	if u.GetResourceVersion() != rv {
-		return true, nil, apierrors.NewConflict(podgroup.Resource.GroupResource(), u.GetName(), fmt.Errorf("stale resourceVersion %s, have %s", u.GetResourceVersion(), rv))
-	}
-	n, _ := strconv.Atoi(rv)
-	u.SetResourceVersion(strconv.Itoa(n + 1))
-	return true, u, f.dyn.Tracker().Update(podgroup.Resource, u, u.GetNamespace())
 }
 
 // run runs one cycle for k, as the scheduling loop does, and waits for its
@@ -340,4 +354,18 @@ func running(objs []runtime.Object, node string, first int) []runtime.Object {
 		dev++
 	}
 	return objs
+}
+
+// compositeOf is the CompositePodGroup as the API server has it.
+func (f *fixture) compositeOf(ns, name string) *lockv1.CompositePodGroup {
+	f.t.Helper()
+	u, err := f.dyn.Resource(podgroup.CompositeResource).Namespace(ns).Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	c, err := podgroup.CompositeFromUnstructured(u)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
 }

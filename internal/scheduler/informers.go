@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -29,6 +31,9 @@ type listers struct {
 	podGroups dynamiclister.Lister
 	// upstreamPodGroups is nil where scheduling.k8s.io/v1beta1 is not served.
 	upstreamPodGroups dynamiclister.Lister
+	// composites are CompositePodGroups (and upstreamComposites the
+	// in-tree ones, nil where scheduling.k8s.io/v1alpha3 is not served).
+	composites, upstreamComposites dynamiclister.Lister
 }
 
 // setupInformers wires the listers the scheduler reads besides its cache
@@ -71,7 +76,36 @@ func (s *Scheduler) setupInformers() error {
 		return err
 	}
 	s.handlers = append(s.handlers, reg.HasSynced)
+	if err := s.setupCompositeInformers(); err != nil {
+		return err
+	}
 	_ = f.Policy().V1().PodDisruptionBudgets().Informer()
+	return nil
+}
+
+// setupCompositeInformers watches CompositePodGroups (Lockstep's, and the
+// in-tree ones where served): a change to one queues its tree.
+func (s *Scheduler) setupCompositeInformers() error {
+	onComposite := cache.ResourceEventHandlerFuncs{AddFunc: s.onComposite, UpdateFunc: func(_, n any) { s.onComposite(n) }, DeleteFunc: s.onComposite}
+	for _, r := range []struct {
+		gvr    schema.GroupVersionResource
+		into   *dynamiclister.Lister
+		served bool
+	}{{podgroup.CompositeResource, &s.listers.composites, true}, {podgroup.UpstreamCompositeResource, &s.listers.upstreamComposites, s.upstreamCompositesServed}} {
+		if !r.served {
+			continue
+		}
+		inf := s.dynFactor.ForResource(r.gvr)
+		if err := inf.Informer().SetTransform(cachetrim.Transform); err != nil {
+			return err
+		}
+		*r.into = dynamiclister.New(inf.Informer().GetIndexer(), r.gvr)
+		reg, err := inf.Informer().AddEventHandler(onComposite)
+		if err != nil {
+			return err
+		}
+		s.handlers = append(s.handlers, reg.HasSynced)
+	}
 	return nil
 }
 
@@ -199,6 +233,63 @@ func (s *Scheduler) onPodGroup(obj any) {
 		return
 	}
 	s.queue.Add(queue.GroupKey(u.GetNamespace(), u.GetName()))
+}
+
+// onComposite queues the tree a CompositePodGroup is part of (its root's;
+// itself, when its parent is missing: it then says so).
+func (s *Scheduler) onComposite(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	c, err := podgroup.CompositeFromUnstructured(u)
+	if err != nil {
+		return
+	}
+	root := c.Name
+	if p := podgroup.CompositeParent(c); p != "" {
+		if r, _, _ := podgroup.RootOf(p, s.compositeGetter(c.Namespace)); r != nil {
+			root = r.Name
+		}
+	}
+	s.queue.Add(queue.TreeKey(c.Namespace, root))
+	// Its groups (a parent created after them) are looked at again.
+	groups, err := s.listers.podGroups.Namespace(c.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, g := range groups {
+		if pg, err := podgroup.FromUnstructured(g); err == nil && podgroup.ParentOf(pg) == c.Name {
+			s.queue.Add(queue.GroupKey(pg.Namespace, pg.Name))
+		}
+	}
+}
+
+// composite returns CompositePodGroup ns/name from the informer cache:
+// Lockstep's, else the in-tree one of that name where served.
+func (s *Scheduler) composite(ns, name string) (*lockv1.CompositePodGroup, error) {
+	u, err := s.listers.composites.Namespace(ns).Get(name)
+	if apierrors.IsNotFound(err) && s.listers.upstreamComposites != nil {
+		u, err = s.listers.upstreamComposites.Namespace(ns).Get(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return podgroup.CompositeFromUnstructured(u)
+}
+
+// compositeGetter looks CompositePodGroups of ns up by name (nil: none).
+func (s *Scheduler) compositeGetter(ns string) func(string) *lockv1.CompositePodGroup {
+	return func(name string) *lockv1.CompositePodGroup {
+		c, err := s.composite(ns, name)
+		if err != nil {
+			return nil
+		}
+		return c
+	}
 }
 
 // onClaimUpdate: a deallocation frees devices; a new status on a claim a

@@ -40,10 +40,33 @@ const nominationSlack = 60 * time.Second
 
 // name is how events name the unit.
 func (u *unit) name() string {
-	if u.Group != nil {
+	switch {
+	case u.root != nil:
+		return fmt.Sprintf("CompositePodGroup %s/%s", u.root.Namespace, u.root.Name)
+	case u.Group != nil:
 		return fmt.Sprintf("PodGroup %s/%s", u.Group.Namespace, u.Group.Name)
 	}
 	return fmt.Sprintf("pod %s/%s", u.Pending[0].Namespace, u.Pending[0].Name)
+}
+
+// object is what the unit's events are about: its tree's root, its
+// PodGroup, or its pod.
+func (u *unit) object() runtime.Object {
+	switch {
+	case u.root != nil:
+		return u.root
+	case u.Group != nil:
+		return u.Group
+	}
+	return u.Pending[0]
+}
+
+// pending counts the members the unit places (a tree's, every leaf's).
+func (u *unit) pending() int {
+	if u.tree != nil {
+		return u.tree.Root.Pending()
+	}
+	return len(u.Pending)
 }
 
 // preempt carries out the preemption part of a decision for a unit that
@@ -58,11 +81,7 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 	case d.Kind == decide.Unschedulable:
 		if d.Reason != "" {
 			logger.V(2).Info("Preemption cannot help", "why", d.Reason)
-			var regarding runtime.Object = u.Pending[0]
-			if u.Group != nil {
-				regarding = u.Group
-			}
-			s.recorder.Eventf(regarding, nil, corev1.EventTypeNormal, eventNotPreempting, "Preempting", "%s", d.Reason)
+			s.recorder.Eventf(u.object(), nil, corev1.EventTypeNormal, eventNotPreempting, "Preempting", "%s", d.Reason)
 		}
 		return "", false
 	case d.Plan == nil:
@@ -234,7 +253,7 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 			if p.DeletionTimestamp != nil {
 				continue
 			}
-			msg := fmt.Sprintf("Preempted by %s to make room for its %d pods", preemptor, len(u.Pending))
+			msg := fmt.Sprintf("Preempted by %s to make room for its %d pods", preemptor, u.pending())
 			if err := s.markDisruption(ctx, p, msg); err != nil {
 				logger.Error(err, "Marking victim", "pod", klog.KObj(p))
 			}
@@ -244,12 +263,8 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 			s.recorder.Eventf(p, u.related(), corev1.EventTypeNormal, eventPreempted, "Preempting", "Preempted by %s on node %s", preemptor, p.Spec.NodeName)
 		}
 	}
-	note := fmt.Sprintf("preempting %s to place %d pods%s", plan.Describe(), len(u.Pending), pdbNote)
-	if u.Group != nil {
-		s.recorder.Eventf(u.Group, nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
-	} else {
-		s.recorder.Eventf(u.Pending[0], nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
-	}
+	note := fmt.Sprintf("preempting %s to place %d pods%s", plan.Describe(), u.pending(), pdbNote)
+	s.recorder.Eventf(u.object(), nil, corev1.EventTypeNormal, eventPreempting, "Preempting", "%s", note)
 	for key, msg := range groupMsg {
 		if pg, err := s.podGroup(key.Namespace, key.Name); err == nil {
 			s.recorder.Eventf(pg, u.related(), corev1.EventTypeWarning, eventPreempted, "Preempting", "%s", msg)

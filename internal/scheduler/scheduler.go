@@ -87,8 +87,9 @@ type Scheduler struct {
 	bindings  sync.WaitGroup
 	recorder  events.EventRecorder
 	broadcast events.EventBroadcaster
-	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1 podgroups.
-	upstreamServed bool
+	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1
+	// podgroups; upstreamCompositesServed, v1alpha3 compositepodgroups.
+	upstreamServed, upstreamCompositesServed bool
 	// taintRulesServed: the API server serves resource.k8s.io/v1 devicetaintrules.
 	taintRulesServed bool
 	metrics          *metrics.Scheduler
@@ -151,6 +152,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		return nil, err
 	}
 	s.upstreamServed = served
+	if s.upstreamCompositesServed, err = apidiscovery.Serves(client.Discovery(), podgroup.UpstreamCompositeResource.GroupVersion().String(), podgroup.UpstreamCompositeResource.Resource); err != nil {
+		return nil, err
+	}
 	if s.taintRulesServed, err = apidiscovery.Serves(client.Discovery(), "resource.k8s.io/v1", "devicetaintrules"); err != nil {
 		return nil, err
 	}
@@ -160,7 +164,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	if s.state.Filters, err = kubefilter.New(context.Background(), s.factory, client); err != nil {
 		return nil, err
 	}
-	s.metrics.Registry.MustRegister(pendingCollector{s})
+	s.metrics.Registry.MustRegister(pendingCollector{s}, domainCollector{s})
 	return s, nil
 }
 
@@ -294,6 +298,9 @@ func (s *Scheduler) lead(ctx context.Context) error {
 
 // order gives the queue a unit's priority and age.
 func (s *Scheduler) order(k queue.Key) (int32, time.Time) {
+	if k.Kind == queue.Tree {
+		return s.treeOrder(k)
+	}
 	if k.Kind == queue.Group {
 		if pg, err := s.podGroup(k.Namespace, k.Name); err == nil {
 			return s.groupPriority(pg), pg.CreationTimestamp.Time

@@ -101,10 +101,13 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, d decide.Decision
 // related is the group as an event's related object; nil (not a typed nil)
 // for a lone pod.
 func (u *unit) related() runtime.Object {
-	if u.Group == nil {
-		return nil
+	switch {
+	case u.root != nil:
+		return u.root
+	case u.Group != nil:
+		return u.Group
 	}
-	return u.Group
+	return nil
 }
 
 // podMessage is a pending member's PodScheduled message. A lone pod's is
@@ -135,6 +138,9 @@ func gangCause(d decide.Decision) string {
 	min := d.Outcome.MinCount
 	if d.Kind == decide.Preempt {
 		return fmt.Sprintf("preempting lower-priority pods to make room for the gang (minCount %d); this pod waits for them to go", min)
+	}
+	if d.Outcome.SearchExhausted {
+		return fmt.Sprintf("minCount %d: no placement found within the search budget; one may exist (the PodGroup's %s condition says more)", min, lockv1.PodGroupInitiallyScheduled)
 	}
 	cause := "not enough room"
 	for _, f := range d.Outcome.Waiting {

@@ -72,7 +72,7 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 		out.Pods = append(out.Pods, podFrom(&j.Spec.Template, j.Namespace, j.Name+"-"+strconv.Itoa(int(i)), idx, owner, labels, prio))
 	}
 	gj := job.Integration{}.Wrap(j)
-	if gj.InTreeGang() {
+	if jobintegration.InTreeGang(gj) {
 		pg := inTreeGroup(j, parallelism)
 		out.Gangs, out.InTree = []*lockv1.PodGroup{pg}, []*lockv1.PodGroup{pg}
 		out.Need = int(pg.Spec.SchedulingPolicy.Gang.MinCount)

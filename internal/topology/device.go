@@ -74,11 +74,19 @@ func AttributeValue(driver string, d *resourcev1.Device, attr string) (string, b
 // device that carries the attribute is usable only with the domain's value
 // (devices without it — a NIC beside the GPUs — are not constrained).
 func (d Domain) KeepDevice() func(driver string, dev *resourcev1.Device) bool {
-	if d.Attribute == "" {
+	rules := d.outer
+	if d.Attribute != "" {
+		rules = append(append([]deviceRule(nil), rules...), deviceRule{d.Attribute, d.Device})
+	}
+	if len(rules) == 0 {
 		return nil
 	}
 	return func(driver string, dev *resourcev1.Device) bool {
-		v, ok := AttributeValue(driver, dev, d.Attribute)
-		return !ok || v == d.Device
+		for _, r := range rules {
+			if v, ok := AttributeValue(driver, dev, r.attribute); ok && v != r.value {
+				return false
+			}
+		}
+		return true
 	}
 }

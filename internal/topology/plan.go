@@ -27,6 +27,22 @@ type Domain struct {
 	// Attribute is the constraint's device attribute ("" without one).
 	Attribute string
 	Nodes     []*snapshot.NodeInfo
+	// outer are the device values of the domains this one is inside (a
+	// tree's parents'): its devices keep those too.
+	outer []deviceRule
+}
+
+// deviceRule is one attribute=value a domain's devices must have.
+type deviceRule struct{ attribute, value string }
+
+// inherit makes d a domain inside parent: it keeps parent's labels and
+// device values.
+func (d *Domain) inherit(parent *Domain) {
+	d.Labels = append(append([]Label(nil), parent.Labels...), d.Labels...)
+	d.outer = append(d.outer, parent.outer...)
+	if parent.Attribute != "" {
+		d.outer = append(d.outer, deviceRule{parent.Attribute, parent.Device})
+	}
 }
 
 // String names the domain in messages: "zone=z1, rack=r3",
@@ -72,8 +88,20 @@ const (
 // preferred domains they share. A unit without constraint has one
 // domain: every node.
 func PlanFor(snap *snapshot.Snapshot, c Constraint, running []Placed) Plan {
+	return PlanWithin(snap.Nodes, nil, c, running)
+}
+
+// PlanWithin is PlanFor over nodes only — a child of a scheduling tree is
+// placed inside its parent's domain, parent — whose device value, if it
+// has one, the child's domains keep.
+func PlanWithin(nodes []*snapshot.NodeInfo, parent *Domain, c Constraint, running []Placed) Plan {
 	p := Plan{Excluded: map[string]int{}}
-	required := p.requiredDomains(snap, c)
+	required := p.requiredDomains(nodes, c)
+	if parent != nil {
+		for i := range required {
+			required[i].inherit(parent)
+		}
+	}
 	if len(running) > 0 && len(required) > 0 {
 		required = p.pinRequired(required, c, running)
 	}
@@ -87,10 +115,10 @@ func PlanFor(snap *snapshot.Snapshot, c Constraint, running []Placed) Plan {
 
 // requiredDomains splits the nodes by their values of the required keys
 // (and the device attribute); nodes without them are excluded.
-func (p *Plan) requiredDomains(snap *snapshot.Snapshot, c Constraint) []Domain {
+func (p *Plan) requiredDomains(nodes []*snapshot.NodeInfo, c Constraint) []Domain {
 	byKey := map[string]*Domain{}
 	var order []string
-	for _, ni := range snap.Nodes {
+	for _, ni := range nodes {
 		labels, ok := labelsOf(ni, c.Required)
 		if !ok {
 			p.Excluded[fmt.Sprintf(reasonNoLabelsFmt, c.Required)]++
@@ -188,7 +216,7 @@ func preferredDomains(required []Domain, key string, running []Placed) []Domain 
 			}
 			d := byValue[v]
 			if d == nil {
-				d = &Domain{Level: key, Labels: append(append([]Label(nil), r.Labels...), Label{key, v}), Device: r.Device, Attribute: r.Attribute}
+				d = &Domain{Level: key, Labels: append(append([]Label(nil), r.Labels...), Label{key, v}), Device: r.Device, Attribute: r.Attribute, outer: r.outer}
 				byValue[v] = d
 				values = append(values, v)
 			}

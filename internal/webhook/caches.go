@@ -35,36 +35,40 @@ func cacheOptions() cache.Options {
 // setupCaches registers every informer admission reads from, so they start
 // with the manager and are synced before the first request is answered
 // (controller-runtime waits for registered informers before serving), the
-// pod index by group, and the device count index.
-func setupCaches(ctx context.Context, mgr ctrl.Manager) (reads, *deviceIndex, error) {
+// pod index by group, the device count index and the node label counts.
+func setupCaches(ctx context.Context, mgr ctrl.Manager) (reads, *deviceIndex, *nodeLabels, error) {
 	c := mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGroup, groupIndexValue); err != nil {
-		return reads{}, nil, err
+		return reads{}, nil, nil, err
 	}
 	watched := []client.Object{&lockv1.PodGroup{}, &schedulingv1.PriorityClass{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
 	served, err := servedIntegrations(mgr)
 	if err != nil {
-		return reads{}, nil, err
+		return reads{}, nil, nil, err
 	}
 	for _, integ := range served {
 		watched = append(watched, integ.NewObject())
 	}
 	for _, o := range watched {
 		if _, err := c.GetInformer(ctx, o); err != nil {
-			return reads{}, nil, fmt.Errorf("informer for %T: %w", o, err)
+			return reads{}, nil, nil, fmt.Errorf("informer for %T: %w", o, err)
 		}
 	}
 	devices := newDeviceIndex(mgr.GetClient(), dra.NewCache())
 	for _, o := range []client.Object{&resourcev1.ResourceSlice{}, &resourcev1.DeviceClass{}} {
 		inf, err := c.GetInformer(ctx, o)
 		if err != nil {
-			return reads{}, nil, fmt.Errorf("informer for %T: %w", o, err)
+			return reads{}, nil, nil, fmt.Errorf("informer for %T: %w", o, err)
 		}
 		if _, err := inf.AddEventHandler(devices.handler()); err != nil {
-			return reads{}, nil, err
+			return reads{}, nil, nil, err
 		}
 	}
-	return reads{Cached: mgr.GetClient(), Live: mgr.GetAPIReader()}, devices, nil
+	nodes := newNodeLabels()
+	if err := watchNodeLabels(ctx, c, nodes); err != nil {
+		return reads{}, nil, nil, err
+	}
+	return reads{Cached: mgr.GetClient(), Live: mgr.GetAPIReader()}, devices, nodes, nil
 }
 
 // servedIntegrations are the integrations whose kind the API server serves

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -24,6 +25,9 @@ type deviceIndex struct {
 	mu     sync.Mutex
 	dirty  bool
 	counts map[string]int // class → matching devices; absent: no such class
+	// attrs are the qualified attribute names ("domain/name"; a name
+	// published without a domain is its driver's) some device carries.
+	attrs map[string]bool
 }
 
 func newDeviceIndex(reader client.Reader, c *cel.Cache) *deviceIndex {
@@ -49,31 +53,56 @@ func (d *deviceIndex) handler() cache.ResourceEventHandler {
 func (d *deviceIndex) count(class string) (int, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.dirty {
-		if counts, err := d.recount(context.Background()); err == nil {
-			d.counts, d.dirty = counts, false
-		}
-	}
+	d.refresh()
 	n, ok := d.counts[class]
 	return n, ok
 }
 
-func (d *deviceIndex) recount(ctx context.Context) (map[string]int, error) {
+// hasAttribute reports whether some device carries the qualified attribute
+// attr; known is false when the inventory could not be read.
+func (d *deviceIndex) hasAttribute(attr string) (has, known bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refresh()
+	return d.attrs[attr], d.attrs != nil
+}
+
+// refresh recounts after a change (d.mu held).
+func (d *deviceIndex) refresh() {
+	if d.dirty {
+		if counts, attrs, err := d.recount(context.Background()); err == nil {
+			d.counts, d.attrs, d.dirty = counts, attrs, false
+		}
+	}
+}
+
+func (d *deviceIndex) recount(ctx context.Context) (map[string]int, map[string]bool, error) {
 	classes := &resourcev1.DeviceClassList{}
 	if err := d.reader.List(ctx, classes); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	list := &resourcev1.ResourceSliceList{}
 	if err := d.reader.List(ctx, list); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices := make([]*resourcev1.ResourceSlice, 0, len(list.Items))
+	attrs := map[string]bool{}
 	for i := range list.Items {
-		slices = append(slices, &list.Items[i])
+		s := &list.Items[i]
+		slices = append(slices, s)
+		for _, dev := range s.Spec.Devices {
+			for name := range dev.Attributes {
+				q := string(name)
+				if !strings.Contains(q, "/") {
+					q = s.Spec.Driver + "/" + q
+				}
+				attrs[q] = true
+			}
+		}
 	}
 	out := make(map[string]int, len(classes.Items))
 	for i := range classes.Items {
 		out[classes.Items[i].Name] = dra.CountClassIn(ctx, d.cel, &classes.Items[i], slices, nil).Total
 	}
-	return out, nil
+	return out, attrs, nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,7 +43,7 @@ func (v *JobValidator) ValidateCreate(ctx context.Context, o runtime.Object) (ad
 	if err != nil {
 		return nil, err
 	}
-	warnings, err := v.validate(ctx, j)
+	warnings, err := v.validate(ctx, j, true)
 	ns := namespaceOf(ctx, j.Object().GetNamespace())
 	if err == nil {
 		w, err := v.namedByOthers(ctx, ns, j)
@@ -73,7 +75,7 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 	if err != nil {
 		return nil, err
 	}
-	warnings, err := v.validate(ctx, j)
+	warnings, err := v.validate(ctx, j, false)
 	if err != nil || !integrationSet.Gang(old) {
 		return warnings, err
 	}
@@ -84,6 +86,12 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
 			fmt.Sprintf("the gang's disruption mode is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
 	}
+	for _, key := range topologyAnnotations {
+		if was, is := old.Object().GetAnnotations()[key], j.Object().GetAnnotations()[key]; was != is {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
+				fmt.Sprintf("the gang's topology is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
+		}
+	}
 	if was, is := jobintegration.Scope(old), jobintegration.Scope(j); was != is {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(jobintegration.GangScopeAnnotation),
 			fmt.Sprintf("the gang scope is fixed when the PodGroups are created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
@@ -93,6 +101,31 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 	}
 	return warnings, apierrors.NewInvalid(j.GVK().GroupKind(), j.Object().GetName(), errs)
 }
+
+// namesTaken refuses a new gang job whose groups' names are taken by
+// PodGroups it will not control: a user's made before it, another kind's
+// job's of the same name (an earlier job of its kind and name is on its way
+// out with that job, and its group is made once it is gone).
+func (v *JobValidator) namesTaken(ctx context.Context, ns string, j jobintegration.GenericJob, groups []jobintegration.Group) field.ErrorList {
+	gvk := j.GVK()
+	var errs field.ErrorList
+	for _, g := range groups {
+		pg, err := v.podGroup(ctx, ns, g.Name)
+		if err != nil {
+			continue // none (or none seen yet: the reconciler judges it then)
+		}
+		ref := metav1.GetControllerOf(pg)
+		if ref != nil && ref.Kind == gvk.Kind && ref.APIVersion == gvk.GroupVersion().String() && ref.Name == j.Object().GetName() {
+			continue
+		}
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"), notTheGang(g.Name, gvk.Kind, j.Object().GetName(), ref)))
+	}
+	return errs
+}
+
+// topologyAnnotations are a job's topology annotations, fixed once its
+// gang exists.
+var topologyAnnotations = []string{lockv1.RequiredTopologyAnnotation, lockv1.PreferredTopologyAnnotation, lockv1.DeviceTopologyAnnotation}
 
 // modeOf normalizes the disruption-mode annotation ("" is all).
 func modeOf(v string) string {
@@ -107,9 +140,12 @@ func (v *JobValidator) ValidateDelete(context.Context, runtime.Object) (admissio
 	return nil, nil
 }
 
-func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob) (admission.Warnings, error) {
+// validate checks a job; creating, also that no group of its gang's names
+// exists that it would not control (Lockstep never adopts one).
+func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob, creating bool) (admission.Warnings, error) {
 	obj := j.Object()
-	if integrationSet.Parent(obj) != nil {
+	c := integrationSet.Classify(j)
+	if c.Class == jobintegration.ClassChild {
 		// A job another integration controls (a JobSet's Job) was
 		// checked as part of its parent.
 		return nil, nil
@@ -137,6 +173,13 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	if nq := jobintegration.ScopeError(j); nq != nil {
 		errs = append(errs, field.Invalid(meta.Key(jobintegration.GangScopeAnnotation), ann[jobintegration.GangScopeAnnotation], nq.Error()))
 	}
+	if _, nq := jobintegration.TopologyOf(j); nq != nil {
+		for _, key := range topologyAnnotations {
+			if v, set := ann[key]; set && strings.Contains(nq.Condition, key) {
+				errs = append(errs, field.Invalid(meta.Key(key), v, nq.Error()))
+			}
+		}
+	}
 	if fv, ok := j.(jobintegration.FieldValidator); ok {
 		errs = append(errs, fv.ValidateFields()...)
 	}
@@ -146,15 +189,18 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 		errs = append(errs, validatePriority(ctx, v.Cached, r.Path.Child("spec"), r.Template.Spec.PriorityClassName, nil)...)
 	}
 	// The roles' pods join the groups their templates name: none may be
-	// another job's gang.
+	// another job's gang; a new gang job's own names may not be taken.
 	named, warnings, err := v.namedGroups(ctx, ns, j)
 	if err != nil {
 		return nil, err
 	}
 	errs = append(errs, named...)
+	if creating && c.Class == jobintegration.ClassGang {
+		errs = append(errs, v.namesTaken(ctx, ns, j, c.Groups)...)
+	}
 	// A template naming its own group is no warning: its pods join it.
-	if _, err := jobintegration.Groups(j); errors.As(err, &nq) && nq.Named == "" && !j.InTreeGang() {
-		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+nq.Error())
+	if c.Class == jobintegration.ClassNotQualified {
+		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+c.Why.Error())
 	}
 	if w, ok := j.(jobintegration.Warner); ok {
 		warnings = append(warnings, w.Warnings()...)
@@ -167,9 +213,11 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 
 // JobDefaulter writes a gang job's groups into its pod templates at
 // creation, so its controller creates every pod already in its group and no
-// per-pod webhook call is needed for it. It is an optimization: with it off
-// (or for a job with generateName, whose name admission does not know yet),
-// the pod webhook labels each pod instead.
+// per-pod webhook call is needed for it: the membership label, and
+// lockv1.GangOfAnnotation naming the job (its pods join only a group the
+// job controls). It is an optimization: with it off (or for a job with
+// generateName, whose name admission does not know yet), the pod webhook
+// labels each pod instead.
 type JobDefaulter struct {
 	Integration jobintegration.Integration
 }
@@ -186,21 +234,31 @@ func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 	if _, perPod := j.(jobintegration.PodGrouper); perPod {
 		return nil
 	}
-	groups, ok := integrationSet.GangGroups(j)
-	if !ok {
+	c := integrationSet.Classify(j)
+	if c.Class != jobintegration.ClassGang {
 		return nil
 	}
 	for _, r := range j.Roles() {
-		g := jobintegration.GroupFor(groups, r.Name)
+		g := jobintegration.GroupFor(c.Groups, r.Name)
 		if g == "" {
 			continue // a Solo role's pods join no group
 		}
-		if r.Template.Labels == nil {
-			r.Template.Labels = map[string]string{}
-		}
-		r.Template.Labels[lockv1.PodGroupLabel] = g
+		joinGang(&r.Template.ObjectMeta, g, jobintegration.GangOf(j))
 	}
 	return nil
+}
+
+// joinGang puts a pod (or a pod template) in group g, the gang Lockstep
+// makes for job gangOf.
+func joinGang(m *metav1.ObjectMeta, g, gangOf string) {
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
+	}
+	m.Labels[lockv1.PodGroupLabel] = g
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[lockv1.GangOfAnnotation] = gangOf
 }
 
 // prunedClaims refuses a template's resource claim that names no source: a

@@ -85,7 +85,7 @@ func (v *JobValidator) labelledOnly(ctx context.Context, j jobintegration.Generi
 // namedByOthers warns, when a job is created, about other jobs whose
 // templates name one of its gangs: their pods will never join it.
 func (v *JobValidator) namedByOthers(ctx context.Context, ns string, j jobintegration.GenericJob) (admission.Warnings, error) {
-	groups, ok := integrationSet.GangGroups(j)
+	groups, ok := gangGroups(j)
 	if !ok {
 		return nil, nil
 	}
@@ -115,7 +115,7 @@ func (v *JobValidator) namedByOthers(ctx context.Context, ns string, j jobintegr
 // its name (a gang job's group before its shape is final).
 func ownGroups(j jobintegration.GenericJob) sets.Set[string] {
 	own := sets.New(j.Object().GetName())
-	if groups, ok := integrationSet.GangGroups(j); ok {
+	if groups, ok := gangGroups(j); ok {
 		for _, g := range groups {
 			own.Insert(g.Name)
 		}
@@ -141,7 +141,7 @@ func gangNamed(jobs []jobintegration.GenericJob, g string, uid types.UID) jobint
 		if o.Object().GetUID() == uid {
 			continue
 		}
-		groups, ok := integrationSet.GangGroups(o)
+		groups, ok := gangGroups(o)
 		if !ok {
 			continue
 		}
@@ -183,4 +183,10 @@ func (v *JobValidator) jobsIn(ctx context.Context, ns string) ([]jobintegration.
 		}
 	}
 	return out, nil
+}
+
+// gangGroups are the groups Lockstep makes for j when it is a gang.
+func gangGroups(j jobintegration.GenericJob) ([]jobintegration.Group, bool) {
+	c := integrationSet.Classify(j)
+	return c.Groups, c.Class == jobintegration.ClassGang
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -75,15 +76,16 @@ func (r reads) ownerJob(ctx context.Context, ns string, pod *corev1.Pod) (*jobin
 }
 
 // groupOf is the group a pod of j joins: the one Lockstep makes for its
-// role when j is a gang, else the one the role's template names.
-func groupOf(j jobintegration.GenericJob, pod *corev1.Pod) string {
-	if groups, ok := integrationSet.GangGroups(j); ok {
-		return jobintegration.GroupOf(j, groups, pod)
+// role when j is a gang (then gang is true), else the one the role's
+// template names.
+func groupOf(j jobintegration.GenericJob, pod *corev1.Pod) (g string, gang bool) {
+	if c := integrationSet.Classify(j); c.Class == jobintegration.ClassGang {
+		return jobintegration.GroupOf(j, c.Groups, pod), true
 	}
 	if r, ok := roleNamed(j, j.RoleOf(pod)); ok {
-		return r.Template.Labels[lockv1.PodGroupLabel]
+		return r.Template.Labels[lockv1.PodGroupLabel], false
 	}
-	return ""
+	return "", false
 }
 
 func (r reads) podGroup(ctx context.Context, ns, name string) (*lockv1.PodGroup, error) {
@@ -107,19 +109,25 @@ func (r reads) members(ctx context.Context, ns, group string) ([]corev1.Pod, err
 
 // membership checks that a new pod may join the group its label names:
 // a pod of a job (a Job, a JobSet, …) joins only its job's group (the one
-// Lockstep made for its role, or the one its template names), and a group a
-// job owns takes only that job's pods. Membership is a label resolved in
-// the pod's own namespace, so no pod can name a group of another namespace.
+// Lockstep made for its role — which the job controls —, or the one its
+// template names), and a group a job owns takes only that job's pods.
+// Membership is a label resolved in the pod's own namespace, so no pod can
+// name a group of another namespace. podgroup.Admits answers the same for
+// the pods this webhook does not see.
 func (r reads) membership(ctx context.Context, ns string, pod *corev1.Pod, group string, pg *lockv1.PodGroup) (field.ErrorList, error) {
 	owner, j, err := r.ownerJob(ctx, ns, pod)
 	if err != nil {
 		return nil, err
 	}
 	if j != nil {
-		if want := groupOf(j, pod); group != want {
-			kind := j.GVK().Kind
+		kind := j.GVK().Kind
+		want, gang := groupOf(j, pod)
+		if group != want {
 			return field.ErrorList{field.Forbidden(labelPath, fmt.Sprintf(
 				"a pod of %s %s joins only that %s's PodGroup (%s), not %q: remove the label or set it on the %s's pod template", kind, owner.Name, kind, orNone(want), group, kind))}, nil
+		}
+		if ref := controllerOf(pg); gang && pg != nil && (ref == nil || ref.UID != owner.UID) {
+			return field.ErrorList{field.Forbidden(labelPath, notTheGang(group, kind, owner.Name, ref))}, nil
 		}
 	}
 	if pg == nil {
@@ -139,7 +147,7 @@ func (r reads) membership(ctx context.Context, ns string, pod *corev1.Pod, group
 // must have that class's priority; without one, the members' priority must
 // be the same.
 func (r reads) priority(ctx context.Context, ns string, pod *corev1.Pod, group string, pg *lockv1.PodGroup) (field.ErrorList, error) {
-	mine := podPriority(pod)
+	mine := corev1helpers.PodPriority(pod)
 	path := field.NewPath("spec", "priorityClassName")
 	if pg != nil && pg.Spec.PriorityClassName != "" {
 		pc := &schedulingv1.PriorityClass{}
@@ -169,7 +177,7 @@ func (r reads) priority(ctx context.Context, ns string, pod *corev1.Pod, group s
 		if m.UID == pod.UID || !podgroup.Ours(m) || podgroup.Terminal(m) {
 			continue
 		}
-		if p := podPriority(m); p != mine {
+		if p := corev1helpers.PodPriority(m); p != mine {
 			return field.ErrorList{field.Invalid(path, pod.Spec.PriorityClassName, fmt.Sprintf(
 				"the pod's priority %d differs from the priority %d of PodGroup %s's other members (pod %s, priorityClassName %q): all members of a group have one priority; give them the same priorityClassName",
 				mine, p, group, m.Name, m.Spec.PriorityClassName))}, nil
@@ -195,21 +203,35 @@ func (r reads) groupPriorityAgrees(ctx context.Context, ns string, pg *lockv1.Po
 	}
 	for i := range members {
 		m := &members[i]
-		if !podgroup.Ours(m) || podgroup.Terminal(m) || podPriority(m) == pc.Value {
+		if !podgroup.Ours(m) || podgroup.Terminal(m) || corev1helpers.PodPriority(m) == pc.Value {
 			continue
 		}
 		return field.ErrorList{field.Invalid(field.NewPath("spec", "priorityClassName"), pg.Spec.PriorityClassName, fmt.Sprintf(
 			"its members have priority %d (pod %s, priorityClassName %q), not %s's %d; a group's priority is its members': remove spec.priorityClassName, or give the members priorityClassName %s",
-			podPriority(m), m.Name, m.Spec.PriorityClassName, pc.Name, pc.Value, pc.Name))}, nil
+			corev1helpers.PodPriority(m), m.Name, m.Spec.PriorityClassName, pc.Name, pc.Value, pc.Name))}, nil
 	}
 	return nil, nil
 }
 
-func podPriority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
+// controllerOf is pg's controller reference, nil for none or no pg.
+func controllerOf(pg *lockv1.PodGroup) *metav1.OwnerReference {
+	if pg == nil {
+		return nil
 	}
-	return 0
+	return metav1.GetControllerOf(pg)
+}
+
+// notTheGang explains why PodGroup group, of the name of job kind/name's
+// gang, is not that gang (ref is its controller reference).
+func notTheGang(group, kind, name string, ref *metav1.OwnerReference) string {
+	switch {
+	case ref == nil:
+		return fmt.Sprintf("PodGroup %s has no controller (it was created before %s %s), so it is not that %s's gang and Lockstep never adopts it: delete PodGroup %s and Lockstep creates the %s's own; to keep a group of your own, give it another name and set the label %s on the pod template",
+			group, kind, name, kind, group, kind, lockv1.PodGroupLabel)
+	case ref.Kind == kind && ref.Name == name:
+		return fmt.Sprintf("PodGroup %s belongs to an earlier %s %s (uid %s) and is deleted with it; this %s's is created then: retry", group, kind, name, ref.UID, kind)
+	}
+	return fmt.Sprintf("PodGroup %s is the gang of %s %s, not of %s %s: give one of them another name", group, ref.Kind, ref.Name, kind, name)
 }
 
 func orNone(s string) string {

@@ -69,12 +69,12 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		logger.Info("Pod of a job that does not exist: not put in a group")
 		return nil
 	}
-	groups, ok := integrationSet.GangGroups(j)
-	if !ok {
-		logger.V(2).Info("Pod of a job that is not a gang: not put in a group")
+	c := integrationSet.Classify(j)
+	if c.Class != jobintegration.ClassGang {
+		logger.V(2).Info("Pod of a job that is not a gang: not put in a group", "class", c.Class)
 		return nil
 	}
-	g := jobintegration.GroupOf(j, groups, pod)
+	g := jobintegration.GroupOf(j, c.Groups, pod)
 	if g == "" {
 		if r, ok := roleNamed(j, j.RoleOf(pod)); ok && r.Solo {
 			logger.V(2).Info("Pod of a role scheduled alone: not put in a group", "role", r.Name)
@@ -83,10 +83,7 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return nil
 	}
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	pod.Labels[lockv1.PodGroupLabel] = g
+	joinGang(&pod.ObjectMeta, g, jobintegration.GangOf(j))
 	return nil
 }
 

@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/google/go-cmp/cmp"
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/jobset"
@@ -119,5 +121,38 @@ func TestJobDefaulterWritesJobSetGroups(t *testing.T) {
 		if g, ok := rj.Template.Spec.Template.Labels[lockv1.PodGroupLabel]; ok {
 			t.Errorf("a JobSet that is not a gang got group %q on %s", g, rj.Name)
 		}
+	}
+}
+
+// A gang job's pod that arrives without its group (a Job with
+// generateName, a LeaderWorkerSet's) joins it with the mark of its job, so
+// it joins only a group that job controls; a pod of a job that is no gang
+// is left alone.
+func TestPodDefaulterPutsAJobsPodInItsGang(t *testing.T) {
+	gang := builders.IndexedJob("team-a", "train", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+	gang.UID = "train-uid"
+	single := builders.IndexedJob("team-a", "single", 1, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+	single.UID = "single-uid"
+	for name, tc := range map[string]struct {
+		job        *batchv1.Job
+		wantLabels map[string]string
+		wantAnnots map[string]string
+	}{
+		"a gang Job's pod":               {job: gang, wantLabels: map[string]string{lockv1.PodGroupLabel: "train"}, wantAnnots: map[string]string{lockv1.GangOfAnnotation: "Job.batch/train"}},
+		"a pod of a Job that is no gang": {job: single},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := ownedBy(builders.MakePod().Namespace("team-a").Name(tc.job.Name+"-0").Scheduler(lockv1.SchedulerName).Obj(), tc.job)
+			d := &PodDefaulter{reads: validator(gang, single).reads}
+			if err := d.Default(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.wantLabels, pod.Labels); d != "" {
+				t.Errorf("labels (-want,+got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantAnnots, pod.Annotations); d != "" {
+				t.Errorf("annotations (-want,+got):\n%s", d)
+			}
+		})
 	}
 }

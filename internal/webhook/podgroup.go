@@ -23,11 +23,16 @@ import (
 // PodGroupValidator rejects PodGroups that can only deadlock, that would
 // raise their own priority above their members', whose name cannot be a
 // label value or whose topology key cannot be a node label, that change
-// their preemptionPolicy, or that ask for what Lockstep does not do.
-// (Static rules — minCount ≥ 1, one policy, immutable fields — are in the
-// CRD schema and run first.)
+// their preemptionPolicy, or that ask for what Lockstep does not do; it
+// warns about topology keys no node carries (and a device attribute no
+// device publishes). (Static rules — minCount ≥ 1, one policy, immutable
+// fields — are in the CRD schema and run first.)
 type PodGroupValidator struct {
 	reads
+	// Nodes and Devices are the cached views the topology warnings read
+	// (nil: no warning).
+	Nodes   *nodeLabels
+	Devices *deviceIndex
 }
 
 var _ admission.Validator[*lockv1.PodGroup] = (*PodGroupValidator)(nil)
@@ -45,7 +50,7 @@ func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGr
 	}
 	errs = append(errs, validateName(pg.Name)...)
 	errs = append(errs, validateTopology(pg.Spec.SchedulingConstraints)...)
-	return nil, v.validate(ctx, pg, errs)
+	return v.topologyWarnings(pg), v.validate(ctx, pg, errs)
 }
 
 // ValidateUpdate implements admission.Validator: the new spec must be
@@ -60,7 +65,7 @@ func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, old, pg *lockv1.
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "preemptionPolicy"),
 			fmt.Sprintf("a PodGroup's preemptionPolicy is fixed when it is created (it is %s): restore it, or delete the PodGroup and create it with the policy you want", was)))
 	}
-	return nil, v.validate(ctx, pg, errs)
+	return v.topologyWarnings(pg), v.validate(ctx, pg, errs)
 }
 
 // preemptionNotGranted warns when a group asks to preempt for a member

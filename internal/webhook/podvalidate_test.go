@@ -119,6 +119,30 @@ func TestPodValidatorCreate(t *testing.T) {
 		"a Job's pod joins its own gang": {
 			objs: []client.Object{gangJob, jobGroup}, pod: ownedBy(newMember("p", "train", 0, ""), gangJob),
 		},
+		// Issue 28, finding 8: a group of a gang job's name that it does
+		// not control is not its gang.
+		"a gang Job's pod cannot join a group of its name made before the Job": {
+			objs: []client.Object{gangJob, builders.GangPodGroup("team-a", "train", 2)}, pod: ownedBy(newMember("p", "train", 0, ""), gangJob),
+			wantErr: []string{"PodGroup train has no controller (it was created before Job train), so it is not that Job's gang and Lockstep never adopts it: delete PodGroup train"},
+		},
+		"a gang Job's pod cannot join a JobSet's gang of its name": {
+			objs:    []client.Object{gangJob, builders.MakePodGroup().Namespace("team-a").Name("train").MinCount(2).ControlledBy("jobset.x-k8s.io/v1alpha2", "JobSet", "train", "js-uid").Obj()},
+			pod:     ownedBy(newMember("p", "train", 0, ""), gangJob),
+			wantErr: []string{"PodGroup train is the gang of JobSet train, not of Job train: give one of them another name"},
+		},
+		"a gang Job's pod waits for an earlier Job's group to go": {
+			objs:    []client.Object{gangJob, builders.MakePodGroup().Namespace("team-a").Name("train").MinCount(2).ControlledBy("batch/v1", "Job", "train", "old-uid").Obj()},
+			pod:     ownedBy(newMember("p", "train", 0, ""), gangJob),
+			wantErr: []string{"PodGroup train belongs to an earlier Job train (uid old-uid) and is deleted with it"},
+		},
+		"a pod of a Job naming a group joins the user's group": {
+			objs: []client.Object{plain, func() *batchv1.Job {
+				j := builders.IndexedJob("team-a", "named", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Member("plain").Obj())
+				j.UID = "named-uid"
+				return j
+			}()},
+			pod: ownedBy(newMember("p", "plain", 0, ""), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "named", UID: "named-uid"}}),
+		},
 		"a gang Job's pod cannot be put in another group": {
 			objs: []client.Object{gangJob, jobGroup, plain}, pod: ownedBy(newMember("p", "plain", 0, ""), gangJob),
 			wantErr: []string{"a pod of Job train joins only that Job's PodGroup (train), not \"plain\""},

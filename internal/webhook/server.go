@@ -76,7 +76,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	r, devices, err := setupCaches(ctx, mgr)
+	r, devices, nodes, err := setupCaches(ctx, mgr)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	podMutate.Handler = podMutator{inner: podMutate.Handler, dropsSchedulingGroup: !servesSchedulingGroup}
 	srv.Register(pathPodMutate, podMutate)
 	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
-	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r}))
+	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r, Nodes: nodes, Devices: devices}))
 	for _, integ := range integrationSet {
 		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, Integration: integ, Claims: claims}))
 		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ}))

@@ -2,7 +2,7 @@
 //
 // Its flags are kubectl's, from cli-runtime's ConfigFlags: --kubeconfig,
 // --context, -n/--namespace and the other connection flags for the commands
-// a user runs (explain, get, preflight); --kubeconfig and --context for the
+// a user runs (audit, explain, get, preflight); --kubeconfig and --context for the
 // long-running components (scheduler, controllers, webhook). The kubeconfig
 // is found as kubectl finds it: --kubeconfig alone if given, else the files
 // of $KUBECONFIG merged in order (missing ones skipped), else

@@ -1,6 +1,6 @@
 // Package controllerscmd implements `lockstep controllers`: the job
-// integrations (Job, JobSet, …), Kueue's pod groups and the gang integrity
-// controller.
+// integrations (Job, JobSet, …), the quota hint on gangs whose pods cannot
+// be created, Kueue's pod groups and the gang integrity controller.
 package controllerscmd
 
 import (
@@ -159,6 +159,10 @@ func (o *Options) setupControllers(mgr manager.Manager) error {
 		NodeGrace: o.NodeGrace, TaintRules: taintRules, Integrations: all,
 	}
 	if err := integrityCtl.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	quotas := &jobintegration.QuotaReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-pod-quota"), Integrations: all}
+	if err := quotas.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	kueueGroups := &kueuegroup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("lockstep-kueue-pod-groups")}

@@ -100,7 +100,10 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 			fmt.Fprintf(out, "   CEL error: %s\n", e)
 		}
 	}
-	if len(r.Topology) > 0 {
+	switch {
+	case r.TopologyDomains != nil:
+		printTopology(out, r, wide)
+	case len(r.Topology) > 0:
 		fmt.Fprintf(out, "7. Topology: the whole group must share one value of %s\n", strings.Join(r.Topology, ", "))
 	}
 	for _, h := range r.Holders {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -59,7 +60,11 @@ func (Integration) Wrap(o client.Object) jobintegration.GenericJob { return &Job
 // Job adapts a batch/v1 Job.
 type Job struct{ *batchv1.Job }
 
-var _ jobintegration.GenericJob = (*Job)(nil)
+var (
+	_ jobintegration.GenericJob   = (*Job)(nil)
+	_ jobintegration.InTreeGanger = (*Job)(nil)
+	_ jobintegration.IndexedJob   = (*Job)(nil)
+)
 
 // Object implements GenericJob.
 func (j *Job) Object() client.Object { return j.Job }
@@ -88,24 +93,16 @@ func (j *Job) Size() int32 {
 // SuccessCriteriaMet; Failed or FailureTarget) — the Job controller then
 // takes the pods down itself.
 func (j *Job) Stopped() (string, bool, bool) {
-	if j.Spec.Suspend != nil && *j.Spec.Suspend {
-		return "suspended", false, true
-	}
-	for _, c := range j.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
-			return "complete", false, false
-		case batchv1.JobFailed, batchv1.JobFailureTarget:
-			return "failed: " + c.Reason, true, false
-		}
-	}
-	return "", false, false
+	return jobintegration.StoppedBy(ptr.Deref(j.Spec.Suspend, false), j.Status.Conditions, readCondition,
+		[]string{string(batchv1.JobComplete), string(batchv1.JobSuccessCriteriaMet)},
+		[]string{string(batchv1.JobFailed), string(batchv1.JobFailureTarget)})
 }
 
-// Wants implements GenericJob: an Indexed Job runs indexes 0..completions-1;
+func readCondition(c *batchv1.JobCondition) jobintegration.Condition {
+	return jobintegration.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason}
+}
+
+// Wants implements IndexedJob: an Indexed Job runs indexes 0..completions-1;
 // lowering completions (with parallelism, an elastic Indexed Job) removes the
 // indexes above.
 func (j *Job) Wants(index int32) bool {
@@ -115,7 +112,8 @@ func (j *Job) Wants(index int32) bool {
 	return index < *j.Spec.Completions
 }
 
-// InTreeGang implements GenericJob.
+// InTreeGang implements InTreeGanger: upstream WorkloadWithJob's
+// spec.scheduling gang policy.
 func (j *Job) InTreeGang() bool {
 	s := j.Spec.Scheduling
 	return s != nil && s.SchedulingPolicy != nil && s.SchedulingPolicy.Gang != nil

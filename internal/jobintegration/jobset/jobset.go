@@ -17,10 +17,12 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -86,7 +88,10 @@ func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *
 // JobSet adapts a JobSet.
 type JobSet struct{ *jobsetv1.JobSet }
 
-var _ jobintegration.GenericJob = (*JobSet)(nil)
+var (
+	_ jobintegration.GenericJob    = (*JobSet)(nil)
+	_ jobintegration.DefaultScoper = (*JobSet)(nil)
+)
 
 // Object implements GenericJob.
 func (j *JobSet) Object() client.Object { return j.JobSet }
@@ -140,7 +145,7 @@ func (j *JobSet) ordered() (string, bool) {
 	return "", false
 }
 
-// DefaultScope is role when the replicated jobs start in order: a gang
+// DefaultScope implements DefaultScoper: role when the replicated jobs start in order: a gang
 // over jobs that wait for each other could never be placed.
 func (j *JobSet) DefaultScope() string {
 	if _, ok := j.ordered(); ok {
@@ -192,27 +197,11 @@ func (j *JobSet) Qualify() *jobintegration.NotQualified {
 	return nil
 }
 
-// InTreeGang implements GenericJob: JobSet v1alpha2 has no gang policy.
-func (j *JobSet) InTreeGang() bool { return false }
-
 // Stopped implements GenericJob.
 func (j *JobSet) Stopped() (string, bool, bool) {
-	if j.Spec.Suspend != nil && *j.Spec.Suspend {
-		return "suspended", false, true
-	}
-	for _, c := range j.Status.Conditions {
-		if c.Status != "True" {
-			continue
-		}
-		switch jobsetv1.JobSetConditionType(c.Type) {
-		case jobsetv1.JobSetCompleted:
-			return "complete", false, false
-		case jobsetv1.JobSetFailed:
-			return "failed: " + c.Reason, true, false
-		}
-	}
-	return "", false, false
+	return jobintegration.StoppedBy(ptr.Deref(j.Spec.Suspend, false), j.Status.Conditions,
+		func(c *metav1.Condition) jobintegration.Condition {
+			return jobintegration.Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason}
+		},
+		[]string{string(jobsetv1.JobSetCompleted)}, []string{string(jobsetv1.JobSetFailed)})
 }
-
-// Wants implements GenericJob: a JobSet is not resized in place.
-func (j *JobSet) Wants(int32) bool { return true }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kfv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -99,7 +100,10 @@ var (
 	}
 )
 
-var _ jobintegration.Integration = PyTorchJob
+var (
+	_ jobintegration.Integration         = PyTorchJob
+	_ jobintegration.PodAdmissionMatcher = PyTorchJob
+)
 
 // Name implements Integration.
 func (k *Kind) Name() string { return "kubeflow.org/" + strings.ToLower(k.kind) }
@@ -127,7 +131,7 @@ func (k *Kind) AdmissionMatch() string {
 		specs + `[t].template.spec.schedulerName == "` + lockv1.SchedulerName + `")`
 }
 
-// PodAdmissionMatch: the job's pods, which the operator creates itself.
+// PodAdmissionMatch implements PodAdmissionMatcher: the job's pods, which the operator creates itself.
 func (k *Kind) PodAdmissionMatch() string { return jobintegration.ControlledByMatch(k.GVK()) }
 
 // OwnerOf implements Integration: the operator creates the pods, controlled
@@ -323,29 +327,14 @@ func (j *Job) Qualify() *jobintegration.NotQualified {
 	return nil
 }
 
-// InTreeGang implements GenericJob: the operator creates no upstream
-// PodGroup.
-func (j *Job) InTreeGang() bool { return false }
-
-// Stopped implements GenericJob.
+// Stopped implements GenericJob. (An elastic job's workers come and go by
+// replica count: it is no IndexedJob.)
 func (j *Job) Stopped() (string, bool, bool) {
-	if j.run.Suspend != nil && *j.run.Suspend {
-		return "suspended", false, true
-	}
-	for _, c := range j.status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case kfv1.JobSucceeded:
-			return "complete", false, false
-		case kfv1.JobFailed:
-			return "failed: " + c.Reason, true, false
-		}
-	}
-	return "", false, false
+	return jobintegration.StoppedBy(ptr.Deref(j.run.Suspend, false), j.status.Conditions, ReadCondition,
+		[]string{string(kfv1.JobSucceeded)}, []string{string(kfv1.JobFailed)})
 }
 
-// Wants implements GenericJob: an elastic job's workers come and go by
-// replica count; none is removed by index.
-func (j *Job) Wants(int32) bool { return true }
+// ReadCondition reads a Kubeflow job condition for StoppedBy.
+func ReadCondition(c *kfv1.JobCondition) jobintegration.Condition {
+	return jobintegration.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason}
+}

@@ -6,7 +6,8 @@
 // (which Kueue labels after they are created). A Lockstep pod in such a group
 // joins the Lockstep PodGroup of the same name, which Lockstep creates for
 // it: Kueue decides when the group may start, Lockstep places it all or
-// nothing — one group, never a second one beside Kueue's.
+// nothing — one group, never a second one beside Kueue's. The framework
+// reads a group's gang as it reads a job's (Group is a GenericJob).
 package kueuegroup
 
 import (
@@ -62,9 +63,12 @@ var (
 
 // Validate checks a pod's Kueue group metadata as Lockstep reads it: a name
 // that can be a PodGroup's, a positive total count and, if set, a
-// disruption mode. Kueue's own webhook
-// refuses the same where it admits the pod; these errors stand where it
-// does not, so a pod is never placed alone because its group was unreadable.
+// disruption mode — and none of the annotations that shape a job's gang
+// but not a Kueue group's (min-count, gang-scope: its minCount is its total
+// count, its gang the group), so none is silently ignored. Kueue's own
+// webhook refuses the first where it admits the pod; these errors stand
+// where it does not, so a pod is never placed alone because its group was
+// unreadable.
 func Validate(pod *corev1.Pod) field.ErrorList {
 	name := Named(pod)
 	if name == "" {
@@ -79,6 +83,12 @@ func Validate(pod *corev1.Pod) field.ErrorList {
 	}
 	if v := pod.Annotations[jobintegration.DisruptionModeAnnotation]; !validMode(v) {
 		errs = append(errs, field.Invalid(modePath, v, `not a disruption mode: use "all" (a member lost restarts the group whole; the default) or "single"`))
+	}
+	for _, key := range []string{jobintegration.MinCountAnnotation, jobintegration.GangScopeAnnotation} {
+		if _, set := pod.Annotations[key]; set {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
+				fmt.Sprintf("shapes a job's gang, not Kueue pod group %q's: its gang is the group and its minCount %s; remove the annotation", name, TotalCountAnnotation)))
+		}
 	}
 	return errs
 }
@@ -145,12 +155,12 @@ func ShapeOf(name string, pods []*corev1.Pod) (s Shape, ok bool) {
 			break
 		}
 	}
-	s.MinCount, _ = TotalCount(newest) // members passed Validate
-	mode := newest.Annotations[jobintegration.DisruptionModeAnnotation]
-	if mode == "" && newest.Annotations[ServingAnnotation] == "true" {
-		mode = "single"
+	// The same questions as of a job: members Validate passed make a gang.
+	c := jobintegration.Set{}.Classify(&Group{name: name, newest: newest})
+	if c.Class != jobintegration.ClassGang {
+		return Shape{}, false
 	}
-	s.Mode, _ = jobintegration.ParseDisruptionMode(mode)
+	s.MinCount, s.Mode = c.Groups[0].MinCount, c.Mode
 	for _, p := range members {
 		s.Owners = append(s.Owners, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID})
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/google/go-cmp/cmp"
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -40,6 +41,8 @@ func TestValidate(t *testing.T) {
 		"a name no PodGroup can have": {pod: member("p", "Train_A", "4", 0).Obj(), want: []string{"a lowercase RFC 1123 subdomain"}},
 		"a bad disruption mode":       {pod: member("p", "train", "4", 0).Annotation(jobintegration.DisruptionModeAnnotation, "some").Obj(), want: []string{"not a disruption mode"}},
 		"single":                      {pod: member("p", "train", "4", 0).Annotation(jobintegration.DisruptionModeAnnotation, "single").Obj()},
+		"a job's min-count":           {pod: member("p", "train", "4", 0).Annotation(jobintegration.MinCountAnnotation, "2").Obj(), want: []string{"min-count]: Forbidden: shapes a job's gang, not Kueue pod group \"train\"'s"}},
+		"a job's gang scope":          {pod: member("p", "train", "4", 0).Annotation(jobintegration.GangScopeAnnotation, "job").Obj(), want: []string{"gang-scope]: Forbidden"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			errs := Validate(tc.pod)
@@ -159,5 +162,35 @@ func TestOrderedReady(t *testing.T) {
 		if got := OrderedReady(sts); got != want {
 			t.Errorf("policy %q: OrderedReady %v, want %v", policy, got, want)
 		}
+	}
+}
+
+// A Kueue pod group is classified and read by the framework like a job:
+// a gang of its total count, or not one when its metadata cannot be read,
+// saying why.
+func TestGroupClassifiedLikeAJob(t *testing.T) {
+	for name, tc := range map[string]struct {
+		newest    *corev1.Pod
+		class     jobintegration.Class
+		groups    []jobintegration.Group
+		condition string
+	}{
+		"a gang of its total count": {newest: member("a", "train", "3", 1).Obj(), class: jobintegration.ClassGang,
+			groups: []jobintegration.Group{{Name: "train", Template: "member", MinCount: 3, Size: 3, Roles: []string{"member"}}}},
+		"unreadable metadata": {newest: member("a", "train", "zero", 1).Obj(), class: jobintegration.ClassNotQualified, condition: "not a positive integer"},
+		"not Lockstep's":      {newest: builders.MakePod().Label(GroupNameLabel, "train").Annotation(TotalCountAnnotation, "3").Obj(), class: jobintegration.ClassNotLockstep},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := jobintegration.Set{}.Classify(&Group{name: "train", newest: tc.newest})
+			if c.Class != tc.class {
+				t.Fatalf("class %v, want %v", c.Class, tc.class)
+			}
+			if d := cmp.Diff(tc.groups, c.Groups); d != "" {
+				t.Errorf("groups (-want,+got):\n%s", d)
+			}
+			if tc.condition != "" && (c.Why == nil || !strings.Contains(c.Why.Condition, tc.condition)) {
+				t.Errorf("why %+v, want it to say %q", c.Why, tc.condition)
+			}
+		})
 	}
 }

@@ -37,7 +37,9 @@ func indexValue(o client.Object) []string {
 // pods: created with its first member (a gang of the group's total count),
 // its minCount following that count, owned by every member so it goes with
 // the last. A PodGroup of that name that Lockstep did not make for the
-// group (a user's, a job's) is used as it is and never changed.
+// group (a user's) is never adopted or changed: the pods that name the
+// group join it as it is — they chose its name — and an event on it says
+// so. (One a job controls takes none of them: the webhook refuses them.)
 type Reconciler struct {
 	Client client.Client
 	// Reader reads a member's StatefulSet, once per group, when its
@@ -74,6 +76,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 const (
 	ReasonGangCreated      = jobintegration.ReasonGangCreated
 	ReasonNotGangScheduled = jobintegration.ReasonNotGangScheduled
+	ReasonNotMade          = "NotMadeForKueueGroup"
 )
 
 // Reconcile ensures Kueue group req's PodGroup.
@@ -98,9 +101,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.create(ctx, req.Namespace, req.Name, shape, pods)
 	case err != nil:
 		return ctrl.Result{}, err
+	case !Ours(pg) && pg.DeletionTimestamp == nil && ok:
+		r.Recorder.Eventf(pg, corev1.EventTypeNormal, ReasonNotMade,
+			"the pods of Kueue pod group %s join this PodGroup as it is: Lockstep did not make it for the group, so it neither changes it (its minCount stays, not %s) nor deletes it with the last pod; delete it to let Lockstep make the group's own",
+			req.Name, TotalCountAnnotation)
+		return ctrl.Result{}, nil
 	case !Ours(pg) || pg.DeletionTimestamp != nil || !ok:
-		// Not Lockstep's to change; or going (its deletion is watched: it is
-		// made again once gone); or no member left to read.
+		// Going (its deletion is watched: it is made again once gone), or
+		// no member left to read.
 		return ctrl.Result{}, nil
 	}
 	changed := false

@@ -67,13 +67,22 @@ func TestReconcileCreatesAndFollowsTheGroup(t *testing.T) {
 }
 
 // A PodGroup of the group's name that Lockstep did not make for it (the
-// user's own) is used as it is: never changed, never owned by the pods.
+// user's own) is used as it is: never changed, never owned by the pods —
+// and not silently: an event on it says so.
 func TestReconcileLeavesOthersPodGroups(t *testing.T) {
 	own := builders.GangPodGroup("team-a", "train", 2)
-	r, _ := newReconciler(own, member("a", "train", "5", 1).Obj())
+	r, rec := newReconciler(own, member("a", "train", "5", 1).Obj())
 	pg := reconcileGroup(t, r, "train")
 	if pg.Spec.SchedulingPolicy.Gang.MinCount != 2 || len(pg.OwnerReferences) != 0 || Ours(pg) {
 		t.Errorf("the user's PodGroup was changed: %+v", pg)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "Normal NotMadeForKueueGroup the pods of Kueue pod group train join this PodGroup as it is") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event says the user's PodGroup is used as it is")
 	}
 }
 

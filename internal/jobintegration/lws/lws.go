@@ -29,7 +29,10 @@ import (
 // Integration is the LeaderWorkerSet integration.
 type Integration struct{}
 
-var _ jobintegration.Integration = Integration{}
+var (
+	_ jobintegration.Integration         = Integration{}
+	_ jobintegration.PodAdmissionMatcher = Integration{}
+)
 
 var gvk = lwsv1.GroupVersion.WithKind("LeaderWorkerSet")
 
@@ -66,8 +69,9 @@ func (Integration) AdmissionMatch() string {
 	return `object.spec.leaderWorkerTemplate.workerTemplate.spec.schedulerName == "` + lockv1.SchedulerName + `"`
 }
 
-// PodAdmissionMatch is a CEL expression true for the pods the pod webhook
-// must label (their group is per pod): the LeaderWorkerSet controller's.
+// PodAdmissionMatch implements PodAdmissionMatcher: the pods the pod
+// webhook must label (their group is per pod), the LeaderWorkerSet
+// controller's.
 func (Integration) PodAdmissionMatch() string {
 	return `(has(object.metadata.labels) && "` + lwsv1.SetNameLabelKey + `" in object.metadata.labels)`
 }
@@ -112,7 +116,10 @@ func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *
 // LWS adapts a LeaderWorkerSet.
 type LWS struct{ *lwsv1.LeaderWorkerSet }
 
-var _ jobintegration.GenericJob = (*LWS)(nil)
+var (
+	_ jobintegration.GenericJob = (*LWS)(nil)
+	_ jobintegration.PodGrouper = (*LWS)(nil)
+)
 
 // Object implements GenericJob.
 func (l *LWS) Object() client.Object { return l.LeaderWorkerSet }
@@ -156,7 +163,7 @@ func (l *LWS) RoleOf(pod *corev1.Pod) string {
 	return "worker"
 }
 
-// Groups lists one gang per replica (jobintegration.Groups uses it).
+// Groups implements PodGrouper: one gang per replica.
 func (l *LWS) Groups() []jobintegration.Group {
 	out := make([]jobintegration.Group, 0, l.replicas())
 	for i := int32(0); i < l.replicas(); i++ {
@@ -165,7 +172,7 @@ func (l *LWS) Groups() []jobintegration.Group {
 	return out
 }
 
-// GroupOfPod is the gang of one of its pods: by its group index — the
+// GroupOfPod implements PodGrouper: the gang of one of its pods: by its group index — the
 // label the LeaderWorkerSet controller sets (on workers from their
 // StatefulSet's template), or for a leader not labelled yet (its webhook
 // may run after Lockstep's) the leader StatefulSet's ordinal in its name,
@@ -205,11 +212,5 @@ func (l *LWS) Qualify() *jobintegration.NotQualified {
 	return nil
 }
 
-// InTreeGang implements GenericJob.
-func (l *LWS) InTreeGang() bool { return false }
-
 // Stopped implements GenericJob: a LeaderWorkerSet serves until deleted.
 func (l *LWS) Stopped() (string, bool, bool) { return "", false, false }
-
-// Wants implements GenericJob.
-func (l *LWS) Wants(int32) bool { return true }

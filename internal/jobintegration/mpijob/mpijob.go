@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mpiv2 "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
@@ -37,7 +38,10 @@ import (
 // Integration is the MPIJob integration.
 type Integration struct{}
 
-var _ jobintegration.Integration = Integration{}
+var (
+	_ jobintegration.Integration         = Integration{}
+	_ jobintegration.PodAdmissionMatcher = Integration{}
+)
 
 var gvk = mpiv2.SchemeGroupVersionKind
 
@@ -73,7 +77,7 @@ func (Integration) AdmissionMatch() string {
 	return `has(object.spec.mpiReplicaSpecs) && "Worker" in object.spec.mpiReplicaSpecs && has(object.spec.mpiReplicaSpecs.Worker.template.spec) && has(object.spec.mpiReplicaSpecs.Worker.template.spec.schedulerName) && object.spec.mpiReplicaSpecs.Worker.template.spec.schedulerName == "` + lockv1.SchedulerName + `"`
 }
 
-// PodAdmissionMatch: the workers, which the operator creates itself (the
+// PodAdmissionMatch implements PodAdmissionMatcher: the workers, which the operator creates itself (the
 // launcher's pod is a Job's, which the pod webhook already takes).
 func (Integration) PodAdmissionMatch() string { return jobintegration.ControlledByMatch(gvk) }
 
@@ -193,28 +197,11 @@ func (m *MPIJob) Qualify() *jobintegration.NotQualified {
 	return nil
 }
 
-// InTreeGang implements GenericJob: without its gang-scheduling flag the
-// operator creates no PodGroup.
-func (m *MPIJob) InTreeGang() bool { return false }
-
 // Stopped implements GenericJob.
 func (m *MPIJob) Stopped() (string, bool, bool) {
-	if m.Spec.RunPolicy.Suspend != nil && *m.Spec.RunPolicy.Suspend {
-		return "suspended", false, true
-	}
-	for _, c := range m.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case mpiv2.JobSucceeded:
-			return "complete", false, false
-		case mpiv2.JobFailed:
-			return "failed: " + c.Reason, true, false
-		}
-	}
-	return "", false, false
+	return jobintegration.StoppedBy(ptr.Deref(m.Spec.RunPolicy.Suspend, false), m.Status.Conditions,
+		func(c *mpiv2.JobCondition) jobintegration.Condition {
+			return jobintegration.Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason}
+		},
+		[]string{string(mpiv2.JobSucceeded)}, []string{string(mpiv2.JobFailed)})
 }
-
-// Wants implements GenericJob.
-func (m *MPIJob) Wants(int32) bool { return true }

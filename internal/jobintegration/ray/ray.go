@@ -51,8 +51,9 @@ type Cluster struct{}
 type Job struct{}
 
 var (
-	_ jobintegration.Integration = Cluster{}
-	_ jobintegration.Integration = Job{}
+	_ jobintegration.Integration         = Cluster{}
+	_ jobintegration.PodAdmissionMatcher = Cluster{}
+	_ jobintegration.Integration         = Job{}
 )
 
 // Name implements Integration.
@@ -87,7 +88,7 @@ func headMatch(spec string) string {
 	return `has(` + t + `.spec) && has(` + t + `.spec.schedulerName) && ` + t + `.spec.schedulerName == "` + lockv1.SchedulerName + `"`
 }
 
-// PodAdmissionMatch: the cluster's pods, which the operator creates
+// PodAdmissionMatch implements PodAdmissionMatcher: the cluster's pods, which the operator creates
 // itself (a RayJob's too: its cluster's).
 func (Cluster) PodAdmissionMatch() string { return jobintegration.ControlledByMatch(clusterGVK) }
 
@@ -258,10 +259,6 @@ func (c *RayCluster) GVK() schema.GroupVersionKind { return clusterGVK }
 // Qualify implements GenericJob.
 func (c *RayCluster) Qualify() *jobintegration.NotQualified { return c.qualify(c.obj.Name) }
 
-// InTreeGang implements GenericJob: without a batch scheduler the operator
-// creates no PodGroup.
-func (c *RayCluster) InTreeGang() bool { return false }
-
 // Stopped implements GenericJob: a RayCluster runs until deleted or
 // suspended.
 func (c *RayCluster) Stopped() (string, bool, bool) {
@@ -270,9 +267,6 @@ func (c *RayCluster) Stopped() (string, bool, bool) {
 	}
 	return "", false, false
 }
-
-// Wants implements GenericJob: workers are scaled by count, not by index.
-func (c *RayCluster) Wants(int32) bool { return true }
 
 // RayJob adapts a RayJob.
 type RayJob struct {
@@ -299,9 +293,6 @@ func (j *RayJob) Qualify() *jobintegration.NotQualified {
 	return j.qualify(j.obj.Name)
 }
 
-// InTreeGang implements GenericJob.
-func (j *RayJob) InTreeGang() bool { return false }
-
 // Stopped implements GenericJob.
 func (j *RayJob) Stopped() (string, bool, bool) {
 	if j.obj.Spec.Suspend {
@@ -315,6 +306,3 @@ func (j *RayJob) Stopped() (string, bool, bool) {
 	}
 	return "", false, false
 }
-
-// Wants implements GenericJob.
-func (j *RayJob) Wants(int32) bool { return true }

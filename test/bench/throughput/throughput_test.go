@@ -9,10 +9,12 @@
 // printed in one table with Lockstep's ratios. It prints figures and never
 // fails on time.
 //
-// LOCKSTEP_BENCH_NODES (default 100) sizes the cluster (nodes × 8 GPUs);
-// the scenarios are chosen by size: at 100 nodes, 50 gangs × 8 one-GPU DRA
-// ranks (by a claim template, then by an extended resource backed by DRA);
-// at 1,000 or more, one 1,024-rank DRA gang and 1,000 lone one-GPU pods.
+// LOCKSTEP_BENCH_NODES (default 100) sizes the cluster (nodes × 8 GPUs, in
+// racks of 20 nodes: node label example.com/rack); the scenarios are chosen
+// by size: at 100 nodes, 50 gangs × 8 one-GPU DRA ranks (by a claim
+// template, then by an extended resource backed by DRA); at 1,000 or more,
+// one 1,024-rank DRA gang and 1,000 lone one-GPU pods; from 200 on, 20
+// gangs × 32 ranks each required in one rack (topology_test.go).
 // LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds another Lockstep build.
 package throughput
 
@@ -54,11 +56,14 @@ var nodes = func() int {
 	return 100
 }()
 
+// specFmt: racks of rackSize nodes (a label no default scoring of
+// kube-scheduler reads, so the scenarios without topology are unchanged).
 const specFmt = `
 nodePools:
 - name: gpu
   count: %d
   capacity: {cpu: "64", memory: 512Gi, pods: "110"}
+  labels: {example.com/rack: "rack-{{div .Index 20}}"}
   devices:
   - driver: gpu.example.com
     count: 8
@@ -94,6 +99,10 @@ type workload struct {
 	// ceiling, when measured, is the API server's write ceiling in pods/s
 	// (writeCeiling).
 	ceiling float64
+	// topology, when set, is the node label key each gang is required
+	// within (spec.schedulingConstraints.topology of either PodGroup API);
+	// each wave checks that every gang was kept in one of its domains.
+	topology string
 }
 
 func (w workload) pods() int { return w.groups * w.ranks }
@@ -323,7 +332,7 @@ func runWave(t *testing.T, h *harness.Harness, v variant, identity string, w wor
 	}
 	if !w.lone {
 		for g := 0; g < w.groups; g++ {
-			createGroup(ctx, t, h, v, ns, fmt.Sprintf("g%04d", g), w.ranks)
+			createGroup(ctx, t, h, v, ns, fmt.Sprintf("g%04d", g), w)
 		}
 	}
 	var sched *harness.SchedulerProcess
@@ -393,6 +402,9 @@ func runWave(t *testing.T, h *harness.Harness, v variant, identity string, w wor
 	r.rss = peakRSS(t, sched.Cmd.Process.Pid)
 	profiled()
 	_ = sched.Cmd.Process.Kill()
+	if w.topology != "" {
+		checkOneDomain(t, ctx, h, v, ns, w)
+	}
 	empty(t, ctx, h, ns)
 	return r
 }
@@ -473,21 +485,33 @@ func groupOf(p *corev1.Pod) string {
 
 // createGroup creates the group the variant's scheduler reads: an in-tree
 // scheduling.k8s.io/v1beta1 PodGroup for kube-scheduler, a Lockstep
-// PodGroup for Lockstep — both a gang of minCount ranks.
-func createGroup(ctx context.Context, t *testing.T, h *harness.Harness, v variant, ns, name string, ranks int) {
+// PodGroup for Lockstep — both a gang of minCount ranks, required in one
+// domain of w.topology when set (the same field in both APIs).
+func createGroup(ctx context.Context, t *testing.T, h *harness.Harness, v variant, ns, name string, w workload) {
 	t.Helper()
 	if !v.kube {
-		h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, name, int32(ranks)))
+		pg := builders.GangPodGroup(ns, name, int32(w.ranks))
+		if w.topology != "" {
+			pg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: w.topology}}}
+		}
+		h.CreatePodGroup(ctx, t, pg)
 		return
 	}
 	pg := &schedulingv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
-			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(ranks)},
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(w.ranks)},
 		}},
 	}
-	if _, err := h.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+	if w.topology != "" {
+		pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: w.topology}}}
+	}
+	got, err := h.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if w.topology != "" && got.Spec.SchedulingConstraints == nil {
+		t.Fatalf("the API server dropped PodGroup %s's spec.schedulingConstraints: TopologyAwareWorkloadScheduling is off", name)
 	}
 }
 

@@ -174,12 +174,25 @@ func TestBasicGroupPlacesWhatFits(t *testing.T) {
 	pg.Spec.SchedulingPolicy = lockv1.PodGroupSchedulingPolicy{Basic: &lockv1.BasicSchedulingPolicy{}}
 	h.CreatePodGroup(ctx, t, pg)
 	waitBound(t, ctx, h, ns, "basic", 3)
+	// The group is admitted (a basic group binds what fits); the pod that
+	// fits nowhere says so itself.
 	harness.Eventually(t, ctx, "group condition counting 3 of 4", func(ctx context.Context) (bool, string, error) {
 		c, err := h.ScheduledCondition(ctx, ns, "basic")
 		if err != nil || c == nil {
 			return false, "no condition", err
 		}
-		want := "3 of 4 pods fit; 1 pod: 0/3 nodes are available: 3 Insufficient cpu"
-		return c.Reason == lockv1.PodGroupReasonUnschedulable && c.Message == want, c.Reason + ": " + c.Message, nil
+		want := "3 of 4 pods placed (minCount 1)"
+		return c.Reason == lockv1.PodGroupReasonScheduled && c.Message == want, c.Reason + ": " + c.Message, nil
+	})
+	harness.Eventually(t, ctx, "the pod that fits nowhere says why", func(ctx context.Context) (bool, string, error) {
+		p, err := h.Client.CoreV1().Pods(ns).Get(ctx, "basic-big", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		c := podScheduledCondition(p)
+		if c == nil {
+			return false, "no condition", nil
+		}
+		return c.Reason == corev1.PodReasonUnschedulable && c.Message == "PodGroup basic: this pod does not fit: Insufficient cpu", c.Reason + ": " + c.Message, nil
 	})
 }

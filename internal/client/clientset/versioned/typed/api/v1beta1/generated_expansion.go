@@ -2,6 +2,8 @@
 
 package v1beta1
 
+type CompositePodGroupExpansion interface{}
+
 type PodGroupExpansion interface{}
 
 type WorkloadExpansion interface{}

@@ -1,0 +1,128 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/queue"
+	"github.com/lockstep-dev/lockstep/test/builders"
+)
+
+// compositeCondition is the CompositePodGroup's
+// CompositePodGroupInitiallyScheduled condition as "Status/Reason: message".
+func compositeCondition(c *lockv1.CompositePodGroup) string {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == lockv1.CompositePodGroupInitiallyScheduled {
+			return string(cond.Status) + "/" + cond.Reason + ": " + cond.Message
+		}
+	}
+	return ""
+}
+
+// tree is a root CompositePodGroup (gang of minGroupCount) and, under it,
+// one gang PodGroup per size with that many one-GPU pods.
+func tree(minGroupCount int32, sizes ...int) []runtime.Object {
+	root := &lockv1.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "job"},
+		Spec: lockv1.CompositePodGroupSpec{SchedulingPolicy: lockv1.CompositePodGroupSchedulingPolicy{Gang: &lockv1.CompositeGangSchedulingPolicy{MinGroupCount: minGroupCount}}}}
+	objs := []runtime.Object{root}
+	for i, n := range sizes {
+		name := "w" + string(rune('1'+i))
+		pg := builders.GangPodGroup("ml", name, int32(n))
+		pg.Spec.ParentCompositePodGroupName = ptr.To("job")
+		objs = append(objs, pg)
+		objs = append(objs, gpuPods("ml", name, name, n, 0)...)
+	}
+	return objs
+}
+
+// A tree that fits binds every leaf in one binding cycle: claims before
+// bindings, each leaf's incarnation and Scheduled condition, the
+// composite's condition; the tree leaves the queue.
+func TestExecuteBindsATreeThatFits(t *testing.T) {
+	f := newFixture(t, twoNodes, tree(2, 2, 2)...)
+	k := queue.TreeKey("ml", "job")
+	f.run(k)
+	writes := f.writes()
+	phases(t, writes)
+	if n := len(only(writes, "pods/binding")); n != 4 {
+		t.Errorf("%d bindings, want 4:\n%s", n, strings.Join(writes, "\n"))
+	}
+	if got, want := compositeCondition(f.compositeOf("ml", "job")), "True/Scheduled: 2 of 2 groups placed (minGroupCount 2) in all nodes"; got != want {
+		t.Errorf("composite condition %q, want %q", got, want)
+	}
+	for _, g := range []string{"w1", "w2"} {
+		pg := f.group("ml", g)
+		if got := condition(pg); got != "True/Scheduled: 2 of 2 pods placed (minCount 2)" {
+			t.Errorf("%s: condition %q", g, got)
+		}
+		if inc := pg.Status.Incarnation; inc == nil || len(inc.Members) != 2 {
+			t.Errorf("%s: incarnation %+v, want its 2 members", g, inc)
+		}
+	}
+	if got := f.queue.of(k); got != "Done" {
+		t.Errorf("queue transitions %q, want Done", got)
+	}
+}
+
+// A tree that does not fit binds nothing: the composite says why with the
+// arithmetic, each leaf and each member say the tree does not fit, and the
+// tree is parked.
+func TestExecuteTreeIsAllOrNothing(t *testing.T) {
+	f := newFixture(t, twoNodes, tree(2, 2, 3)...)
+	k := queue.TreeKey("ml", "job")
+	f.run(k)
+	writes := f.writes()
+	if n := len(only(writes, "pods/binding")) + len(only(writes, "resourceclaims")); n != 0 {
+		t.Errorf("a tree that does not fit wrote %d bindings or claims", n)
+	}
+	got := compositeCondition(f.compositeOf("ml", "job"))
+	if !strings.HasPrefix(got, "False/Unschedulable: CompositePodGroup ml/job: 1 of 2 groups fit (minGroupCount 2) in all nodes; PodGroup ml/w2: minCount 3 not satisfiable") {
+		t.Errorf("composite condition %q", got)
+	}
+	for _, g := range []string{"w1", "w2"} {
+		if got := condition(f.group("ml", g)); !strings.HasPrefix(got, "False/Unschedulable: the scheduling tree of CompositePodGroup job does not fit") {
+			t.Errorf("%s: condition %q", g, got)
+		}
+	}
+	if got, want := podScheduled(f.pod("ml", "w1-0")), "False/Unschedulable: CompositePodGroup job: the scheduling tree does not fit; its CompositePodGroupInitiallyScheduled condition has the arithmetic"; got != want {
+		t.Errorf("member condition %q, want %q", got, want)
+	}
+	if got := f.queue.of(k); got != "Unschedulable" {
+		t.Errorf("queue transitions %q, want Unschedulable", got)
+	}
+}
+
+// A group of a tree is never placed on its own: its cycle hands over to
+// its tree; a group whose parent does not exist waits, saying so.
+func TestGroupOfATreeIsNeverPlacedAlone(t *testing.T) {
+	orphan := builders.GangPodGroup("ml", "orphan", 1)
+	orphan.Spec.ParentCompositePodGroupName = ptr.To("gone")
+	objs := append(tree(2, 2, 2), orphan)
+	objs = append(objs, gpuPods("ml", "orphan", "orphan", 1, 0)...)
+	f := newFixture(t, twoNodes, objs...)
+	w1 := queue.GroupKey("ml", "w1")
+	f.run(w1)
+	if w := only(f.writes(), "pods/binding"); len(w) != 0 {
+		t.Errorf("a group of a tree bound alone: %v", w)
+	}
+	if got := f.queue.of(w1); got != "Done" {
+		t.Errorf("w1: queue transitions %q, want Done (its tree decides)", got)
+	}
+	k := queue.GroupKey("ml", "orphan")
+	f.run(k)
+	if diff := cmp.Diff([]string(nil), only(f.writes(), "pods/binding")); diff != "" {
+		t.Errorf("an orphan bound: %s", diff)
+	}
+	if got := condition(f.group("ml", "orphan")); got != "False/WaitingForParent: waiting for CompositePodGroup gone, its parent, which does not exist: a group of a tree is never scheduled on its own" {
+		t.Errorf("orphan condition %q", got)
+	}
+	if got := f.queue.of(k); got != "Wait" {
+		t.Errorf("orphan: queue transitions %q, want Wait", got)
+	}
+}
