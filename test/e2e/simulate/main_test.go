@@ -1,0 +1,20 @@
+// Package simulate runs `lockstep simulate --from-cluster` against the
+// local control plane as a user bound to nothing but its read-only
+// ClusterRole (docs/simulate-clusterrole.yaml): the cluster's nodes,
+// ResourceSlices and DeviceClasses are read, seed 004 comes out as the demo
+// shows it under each scheduler, on the cluster's own node names, and the
+// cluster is left as it was.
+package simulate
+
+import (
+	"testing"
+
+	"github.com/lockstep-dev/lockstep/internal/devcluster"
+	"github.com/lockstep-dev/lockstep/test/e2e/harness"
+)
+
+// The default cluster (3 nodes × 2 GPUs, seed 004's) and no scheduler: a
+// simulation needs none, and nothing may be scheduled for it.
+func TestMain(m *testing.M) {
+	harness.Main(m, harness.Options{Schedulers: []devcluster.Scheduler{}})
+}
