@@ -124,3 +124,25 @@ func TestSeed004(t *testing.T) {
 		t.Errorf("lockstep: train-b started before train-a ended: %+v %+v", a, b)
 	}
 }
+
+// The example of docs/simulate.md and the README, and the cluster it
+// names, are seed 004's golden workload and cluster: the documented
+// output is the golden one.
+func TestExampleIsTheSeed004Golden(t *testing.T) {
+	for example, golden := range map[string]string{
+		"../../examples/simulate/seed004.yaml": "testdata/seed004/workload.yaml",
+		"../../examples/clusters/default.yaml": "testdata/seed004/cluster.yaml",
+	} {
+		a, err := os.ReadFile(example)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(b), string(a)); diff != "" {
+			t.Errorf("%s differs from %s (-golden,+example):\n%s", example, golden, diff)
+		}
+	}
+}

@@ -3,18 +3,19 @@
 // ClusterRole (docs/simulate-clusterrole.yaml): the cluster's nodes,
 // ResourceSlices and DeviceClasses are read, seed 004 comes out as the demo
 // shows it under each scheduler, on the cluster's own node names, and the
-// cluster is left as it was.
+// cluster is left as it was; and a small trace simulated under lockstep
+// starts the same jobs in the same order on the same nodes as the real
+// scheduler runs them on this cluster (fidelity).
 package simulate
 
 import (
 	"testing"
 
-	"github.com/lockstep-dev/lockstep/internal/devcluster"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-// The default cluster (3 nodes × 2 GPUs, seed 004's) and no scheduler: a
-// simulation needs none, and nothing may be scheduled for it.
+// The default cluster (3 nodes × 2 GPUs, seed 004's) with Lockstep, which
+// the fidelity test compares the simulation with.
 func TestMain(m *testing.M) {
-	harness.Main(m, harness.Options{Schedulers: []devcluster.Scheduler{}})
+	harness.Main(m, harness.Options{})
 }

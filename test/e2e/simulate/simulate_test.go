@@ -86,8 +86,10 @@ func TestSimulateFromClusterReadsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs.Items) != 0 {
-		t.Errorf("%d Jobs on the cluster after the simulation, want none", len(jobs.Items))
+	for _, j := range jobs.Items {
+		if j.Name == "train-a" || j.Name == "train-b" {
+			t.Errorf("Job %s/%s of the workload on the cluster after the simulation", j.Namespace, j.Name)
+		}
 	}
 
 	text, stderr, err := run(h, simulator)
@@ -115,8 +117,12 @@ func TestSimulateFromClusterWithoutTheRoleSaysWhatItCouldNotRead(t *testing.T) {
 // run runs `lockstep simulate --from-cluster -f examples/simulate/seed004.yaml`
 // as user.
 func run(h *harness.Harness, user string, args ...string) ([]byte, string, error) {
-	args = append([]string{"simulate", "--from-cluster", "--kubeconfig", h.Kubeconfig, "--as", user,
-		"-f", filepath.Join(h.RepoRoot, "examples", "simulate", "seed004.yaml")}, args...)
+	return runOn(h, user, filepath.Join(h.RepoRoot, "examples", "simulate", "seed004.yaml"), args...)
+}
+
+// runOn runs `lockstep simulate --from-cluster -f workload` as user.
+func runOn(h *harness.Harness, user, workload string, args ...string) ([]byte, string, error) {
+	args = append([]string{"simulate", "--from-cluster", "--kubeconfig", h.Kubeconfig, "--as", user, "-f", workload}, args...)
 	cmd := exec.Command(filepath.Join(h.BinDir, "lockstep"), args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -148,5 +154,7 @@ func bindSimulator(ctx context.Context, t *testing.T, h *harness.Harness) {
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = rbac.ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
 }
