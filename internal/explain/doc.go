@@ -10,6 +10,12 @@
 // devices, CPU and memory and how many members fit there — the
 // scheduler's placement simulated in that one domain.
 //
+// For a CompositePodGroup (RunTree) it explains the scheduling tree the
+// group belongs to: the tree resolved from its root as the scheduler
+// resolves it (podgroup.RootOf, podgroup.ResolveTree), the scheduler's
+// decision for the root (decide.DecideTree) with the root's arithmetic
+// (placement.TreeSummary), and each node drawn with its verdict.
+//
 // What explain cannot read as the scheduler does (DeviceTaintRules the user
 // may not list) it says in Report.Notes. The scheduler's assumptions of
 // bindings in flight, which only its process holds, are the one input

@@ -46,6 +46,12 @@ type Scheduler struct {
 	Preemptions *prometheus.CounterVec
 	// PreemptionVictims mirrors scheduler_preemption_victims: pods evicted per preemption.
 	PreemptionVictims prometheus.Histogram
+	// TreeAttempts counts the scheduling attempts of scheduling trees (also
+	// counted in Attempts), by result.
+	TreeAttempts *prometheus.CounterVec
+	// TreeTimeToScheduled is a tree root's creation →
+	// CompositePodGroupInitiallyScheduled=True.
+	TreeTimeToScheduled prometheus.Histogram
 }
 
 // Descriptions of the gauges the scheduler computes at scrape time.
@@ -105,12 +111,22 @@ func NewScheduler() *Scheduler {
 			Help:    "Pods evicted by one preemption.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		TreeAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockstep_compositepodgroup_schedule_attempts_total",
+			Help: "Scheduling attempts of scheduling trees (a root CompositePodGroup and the groups under it) by result.",
+		}, []string{"result"}),
+		TreeTimeToScheduled: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_compositepodgroup_time_to_scheduled_seconds",
+			Help:    "Time from a root CompositePodGroup's creation to CompositePodGroupInitiallyScheduled=True.",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200},
+		}),
 	}
 	m.Registry.MustRegister(m.Attempts, m.AttemptDuration, m.TimeToScheduled, m.DeviceAllocationFailures, m.WriteErrors,
-		m.Preemptions, m.PreemptionVictims,
+		m.Preemptions, m.PreemptionVictims, m.TreeAttempts, m.TreeTimeToScheduled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{ResultScheduled, ResultUnschedulable, ResultError} {
 		m.Attempts.WithLabelValues(r)
+		m.TreeAttempts.WithLabelValues(r)
 	}
 	return m
 }

@@ -165,6 +165,12 @@ func (s *Scheduler) observe(start time.Time, result string) {
 	s.metrics.AttemptDuration.WithLabelValues(result).Observe(s.clock.Since(start).Seconds())
 }
 
+// observeTree records a tree's attempt, as a unit's and as a tree's.
+func (s *Scheduler) observeTree(start time.Time, result string) {
+	s.observe(start, result)
+	s.metrics.TreeAttempts.WithLabelValues(result).Inc()
+}
+
 // countDeviceFailures counts, once per class, units that failed on devices.
 func (s *Scheduler) countDeviceFailures(o placement.Outcome) {
 	classes := map[string]bool{}

@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -407,5 +409,34 @@ func TestCapacityChangeRewritesOnlyTheGroup(t *testing.T) {
 	}
 	if got := condition(f.group("ml", "big")); !strings.Contains(got, "at most 4 of 5 pods fit") {
 		t.Errorf("condition %q, want at most 4 of 5", got)
+	}
+}
+
+// The members' conditions a cycle writes come back as pod updates: they
+// must leave the unit parked in its backoff, not decide it again once per
+// member ahead of younger units (issue 28: a huge gang's own writes kept
+// it first in the queue).
+func TestOwnStatusWritesLeaveTheUnitParked(t *testing.T) {
+	f := newFixture(t, twoNodes, objects(gpuPods("ml", "big", "big", 5, 0), []runtime.Object{builders.GangPodGroup("ml", "big", 5)})...)
+	k := queue.GroupKey("ml", "big")
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	it, ok := f.queue.Pop(ctx)
+	if !ok || it.Key != k {
+		t.Fatalf("popped %v (%v), want %v", it.Key, ok, k)
+	}
+	f.run(k)
+	f.waitFor("the members' conditions in the cache", func() bool {
+		for i := 0; i < 5; i++ {
+			p, err := f.s.listers.pods.Pods("ml").Get("big-" + string(rune('0'+i)))
+			if err != nil || podScheduled(p) == "" {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(100 * time.Millisecond) // the handlers ran after the cache took the updates
+	if active, parked := f.queue.Len(); active != 0 || parked != 1 {
+		t.Errorf("after its members' conditions were written: %d active, %d parked; want the unit parked", active, parked)
 	}
 }

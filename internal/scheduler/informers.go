@@ -60,7 +60,11 @@ func (s *Scheduler) setupInformers() error {
 		return err
 	}
 	s.listers.podGroups = dynamiclister.New(pgInf.Informer().GetIndexer(), podgroup.Resource)
-	onGroup := cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(_, n any) { s.onPodGroup(n) }}
+	onGroup := cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(o, n any) {
+		if !onlyGroupConditionsChanged(o, n) {
+			s.onPodGroup(n)
+		}
+	}}
 	if s.upstreamServed {
 		up := s.dynFactor.ForResource(podgroup.UpstreamResource)
 		if err := up.Informer().SetTransform(cachetrim.Transform); err != nil {
@@ -86,7 +90,11 @@ func (s *Scheduler) setupInformers() error {
 // setupCompositeInformers watches CompositePodGroups (Lockstep's, and the
 // in-tree ones where served): a change to one queues its tree.
 func (s *Scheduler) setupCompositeInformers() error {
-	onComposite := cache.ResourceEventHandlerFuncs{AddFunc: s.onComposite, UpdateFunc: func(_, n any) { s.onComposite(n) }, DeleteFunc: s.onComposite}
+	onComposite := cache.ResourceEventHandlerFuncs{AddFunc: s.onComposite, UpdateFunc: func(o, n any) {
+		if !onlyGroupConditionsChanged(o, n) {
+			s.onComposite(n)
+		}
+	}, DeleteFunc: s.onComposite}
 	for _, r := range []struct {
 		gvr    schema.GroupVersionResource
 		into   *dynamiclister.Lister
@@ -114,7 +122,7 @@ func (s *Scheduler) setupCompositeInformers() error {
 // unit; anything that can free or add capacity moves parked units back.
 func (s *Scheduler) wakeups() cycle.Hooks {
 	return cycle.Hooks{
-		Pods: cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: func(_, n any) { s.onPod(n) }, DeleteFunc: s.onPodDelete},
+		Pods: cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: s.onPodUpdate, DeleteFunc: s.onPodDelete},
 		Nodes: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.queue.MoveAllToActive() },
 			UpdateFunc: s.onNodeUpdate,
@@ -207,6 +215,56 @@ func (s *Scheduler) onPod(obj any) {
 	if pod.Spec.NodeName != "" && !podgroup.Active(pod) {
 		s.queue.MoveAllToActive()
 	}
+}
+
+// onPodUpdate is onPod for an update that can change a decision: one that
+// only changed a pending pod's conditions — the scheduler's own status
+// writes, thousands for a gang that does not fit — changes nothing a cycle
+// reads, and must not take the unit out of its backoff (it would be
+// decided again for each of its members' writes, ahead of younger units).
+func (s *Scheduler) onPodUpdate(oldObj, newObj any) {
+	if o, ok := oldObj.(*corev1.Pod); ok {
+		if n, ok := newObj.(*corev1.Pod); ok && onlyConditionsChanged(o, n) {
+			return
+		}
+	}
+	s.onPod(newObj)
+}
+
+// onlyConditionsChanged reports whether a pod update changed nothing but
+// the pod's status conditions (and the metadata every write changes).
+func onlyConditionsChanged(o, n *corev1.Pod) bool {
+	strip := func(p *corev1.Pod) *corev1.Pod {
+		c := *p
+		c.ObjectMeta = *p.ObjectMeta.DeepCopy()
+		c.ResourceVersion, c.ManagedFields, c.Generation = "", nil, 0
+		c.Status = *p.Status.DeepCopy()
+		c.Status.Conditions = nil
+		return &c
+	}
+	return equality.Semantic.DeepEqual(strip(o), strip(n))
+}
+
+// onlyGroupConditionsChanged reports whether a PodGroup (or
+// CompositePodGroup) update changed nothing but its status conditions —
+// the scheduler's own verdict, which must not queue the unit again.
+func onlyGroupConditionsChanged(oldObj, newObj any) bool {
+	o, ok := oldObj.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	n, ok := newObj.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy().Object
+		unstructured.RemoveNestedField(c, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(c, "metadata", "managedFields")
+		unstructured.RemoveNestedField(c, "status", "conditions")
+		return c
+	}
+	return equality.Semantic.DeepEqual(strip(o), strip(n))
 }
 
 func (s *Scheduler) onPodDelete(obj any) {

@@ -44,3 +44,39 @@ func TestNodeSchedulingChanged(t *testing.T) {
 		})
 	}
 }
+
+func TestOnlyConditionsChanged(t *testing.T) {
+	base := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "1", Labels: map[string]string{"g": "a"}},
+		Spec:       corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue"}}},
+	}
+	claim := "p-gpu"
+	tests := []struct {
+		name   string
+		change func(*corev1.Pod)
+		want   bool
+	}{
+		{name: "the scheduler's own condition", change: func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+			p.ResourceVersion = "2"
+			p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "lockstep"}}
+		}, want: true},
+		{name: "gate removed", change: func(p *corev1.Pod) { p.Spec.SchedulingGates = nil }, want: false},
+		{name: "label", change: func(p *corev1.Pod) { p.Labels["g"] = "b" }, want: false},
+		{name: "claim generated", change: func(p *corev1.Pod) {
+			p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: &claim}}
+		}, want: false},
+		{name: "nominated", change: func(p *corev1.Pod) { p.Status.NominatedNodeName = "n" }, want: false},
+		{name: "deleting", change: func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }, want: false},
+		{name: "bound", change: func(p *corev1.Pod) { p.Spec.NodeName = "n" }, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := base.DeepCopy()
+			tc.change(n)
+			if got := onlyConditionsChanged(base, n); got != tc.want {
+				t.Errorf("onlyConditionsChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

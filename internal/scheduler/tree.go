@@ -162,7 +162,7 @@ func (s *Scheduler) executeTree(ctx context.Context, t *unit, d decide.TreeDecis
 		}
 		s.queue.Wait(k)
 	case decide.Error:
-		s.observe(start, metrics.ResultError)
+		s.observeTree(start, metrics.ResultError)
 		msg := "scheduler error: " + d.Err.Error()
 		s.setCompositeCondition(ctx, t.root, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
 		s.recorder.Eventf(t.root, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
@@ -178,7 +178,7 @@ func (s *Scheduler) executeTree(ctx context.Context, t *unit, d decide.TreeDecis
 	default: // Unschedulable, Preempt
 		note, victimsGoing := s.preempt(ctx, t, prio, decide.Decision{Kind: d.Kind, Plan: d.Plan, Reason: d.Reason})
 		s.reportTree(ctx, t, d, note)
-		s.observe(start, metrics.ResultUnschedulable)
+		s.observeTree(start, metrics.ResultUnschedulable)
 		if victimsGoing {
 			s.queue.WaitFor(k, victimPoll)
 		} else {
@@ -215,7 +215,7 @@ func (s *Scheduler) bindTree(ctx context.Context, t *unit, d decide.TreeDecision
 		}
 	}
 	if err != nil {
-		s.observe(start, metrics.ResultError)
+		s.observeTree(start, metrics.ResultError)
 		logger.Error(err, "Binding failed; tree requeued")
 		msg := "scheduler error: " + err.Error()
 		s.setCompositeCondition(ctx, t.root, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
@@ -241,7 +241,7 @@ func (s *Scheduler) bindTree(ctx context.Context, t *unit, d decide.TreeDecision
 			fmt.Sprintf("%d of %d groups placed (minGroupCount %d) in %s", v.Counted, v.Of, max(n.MinGroupCount, 1), v.Domain))
 	})
 	s.recorder.Eventf(t.root, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods of the tree", len(bound))
-	s.observe(start, metrics.ResultScheduled)
+	s.observeTree(start, metrics.ResultScheduled)
 	if complete {
 		s.queue.Done(t.key)
 	} else {
@@ -297,8 +297,9 @@ func (s *Scheduler) setCompositeCondition(ctx context.Context, c *lockv1.Composi
 		return
 	}
 	gvr := podgroup.CompositeResourceOf(c)
-	fresh := false
+	fresh, rootScheduled, created := false, false, time.Time{}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rootScheduled = false
 		cur, err := s.composite(c.Namespace, c.Name)
 		if fresh {
 			var u *unstructured.Unstructured
@@ -314,6 +315,8 @@ func (s *Scheduler) setCompositeCondition(ctx context.Context, c *lockv1.Composi
 		if old != nil && (old.Status == metav1.ConditionTrue && status != metav1.ConditionTrue || old.Status == status && old.Reason == reason && old.Message == msg) {
 			return nil
 		}
+		rootScheduled = status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue) && podgroup.CompositeParent(cur) == ""
+		created = cur.CreationTimestamp.Time
 		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: lockv1.CompositePodGroupInitiallyScheduled, Status: status, Reason: reason, Message: msg, ObservedGeneration: cur.Generation})
 		obj, err := podgroup.CompositeToUnstructured(cur)
 		if err != nil {
@@ -324,5 +327,8 @@ func (s *Scheduler) setCompositeCondition(ctx context.Context, c *lockv1.Composi
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Writing CompositePodGroup status", "compositePodGroup", klog.KObj(c))
+	}
+	if err == nil && rootScheduled {
+		s.metrics.TreeTimeToScheduled.Observe(s.clock.Since(created).Seconds())
 	}
 }

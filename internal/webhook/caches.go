@@ -35,13 +35,18 @@ func cacheOptions() cache.Options {
 // setupCaches registers every informer admission reads from, so they start
 // with the manager and are synced before the first request is answered
 // (controller-runtime waits for registered informers before serving), the
-// pod index by group, the device count index and the node label counts.
+// pod index by group, the tree index by parent, the device count index and the node label counts.
 func setupCaches(ctx context.Context, mgr ctrl.Manager) (reads, *deviceIndex, *nodeLabels, error) {
 	c := mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGroup, groupIndexValue); err != nil {
 		return reads{}, nil, nil, err
 	}
-	watched := []client.Object{&lockv1.PodGroup{}, &schedulingv1.PriorityClass{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
+	for _, o := range []client.Object{&lockv1.PodGroup{}, &lockv1.CompositePodGroup{}} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, o, IndexParent, parentIndexValue); err != nil {
+			return reads{}, nil, nil, err
+		}
+	}
+	watched := []client.Object{&lockv1.PodGroup{}, &lockv1.CompositePodGroup{}, &schedulingv1.PriorityClass{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
 	served, err := servedIntegrations(mgr)
 	if err != nil {
 		return reads{}, nil, nil, err

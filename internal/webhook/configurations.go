@@ -21,6 +21,7 @@ const (
 	pathPodMutate      = "/mutate-pods"
 	pathPodValidate    = "/validate-pods"
 	pathPodGroup       = "/validate-podgroups"
+	pathComposite      = "/validate-compositepodgroups"
 	mutatingConfigName = "lockstep"
 	validatingConfig   = "lockstep"
 )
@@ -176,8 +177,10 @@ func rule(group, version, resource string, ops ...admissionv1.OperationType) adm
 //   - pod mutation: Fail — a gang rank created without its membership label
 //     would be scheduled alone; only Lockstep-targeting pods are affected.
 //   - Job mutation: Ignore — an optimization; the pod mutation covers it.
-//   - PodGroup and Job validation: Fail — they stop manifests that can only
-//     deadlock; only Lockstep objects and Lockstep-targeting Jobs are affected.
+//   - PodGroup, CompositePodGroup and Job validation: Fail — they stop
+//     manifests that can only deadlock; only Lockstep objects and
+//     Lockstep-targeting Jobs are affected. A CompositePodGroup's spec is
+//     fixed at creation (CRD schema), so only creations reach its webhook.
 //   - pod validation: Fail — it stops a pod from taking a priority or a gang
 //     it could not get through the API server's own admission; its warnings
 //     never block.
@@ -222,6 +225,11 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 					{Name: "not-from-a-job-template", Expression: "!(" + fromJobController(jobControllers) + ")"},
 					{Name: "creates-or-changes-the-group", Expression: podChangesGroup},
 				},
+			},
+			{
+				Name: "compositepodgroups.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathComposite),
+				Rules:         []admissionv1.RuleWithOperations{rule(lockv1.GroupVersion.Group, lockv1.GroupVersion.Version, "compositepodgroups", admissionv1.Create)},
+				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 			},
 		},
 	}

@@ -18,12 +18,15 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // PodGroupValidator rejects PodGroups that can only deadlock, that would
 // raise their own priority above their members', whose name cannot be a
-// label value or whose topology key cannot be a node label, that change
-// their preemptionPolicy, or that ask for what Lockstep does not do; it
+// label value or whose topology key cannot be a node label, whose parent
+// CompositePodGroup would make the tree too deep or give it too many
+// children (treeChecks), that change their preemptionPolicy or parent, or
+// that ask for what Lockstep does not do; it
 // warns about topology keys no node carries (and a device attribute no
 // device publishes). (Static rules — minCount ≥ 1, one policy, immutable
 // fields — are in the CRD schema and run first.)
@@ -49,7 +52,12 @@ func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGr
 			"claims reserved for a whole PodGroup are not supported by Lockstep: give each pod its own claim from a ResourceClaimTemplate, or share one ResourceClaim through the pods' spec.resourceClaims (at most 256 pods can reserve one claim)"))
 	}
 	errs = append(errs, validateName(pg.Name)...)
-	errs = append(errs, validateTopology(pg.Spec.SchedulingConstraints)...)
+	errs = append(errs, validateTopologyAt(field.NewPath("spec"), pg.Spec.SchedulingConstraints, "PodGroup")...)
+	treeErrs, err := treeChecks{v.Cached}.place(ctx, ns, node{name: pg.Name}, podgroup.ParentOf(pg))
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	errs = append(errs, treeErrs...)
 	return v.topologyWarnings(pg), v.validate(ctx, pg, errs)
 }
 
@@ -64,6 +72,10 @@ func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, old, pg *lockv1.
 	if was, is := policyOf(old.Spec.PreemptionPolicy), policyOf(pg.Spec.PreemptionPolicy); was != is {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "preemptionPolicy"),
 			fmt.Sprintf("a PodGroup's preemptionPolicy is fixed when it is created (it is %s): restore it, or delete the PodGroup and create it with the policy you want", was)))
+	}
+	if was, is := podgroup.ParentOf(old), podgroup.ParentOf(pg); was != is {
+		errs = append(errs, field.Forbidden(parentPath,
+			fmt.Sprintf("a PodGroup's parentCompositePodGroupName is fixed when it is created (it is %q): restore it, or delete the PodGroup and create it under the parent you want", was)))
 	}
 	return v.topologyWarnings(pg), v.validate(ctx, pg, errs)
 }
@@ -137,18 +149,19 @@ func validateName(name string) field.ErrorList {
 	return nil
 }
 
-// validateTopology: each topology key names a node label, so it must be a
-// valid label key; a group keyed by anything else never fits anywhere.
-func validateTopology(c *lockv1.PodGroupSchedulingConstraints) field.ErrorList {
+// validateTopologyAt: each topology key of a PodGroup or
+// CompositePodGroup (kind) names a node label, so it must be a valid label
+// key; a group keyed by anything else never fits anywhere.
+func validateTopologyAt(spec *field.Path, c *lockv1.PodGroupSchedulingConstraints, kind string) field.ErrorList {
 	if c == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	path := field.NewPath("spec", "schedulingConstraints", "topology")
+	path := spec.Child("schedulingConstraints", "topology")
 	for i, t := range c.Topology {
 		if e := validation.IsQualifiedName(t.Key); len(e) > 0 {
 			errs = append(errs, field.Invalid(path.Index(i).Child("key"), t.Key,
-				fmt.Sprintf("not a valid label key (%s), so no node can carry it and the group could never be placed: use the key of a label your nodes carry, e.g. %s", strings.Join(e, "; "), corev1.LabelTopologyZone)))
+				fmt.Sprintf("not a valid label key (%s), so no node can carry it and the %s could never be placed: use the key of a label your nodes carry, e.g. %s", strings.Join(e, "; "), kind, corev1.LabelTopologyZone)))
 		}
 	}
 	return errs

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,18 +38,22 @@ func NewCommand() *cobra.Command { return newCommand(NewOptions()) }
 
 func newCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "explain (podgroup|pod|JOB-KIND) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
+		Use:   "explain (podgroup|compositepodgroup|pod|JOB-KIND) NAME | TYPE/NAME [-n NAMESPACE] [-o json|yaml|wide|name]",
 		Short: "Say why a gang (a PodGroup, or a job such as a Job, JobSet or TrainJob) or pod is pending: the answer first, then the evidence",
 		Long: `Say why a gang (a PodGroup, or a job such as a Job, JobSet or TrainJob) or pod is pending: the answer first, then the evidence.
 A job resolves to its PodGroup: with several gangs (per replicated job, per LeaderWorkerSet
 replica), the first that is not running whole; a TrainJob to the gangs of the JobSet it runs as.
 Job kinds: ` + strings.Join(explain.JobKinds(), ", ") + `.
 
+A CompositePodGroup (compositepodgroup, cpg) resolves to its scheduling tree: the tree is drawn
+from its root with each node's verdict in the scheduler's decision, after the root's arithmetic.
+
 Lists of evidence (claims, nodes with matching devices, tainted devices) show their first
 ` + fmt.Sprint(listLimit) + ` entries; -o wide shows all of them, -o json|yaml all of them as data.`,
 		Example: `  lockstep explain podgroup train-b -n ml-team
   kubectl lockstep explain job/train -n ml-team -o yaml
-  lockstep explain jobset llama-pretrain -n ml-team`,
+  lockstep explain jobset llama-pretrain -n ml-team
+  lockstep explain compositepodgroup/job -n ml-team`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
@@ -90,6 +95,9 @@ func (o *Options) Validate() error {
 
 // Run explains the target and prints the report.
 func (o *Options) Run(ctx context.Context, out io.Writer) error {
+	if slices.Contains(compositeKinds, o.Kind) {
+		return o.runTree(ctx, out)
+	}
 	r, err := explain.Run(ctx, o.Clients.Kube, o.Clients.Dynamic, explain.Target{Kind: o.Kind, Namespace: o.Client.Namespace, Name: o.Name})
 	if err != nil {
 		return err

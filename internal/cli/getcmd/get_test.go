@@ -14,6 +14,7 @@ type parsed struct {
 	Namespace     string
 	AllNamespaces bool
 	Output        string
+	Composites    bool
 }
 
 func TestCompleteValidate(t *testing.T) {
@@ -40,7 +41,15 @@ func TestCompleteValidate(t *testing.T) {
 		{name: "no type", argv: []string{},
 			wantErr: []string{"requires at least 1 arg"}},
 		{name: "a type other than PodGroups", argv: []string{"pods"},
-			wantErr: []string{`cannot get "pods": lockstep get lists PodGroups only (podgroups, podgroup, pg); use kubectl get`}},
+			wantErr: []string{`cannot get "pods": lockstep get lists PodGroups (podgroups, podgroup, pg) and CompositePodGroups (compositepodgroups, compositepodgroup, cpg) only; use kubectl get`}},
+		{name: "cpg NAME", argv: []string{"cpg", "job"},
+			want: parsed{Names: []string{"job"}, Namespace: "ml-team", Composites: true}},
+		{name: "compositepodgroup/NAME, qualified type", argv: []string{"compositepodgroup/job", "compositepodgroups.scheduling.lockstep.dev/w0"},
+			want: parsed{Names: []string{"job", "w0"}, Namespace: "ml-team", Composites: true}},
+		{name: "a PodGroup among CompositePodGroups", argv: []string{"cpg/job", "pg/train"},
+			wantErr: []string{`cannot get "pg" with CompositePodGroups: lockstep get lists one kind at a time`}},
+		{name: "a CompositePodGroup among PodGroups", argv: []string{"pg/train", "cpg/job"},
+			wantErr: []string{`cannot get "cpg": lockstep get lists PodGroups`}},
 		{name: "a TYPE/NAME of another type among PodGroups", argv: []string{"pg/train", "job/train"},
 			wantErr: []string{`cannot get "job"`}},
 		{name: "TYPE/NAME then a bare NAME", argv: []string{"pg/train", "eval"},
@@ -71,7 +80,7 @@ func TestCompleteValidate(t *testing.T) {
 			if clitest.WantErr(t, err, tc.wantErr) {
 				return
 			}
-			got := parsed{Names: o.Names, Namespace: o.Client.Namespace, AllNamespaces: o.Client.AllNamespaces, Output: o.Output.Format}
+			got := parsed{Names: o.Names, Namespace: o.Client.Namespace, AllNamespaces: o.Client.AllNamespaces, Output: o.Output.Format, Composites: o.Composites}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want,+got):\n%s", diff)
 			}

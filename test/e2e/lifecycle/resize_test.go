@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // together, an elastic Indexed Job) never restarts the ranks that stay.
 // Up 2 → 4: the 2 keep running and the 2 added bind together; up 4 → 40
 // (more GPUs than the cluster's 32): the 36 added wait whole, none bound,
-// while the 4 run on; down to 2: ranks 0 and 1 run on, the rest are
+// each saying why, while the 4 run on; down to 2: ranks 0 and 1 run on, the rest are
 // removed, not lost. minCount follows parallelism throughout.
 func TestResizeGangJob(t *testing.T) {
 	h := harness.Get(t)
@@ -47,6 +48,19 @@ func TestResizeGangJob(t *testing.T) {
 	if n := stillRunning(t, ctx, h, ns, "elastic", four); n != 4 {
 		t.Errorf("a resize that cannot fit yet restarted ranks: %d of 4 still run", n)
 	}
+	// Each added rank says why it waits (issue 28: they waited silently).
+	harness.Eventually(t, ctx, "the 36 added ranks say why they wait", func(ctx context.Context) (bool, string, error) {
+		pods, _, err := h.GroupPods(ctx, ns, "elastic")
+		told, last := 0, ""
+		for _, p := range pods {
+			for _, c := range p.Status.Conditions {
+				if p.Spec.NodeName == "" && c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && strings.Contains(c.Message, "PodGroup elastic") {
+					told, last = told+1, c.Message
+				}
+			}
+		}
+		return told == 36, fmt.Sprintf("%d told, e.g. %q", told, last), err
+	})
 
 	scale(t, ctx, h, ns, "elastic", 2)
 	waitMinCount(t, ctx, h, ns, "elastic", 2)
