@@ -22,6 +22,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cli/getcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/preflightcmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/schedulercmd"
+	"github.com/lockstep-dev/lockstep/internal/cli/simulatecmd"
 	"github.com/lockstep-dev/lockstep/internal/cli/webhookcmd"
 	"github.com/lockstep-dev/lockstep/internal/version"
 )
@@ -34,7 +35,7 @@ func ExecutePlugin(ctx context.Context, args []string) int { return run(ctx, plu
 
 func lockstepRoot() *cobra.Command {
 	root := newRoot("lockstep", "Gang-aware, DRA-native batch scheduler for Kubernetes")
-	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewCommand(), getcmd.NewCommand(), auditcmd.NewCommand(), democmd.NewCommand(), versionCommand())
+	root.AddCommand(dev.NewCommand(), schedulercmd.NewCommand(), controllerscmd.NewCommand(), webhookcmd.NewCommand(), preflightcmd.NewCommand(), explaincmd.NewCommand(), getcmd.NewCommand(), auditcmd.NewCommand(), democmd.NewCommand(), simulatecmd.NewCommand(), versionCommand())
 	return root
 }
 

@@ -36,11 +36,14 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 		head += fmt.Sprintf(" in one topology domain (the best: %s)", o.Domain)
 	}
 	byReason := map[string]int{}
+	// A class is counted once per summary, not once per waiting member:
+	// counting runs every device through the class's selectors.
+	counts := map[string]dra.ClassCount{}
 	for _, f := range o.Waiting {
 		if f.ForGang() {
 			continue
 		}
-		byReason[mainReason(ctx, snap, cache, f.Diagnosis, o)]++
+		byReason[mainReason(ctx, snap, cache, f.Diagnosis, o, counts)]++
 	}
 	reasons := make([]string, 0, len(byReason))
 	for r := range byReason {
@@ -66,11 +69,12 @@ func Summary(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, o O
 // MainReason words the reason most nodes gave; a device shortage names the
 // class with its arithmetic.
 func MainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis) string {
-	return mainReason(ctx, snap, cache, d, Outcome{})
+	return mainReason(ctx, snap, cache, d, Outcome{}, map[string]dra.ClassCount{})
 }
 
-// mainReason is MainReason counting devices in o's domain, if it has one.
-func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis, o Outcome) string {
+// mainReason is MainReason counting devices in o's domain, if it has one,
+// with the class counts made so far for o.
+func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, d Diagnosis, o Outcome, counts map[string]dra.ClassCount) string {
 	// Nodes outside the domain being tried say where the unit may not go,
 	// not why it does not fit: the reason is what the domain's nodes say.
 	top := slices.DeleteFunc(d.Top(), func(rc ReasonCount) bool { return strings.HasPrefix(rc.Reason, reasonOutsidePrefix) })
@@ -81,11 +85,19 @@ func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 		return "no nodes"
 	}
 	if top[0].Reason == ReasonDevices && len(d.DeviceClasses) > 0 {
+		class := d.DeviceClasses[0]
+		c, ok := counts[class]
+		if !ok {
+			if o.Domain == "" {
+				c = dra.CountClass(ctx, snap, cache, class)
+			} else {
+				c = dra.CountClassOn(ctx, snap, cache, class, o.domainNodes)
+			}
+			counts[class] = c
+		}
 		if o.Domain == "" {
-			c := dra.CountClass(ctx, snap, cache, d.DeviceClasses[0])
 			return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
 		}
-		c := dra.CountClassOn(ctx, snap, cache, d.DeviceClasses[0], o.domainNodes)
 		return fmt.Sprintf("no free device of class %s in %s (%s)", c.Class, o.Domain, c)
 	}
 	return d.String()

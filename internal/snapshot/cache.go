@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -67,6 +66,9 @@ type Cache struct {
 	// nominations are the capacity held for preemptors, by unit key
 	// (Nomination).
 	nominations map[string]*Nomination
+	// holders counts, per device, the claims of the snapshot's Claims (as
+	// Update leaves them) that hold it.
+	holders map[structured.DeviceID]int
 
 	snap *Snapshot
 }
@@ -126,6 +128,7 @@ func NewCache(ttl time.Duration, f features.Features, clk clock.PassiveClock) *C
 		dirtyNodes:    map[string]struct{}{},
 		dirtyClaims:   map[types.NamespacedName]struct{}{},
 		nominations:   map[string]*Nomination{},
+		holders:       map[structured.DeviceID]int{},
 	}
 }
 
@@ -653,7 +656,9 @@ func (c *Cache) updateClaims(s *Snapshot) {
 	var released []structured.DeviceID
 	for _, ch := range changes {
 		s.ReleaseClaim(ch.old)
-		released = append(released, ClaimDevices(ch.old)...)
+		old := ClaimDevices(ch.old)
+		released = append(released, old...)
+		c.countHolders(old, -1)
 	}
 	for _, ch := range changes {
 		if ch.new == nil {
@@ -662,27 +667,28 @@ func (c *Cache) updateClaims(s *Snapshot) {
 		}
 		s.Claims[ch.key] = ch.new
 		s.HoldClaim(ch.new)
+		c.countHolders(ClaimDevices(ch.new), +1)
 	}
 	// Two claims can hold one device for a while: the binder's in-memory
 	// claim for a pod's extended resources and the claim it created for
 	// them, both assumed until the informer shows the created one. Releasing
 	// one must not free what the other still holds, so a device released
-	// and not held again is allocated again if another claim has it (a scan
-	// of the claims only when a device was freed).
-	var freed []structured.DeviceID
+	// and not held again is allocated again if another claim has it
+	// (holders counts, per device, the claims of s.Claims that hold it).
 	for _, id := range released {
-		if !s.Allocated.Has(id) {
-			freed = append(freed, id)
+		if !s.Allocated.Has(id) && c.holders[id] > 0 {
+			s.Allocate(id)
 		}
 	}
-	if len(freed) == 0 {
-		return
-	}
-	for _, cl := range s.Claims {
-		for _, id := range ClaimDevices(cl) {
-			if slices.Contains(freed, id) {
-				s.Allocate(id)
-			}
+}
+
+// countHolders adds d to the count of claims holding each device.
+func (c *Cache) countHolders(ids []structured.DeviceID, d int) {
+	for _, id := range ids {
+		if n := c.holders[id] + d; n > 0 {
+			c.holders[id] = n
+		} else {
+			delete(c.holders, id)
 		}
 	}
 }

@@ -62,6 +62,14 @@ func ForUser(scope Scope) *Options {
 	return &Options{flags: f, scope: scope}
 }
 
+// WithoutClusterFlag drops kubectl's --cluster (the kubeconfig cluster to
+// use) for a command whose --cluster means something else (`simulate`'s
+// cluster spec file); --context still selects a cluster.
+func (o *Options) WithoutClusterFlag() *Options {
+	o.flags.ClusterName = nil
+	return o
+}
+
 // ForComponent is the flag set of a long-running component (scheduler,
 // controllers, webhook): --kubeconfig and --context. With neither, and no
 // $KUBECONFIG or ~/.kube/config, it runs on the in-cluster configuration

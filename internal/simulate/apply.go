@@ -1,0 +1,302 @@
+package simulate
+
+import (
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// bind carries out a Bind as the scheduler's binder writes it and the
+// informers then show it: each pod bound to its node and running (kwok
+// runs a bound pod at once), each claim allocated and reserved for its
+// pods, the claim for a pod's DRA-backed extended resources created; a
+// Lockstep PodGroup records its incarnation (podgroup.Record).
+func (w *world) bind(u *unitRun, pu *podgroup.Unit, d decide.Decision) {
+	now := metav1.NewTime(w.clk.Now())
+	writes := map[types.NamespacedName]*resourcev1.ResourceClaim{}
+	var keys []types.NamespacedName
+	var bound []*corev1.Pod
+	var jobs []*jobRun
+	for _, a := range d.Result.Assignments {
+		pr := w.pods[a.Pod.UID]
+		p := pr.pod.DeepCopy()
+		p.Spec.NodeName = a.Node
+		p.Status.Phase = corev1.PodRunning
+		p.Status.StartTime = &now
+		devices := 0
+		for i, c := range a.Claims {
+			key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+			cur := writes[key]
+			if cur == nil {
+				cur = c.DeepCopy()
+				if old := w.claims[key]; old != nil {
+					cur.Status.ReservedFor = append([]resourcev1.ResourceClaimConsumerReference(nil), old.Status.ReservedFor...)
+				}
+				writes[key] = cur
+				keys = append(keys, key)
+			}
+			cur.Status.ReservedFor = append(cur.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
+			if a.NewlyAllocated[i] {
+				devices += len(snapshot.ClaimDevices(c))
+			}
+		}
+		if a.Extended != nil {
+			c := a.Extended.Claim.DeepCopy()
+			c.Name, c.UID = p.Name+"-extended-resources", types.UID("claim-"+p.Namespace+"-"+p.Name+"-extended-resources")
+			c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: p.Name, UID: p.UID}}
+			p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{RequestMappings: a.Extended.Mappings, ResourceClaimName: c.Name}
+			pr.claims = append(pr.claims, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+			devices += len(snapshot.ClaimDevices(c))
+			w.putClaim(c)
+		}
+		devices += w.pluginDevices(p, a.Node)
+		pr.pod, pr.node, pr.devices = p, a.Node, devices
+		w.st.Cache.UpdatePod(p)
+		if w.onNode[a.Node] == nil {
+			w.onNode[a.Node] = map[types.UID]*podRun{}
+		}
+		w.onNode[a.Node][p.UID] = pr
+		w.rec.bound(pr, +1)
+		bound = append(bound, p)
+		if !containsJob(jobs, pr.job) {
+			jobs = append(jobs, pr.job)
+		}
+	}
+	for _, key := range keys {
+		w.putClaim(writes[key])
+	}
+	w.changed++
+	if g := u.group; g != nil && !podgroup.Upstream(g.pg) {
+		pg := g.pg.DeepCopy()
+		pg.Status.Incarnation = podgroup.Record(pg.Status.Incarnation, int32(pu.MinCount()), g.podList(), bound, now)
+		g.pg = pg
+	}
+	for _, j := range jobs {
+		w.update(j)
+	}
+}
+
+func containsJob(js []*jobRun, j *jobRun) bool {
+	for _, x := range js {
+		if x == j {
+			return true
+		}
+	}
+	return false
+}
+
+// pluginDevices counts the node-local extended resources (a device
+// plugin's, e.g. nvidia.com/gpu) a pod requests on node: devices too.
+func (w *world) pluginDevices(p *corev1.Pod, node string) int {
+	n := w.nodes[node]
+	if n == nil {
+		return 0
+	}
+	total := 0
+	for name, v := range snapshot.PodRequests(p, w.features).Scalar {
+		if isDeviceResource(name) && !w.draResource(name) {
+			if _, ok := n.Status.Allocatable[name]; ok {
+				total += int(v)
+			}
+		}
+	}
+	return total
+}
+
+// isDeviceResource reports whether a node resource counts as devices: an
+// extended resource (domain-qualified, not hugepages).
+func isDeviceResource(name corev1.ResourceName) bool {
+	s := string(name)
+	return strings.Contains(s, "/") && !strings.HasPrefix(s, corev1.ResourceHugePagesPrefix) && !strings.HasPrefix(s, "kubernetes.io/")
+}
+
+// update moves a job between waiting and running after its pods changed:
+// a gang job runs while as many of its pods are bound as it needs (its
+// runtime starts over each time it starts); a job of independent pods runs
+// while any pod is bound, each pod finishing runtime after it started.
+func (w *world) update(j *jobRun) {
+	if j.state == stateDone || j.state == stateNotArrived {
+		return
+	}
+	running := j.bound > 0
+	if j.spec.Gang() {
+		running = j.bound >= j.spec.Need
+	}
+	if !j.spec.Gang() {
+		for _, pr := range sortedPods(j.pods) {
+			if pr.node != "" && pr.epoch == 0 {
+				pr.epoch = 1
+				w.push(event{at: w.now + j.spec.Runtime, kind: evPodDone, pod: pr, epoch: 1})
+			}
+		}
+	}
+	switch {
+	case running && j.state != stateRunning:
+		j.epoch++
+		j.runSince = w.now
+		w.rec.setState(j, stateRunning)
+		if !j.started {
+			w.rec.start(j)
+		}
+		if j.spec.Gang() {
+			w.push(event{at: w.now + j.spec.Runtime, kind: evJobDone, job: j, epoch: j.epoch})
+		}
+	case !running && j.state == stateRunning:
+		j.epoch++
+		w.rec.setState(j, stateWaiting)
+	}
+}
+
+// preempt evicts a plan's victims (as the scheduler does: a whole group
+// with disruptionMode all, else the pods chosen), each replaced by its
+// controller.
+func (w *world) preempt(u *unitRun, d decide.Decision) {
+	var victims []*jobRun
+	pods := 0
+	for _, v := range d.Plan.Victims {
+		for _, p := range v.Pods {
+			if pr := w.pods[p.UID]; pr != nil {
+				if !containsJob(victims, pr.job) {
+					victims = append(victims, pr.job)
+				}
+				pods++
+			}
+		}
+	}
+	for _, j := range victims {
+		if j.state == stateRunning && j.spec.Gang() {
+			// The run is cut short: what it did is lost.
+			l := (w.now - j.runSince).Seconds() * float64(j.devices)
+			j.workLostSeconds += l
+			w.rec.preemptionLost += l
+		}
+		j.preempted++
+	}
+	for _, v := range d.Plan.Victims {
+		w.evictCandidate(v)
+	}
+	u.job.preemptions++
+	w.rec.preemption(u.job, pods)
+}
+
+func (w *world) evictCandidate(v preemption.Candidate) {
+	pods := append([]*corev1.Pod(nil), v.Pods...)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	for _, p := range pods {
+		if pr := w.pods[p.UID]; pr != nil {
+			w.evict(pr)
+		}
+	}
+}
+
+// evict takes a bound pod down (preempted, lost, or taken down with its
+// gang) and has its controller replace it.
+func (w *world) evict(pr *podRun) {
+	j := pr.job
+	w.removePod(pr)
+	if j.state != stateDone {
+		if !j.spec.Gang() {
+			// A job of independent pods makes the pod again.
+			j.created--
+		}
+		w.createPod(j, pr.tmpl)
+	}
+	w.update(j)
+}
+
+// removePod deletes a pod and what its claims hold: claims made for it
+// are deleted; a shared claim no longer reserved for anyone is
+// deallocated (kube-controller-manager's resourceclaim controller).
+func (w *world) removePod(pr *podRun) {
+	p := pr.pod
+	j := pr.job
+	if pr.node != "" {
+		delete(w.onNode[pr.node], p.UID)
+		w.rec.bound(pr, -1)
+		w.freed++
+	}
+	w.changed++
+	w.st.Cache.DeletePod(p)
+	for _, key := range pr.claims {
+		w.dropClaim(key)
+	}
+	for _, key := range pr.shared {
+		c := w.claims[key]
+		if c == nil {
+			continue
+		}
+		c = c.DeepCopy()
+		kept := c.Status.ReservedFor[:0]
+		for _, r := range c.Status.ReservedFor {
+			if r.UID != p.UID {
+				kept = append(kept, r)
+			}
+		}
+		c.Status.ReservedFor = kept
+		if len(kept) == 0 {
+			c.Status.Allocation = nil
+		}
+		w.putClaim(c)
+	}
+	delete(w.pods, p.UID)
+	delete(j.pods, p.UID)
+	if pr.group != nil {
+		delete(pr.group.pods, p.UID)
+	}
+	if pr.unit != nil {
+		pr.unit.queued = false
+	}
+	pr.node = ""
+}
+
+// completeJob ends a gang job that ran its runtime whole: its pods
+// succeed (and stop holding anything).
+func (w *world) completeJob(j *jobRun) {
+	for _, pr := range sortedPods(j.pods) {
+		w.removePod(pr)
+	}
+	w.finish(j)
+}
+
+// completePod ends a pod of a job of independent pods; the job makes the
+// next one while it has completions left.
+func (w *world) completePod(pr *podRun) {
+	j := pr.job
+	w.removePod(pr)
+	j.succeeded++
+	if j.succeeded >= j.spec.Completions {
+		for _, rest := range sortedPods(j.pods) {
+			w.removePod(rest)
+		}
+		w.finish(j)
+		return
+	}
+	w.createPod(j, pr.tmpl)
+	w.update(j)
+}
+
+func (w *world) finish(j *jobRun) {
+	for _, g := range j.groups {
+		g.unit.queued = false
+	}
+	j.done, j.doneAt = true, w.now
+	w.rec.setState(j, stateDone)
+}
+
+func sortedPods(m map[types.UID]*podRun) []*podRun {
+	out := make([]*podRun, 0, len(m))
+	for _, pr := range m {
+		out = append(out, pr)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pod.Name < out[j].pod.Name })
+	return out
+}
