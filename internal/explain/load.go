@@ -43,6 +43,9 @@ type state struct {
 	pods   []*corev1.Pod
 	claims []*resourcev1.ResourceClaim
 	groups map[string]*lockv1.PodGroup // ns/name
+	// composites are the CompositePodGroups (ns/name): victim trees are
+	// candidates whole, as the scheduler offers them.
+	composites map[string]*lockv1.CompositePodGroup
 	pdbs   []*policyv1.PodDisruptionBudget
 	// notes say what explain could not see as the scheduler does (e.g.
 	// DeviceTaintRules it may not read).
@@ -57,7 +60,7 @@ const syncTimeout = time.Minute
 // listed, and rebuilds the nominations the scheduler holds from the pods'
 // status.nominatedNodeName. The informers stop with ctx.
 func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*state, error) {
-	st := &state{groups: map[string]*lockv1.PodGroup{}}
+	st := &state{groups: map[string]*lockv1.PodGroup{}, composites: map[string]*lockv1.CompositePodGroup{}}
 	taintRules, note, err := taintRulesReadable(ctx, client)
 	if err != nil {
 		return nil, err
@@ -118,6 +121,9 @@ func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interfac
 				st.groups[pg.Namespace+"/"+pg.Name] = pg
 			}
 		}
+	}
+	for _, c := range listComposites(ctx, dyn, "") {
+		st.composites[c.Namespace+"/"+c.Name] = c
 	}
 	// Held as the scheduler holds them, for as long as explain looks.
 	cycle.RestoreNominations(c, st.pods, st.unitOf, time.Now().Add(24*time.Hour))

@@ -141,15 +141,16 @@ func preemptionNote(d decide.Decision) string {
 	return out
 }
 
-// candidates are the running units, as the scheduler lists them.
+// candidates are the running units, as the scheduler lists them (a victim
+// tree whole).
 func (st *state) candidates() []preemption.Candidate {
-	return preemption.Candidates(st.pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	return preemption.TreeCandidates(st.pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		g := st.groups[ns+"/"+name]
 		if g == nil {
 			return nil, 0
 		}
 		return g, st.groupPriority(g)
-	})
+	}, func(ns, name string) *lockv1.CompositePodGroup { return st.composites[ns+"/"+name] })
 }
 
 // notScheduledAnswer covers what the scheduler has no decision for: a

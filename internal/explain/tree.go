@@ -121,8 +121,9 @@ func RunTree(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 	return r, nil
 }
 
-// listComposites are the CompositePodGroups of ns, in-tree ones first so
-// that a Lockstep one of the same name wins, as in the scheduler.
+// listComposites are the CompositePodGroups of ns ("": every namespace),
+// in-tree ones first so that a Lockstep one of the same name wins, as in
+// the scheduler.
 func listComposites(ctx context.Context, dyn dynamic.Interface, ns string) []*lockv1.CompositePodGroup {
 	byName := map[string]*lockv1.CompositePodGroup{}
 	var order []string
@@ -136,10 +137,11 @@ func listComposites(ctx context.Context, dyn dynamic.Interface, ns string) []*lo
 			if err != nil {
 				continue
 			}
-			if byName[c.Name] == nil {
-				order = append(order, c.Name)
+			key := c.Namespace + "/" + c.Name
+			if byName[key] == nil {
+				order = append(order, key)
 			}
-			byName[c.Name] = c
+			byName[key] = c
 		}
 	}
 	out := make([]*lockv1.CompositePodGroup, 0, len(order))
