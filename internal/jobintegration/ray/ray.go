@@ -275,7 +275,7 @@ type RayCluster struct {
 }
 
 var (
-	_ jobintegration.GenericJob = (*RayCluster)(nil)
+	_ jobintegration.GenericJob     = (*RayCluster)(nil)
 	_ jobintegration.MinCounter     = (*RayCluster)(nil)
 	_ jobintegration.RoleMinCounter = (*RayCluster)(nil)
 )
@@ -305,7 +305,7 @@ type RayJob struct {
 }
 
 var (
-	_ jobintegration.GenericJob = (*RayJob)(nil)
+	_ jobintegration.GenericJob     = (*RayJob)(nil)
 	_ jobintegration.MinCounter     = (*RayJob)(nil)
 	_ jobintegration.RoleMinCounter = (*RayJob)(nil)
 )
