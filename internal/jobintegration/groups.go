@@ -136,8 +136,8 @@ func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 
 // treeOf is j's groups as a tree (RoleMinCounter), ok false when j is one
 // flat gang: its kind states no per-role minimums, the min-count
-// annotation or gang-scope "role" chose the shape, or it has more roles
-// than a tree level holds. Every child is named <job>-<role>; the root,
+// annotation or gang-scope "role" chose the shape, or it has fewer than
+// two roles in its gang or more than a tree level holds. Every child is named <job>-<role>; the root,
 // named after the job, holds the required topology, each child the
 // preferred and device topology.
 func treeOf(j GenericJob, topo Topology) ([]Group, bool) {
@@ -162,7 +162,7 @@ func treeOf(j GenericJob, topo Topology) ([]Group, bool) {
 		}
 		out = append(out, Group{Name: name + "-" + r.Name, Template: r.Name, MinCount: min(mins[r.Name], r.Count), Size: r.Count, Roles: []string{r.Name}, Topology: leafTopo, Parent: root})
 	}
-	if len(out) == 0 || len(out) > lockv1.MaxChildren {
+	if len(out) < 2 || len(out) > lockv1.MaxChildren {
 		return nil, false
 	}
 	root.MinGroupCount = int32(len(out))

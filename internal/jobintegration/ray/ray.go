@@ -12,7 +12,7 @@
 // never left out: no worker binds until the head does with it. Workers
 // beyond the minimum (replicas above minReplicas, or the autoscaler's)
 // join the admitted tree as they fit, as the autoscaler expects. A
-// cluster whose every group needs all its pods, or the min-count
+// cluster none of whose groups can run above its minimum, or the min-count
 // annotation, or more than 7 worker groups (a tree level holds 8), makes
 // one flat gang of all its pods, its minCount the head plus each worker
 // group's minimum. A suspended worker group counts no pods.
@@ -224,8 +224,10 @@ func (s shape) KindMinCount() (int32, bool) {
 
 // RoleMinCounts is the head (always 1) and each worker group's minimum
 // (minReplicas × numOfHosts, none for a suspended group): a tree whenever a
-// worker group may run below its size, so its workers never stand in for
-// the head; when every group needs all its pods, the one flat gang of all.
+// worker group may run more pods than its minimum (minReplicas below
+// maxReplicas, or no maxReplicas), so its workers never stand in for the
+// head; when no group can, the one flat gang of all. The shape follows
+// the spec's bounds, not its replicas, so scaling never changes it.
 func (s shape) RoleMinCounts() (map[string]int32, bool) {
 	if s.spec == nil {
 		return nil, false
@@ -239,7 +241,7 @@ func (s shape) RoleMinCounts() (map[string]int32, bool) {
 			n = min(minReplicas(g), desired(g)) * hosts(g)
 		}
 		mins[g.GroupName] = n
-		tree = tree || n < desired(g)*hosts(g)
+		tree = tree || g.MaxReplicas == nil || minReplicas(g) < *g.MaxReplicas
 	}
 	return mins, tree
 }

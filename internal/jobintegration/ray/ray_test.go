@@ -42,7 +42,11 @@ func TestGroups(t *testing.T) {
 	clash.WorkerGroupSpecs[1].GroupName = "head"
 	allNeeded := clusterSpec()
 	allNeeded.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](2)
+	allNeeded.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](2)
 	allNeeded.WorkerGroupSpecs[1].MinReplicas = ptr.To[int32](2)
+	allNeeded.WorkerGroupSpecs[1].MaxReplicas = ptr.To[int32](2)
+	atMin := clusterSpec()
+	atMin.WorkerGroupSpecs[0].Replicas = ptr.To[int32](1)
 	zoned := clusterSpec()
 	root := &jobintegration.Composite{Name: "ray", MinGroupCount: 3}
 	head := jobintegration.Group{Name: "ray-head", Template: "head", MinCount: 1, Size: 1, Roles: []string{"head"}, Parent: root}
@@ -75,7 +79,12 @@ func TestGroups(t *testing.T) {
 					{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: r, Topology: pref},
 				}
 			}()},
-		"every group needs all its pods: one flat gang": {spec: allNeeded,
+		// The shape follows minReplicas and maxReplicas, not replicas: a
+		// scale to the minimum keeps the tree.
+		"replicas at the minimum keep the tree": {spec: atMin, want: []jobintegration.Group{head,
+			{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 2, Roles: []string{"gpu"}, Parent: root},
+			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
+		"no group can run above its minimum: one flat gang": {spec: allNeeded,
 			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 7, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
 		"the min-count annotation keeps one flat gang": {spec: clusterSpec(), annotations: map[string]string{jobintegration.MinCountAnnotation: "5"},
 			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 5, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
