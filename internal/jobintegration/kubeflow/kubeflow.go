@@ -364,7 +364,7 @@ func (j *Job) Qualify() *jobintegration.NotQualified {
 				Fix:       "set schedulerName: " + lockv1.SchedulerName + " on every replica's pod template",
 			}
 		}
-		if jobintegration.HasGroup(r.Template, j.obj.GetName()) {
+		if jobintegration.HasRoleGroup(r.Template, j.obj.GetName(), r.Name) {
 			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}

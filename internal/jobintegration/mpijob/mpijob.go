@@ -214,7 +214,7 @@ func (m *MPIJob) Qualify() *jobintegration.NotQualified {
 				Fix:       "set schedulerName: " + lockv1.SchedulerName + " on the launcher's and the workers' pod templates",
 			}
 		}
-		if jobintegration.HasGroup(r.Template, m.Name) {
+		if jobintegration.HasRoleGroup(r.Template, m.Name, r.Name) {
 			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}

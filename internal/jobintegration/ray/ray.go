@@ -263,7 +263,7 @@ func (s shape) qualify(own string) *jobintegration.NotQualified {
 			return &jobintegration.NotQualified{Condition: fmt.Sprintf("two groups are named %q", r.Name), Fix: "give each worker group its own groupName (not \"head\")"}
 		}
 		seen[r.Name] = true
-		if jobintegration.HasGroup(r.Template, own) {
+		if jobintegration.HasRoleGroup(r.Template, own, r.Name) {
 			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}

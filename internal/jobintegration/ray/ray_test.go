@@ -47,6 +47,13 @@ func TestGroups(t *testing.T) {
 	allNeeded.WorkerGroupSpecs[1].MaxReplicas = ptr.To[int32](2)
 	atMin := clusterSpec()
 	atMin.WorkerGroupSpecs[0].Replicas = ptr.To[int32](1)
+	// Admission writes each role's group into its template; the job is
+	// still the same tree, not one naming groups of its own.
+	labelled := clusterSpec()
+	labelled.HeadGroupSpec.Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-head"}
+	labelled.WorkerGroupSpecs[0].Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-gpu"}
+	foreign := clusterSpec()
+	foreign.WorkerGroupSpecs[0].Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-cpu"}
 	zoned := clusterSpec()
 	root := &jobintegration.Composite{Name: "ray", MinGroupCount: 3}
 	head := jobintegration.Group{Name: "ray-head", Template: "head", MinCount: 1, Size: 1, Roles: []string{"head"}, Parent: root}
@@ -89,6 +96,10 @@ func TestGroups(t *testing.T) {
 		"the min-count annotation keeps one flat gang": {spec: clusterSpec(), annotations: map[string]string{jobintegration.MinCountAnnotation: "5"},
 			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 5, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
 		"a worker group named head": {spec: clash, wantErr: true},
+		"admission's labels keep the tree": {spec: labelled, want: []jobintegration.Group{head,
+			{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 4, Roles: []string{"gpu"}, Parent: root},
+			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
+		"a template naming another role's group names a group of its own": {spec: foreign, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "ray", Annotations: tc.annotations}, Spec: tc.spec}
