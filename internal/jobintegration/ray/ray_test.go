@@ -2,6 +2,7 @@ package ray
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,6 +55,12 @@ func TestGroups(t *testing.T) {
 	labelled.WorkerGroupSpecs[0].Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-gpu"}
 	foreign := clusterSpec()
 	foreign.WorkerGroupSpecs[0].Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-cpu"}
+	wide := clusterSpec()
+	for i := range 6 {
+		wide.WorkerGroupSpecs = append(wide.WorkerGroupSpecs, rayv1.WorkerGroupSpec{GroupName: fmt.Sprintf("g%d", i), Replicas: ptr.To[int32](1), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](1), Template: template()})
+	}
+	classes := clusterSpec()
+	classes.WorkerGroupSpecs[1].Template.Spec.PriorityClassName = "low"
 	zoned := clusterSpec()
 	root := &jobintegration.Composite{Name: "ray", MinGroupCount: 3}
 	head := jobintegration.Group{Name: "ray-head", Template: "head", MinCount: 1, Size: 1, Roles: []string{"head"}, Parent: root}
@@ -96,6 +103,10 @@ func TestGroups(t *testing.T) {
 		"the min-count annotation keeps one flat gang": {spec: clusterSpec(), annotations: map[string]string{jobintegration.MinCountAnnotation: "5"},
 			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 5, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
 		"a worker group named head": {spec: clash, wantErr: true},
+		// A tree level holds 8 children: the head and 8 worker groups do not fit.
+		"more than 7 worker groups: one flat gang": {spec: wide,
+			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 9, Size: 13, Roles: []string{"head", "gpu", "cpu", "g0", "g1", "g2", "g3", "g4", "g5"}}}},
+		"roles of one tree with different priority classes": {spec: classes, wantErr: true},
 		"admission's labels keep the tree": {spec: labelled, want: []jobintegration.Group{head,
 			{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 4, Roles: []string{"gpu"}, Parent: root},
 			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
