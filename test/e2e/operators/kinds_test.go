@@ -107,6 +107,33 @@ func TestMPIJobsAreGangs(t *testing.T) {
 	})
 }
 
+// An MPIJob whose minAvailable (3) is below its size (4) is a tree, so its
+// launcher is never left out of "any 3 pods": the launcher's PodGroup in
+// full and the workers' at 2, under a root that needs both; the MPI
+// operator's pods (the launcher through its Job) each join their role's
+// group and bind.
+func TestMPIJobTreeKeepsItsLauncher(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	gpuTemplates(t, ctx, h, ns)
+	job := mpiJob(ns, "tree", mpiv2.LauncherCreationPolicyAtStartup)
+	job.Spec.RunPolicy.SchedulingPolicy = &mpiv2.SchedulingPolicy{MinAvailable: ptr.To[int32](3)}
+	create(t, ctx, h, mpiJobs, job)
+	h.WaitRunning(t, ctx, ns, "tree-launcher", 1)
+	h.WaitRunning(t, ctx, ns, "tree-worker", 3)
+	for name, want := range map[string]int32{"tree-launcher": 1, "tree-worker": 2} {
+		pg, err := h.PodGroup(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != want || ptr.Deref(pg.Spec.ParentCompositePodGroupName, "") != "tree" {
+			t.Errorf("PodGroup %s spec: want minCount %d under CompositePodGroup tree, got %+v", name, want, pg.Spec)
+		}
+	}
+	treeScheduled(t, ctx, h, ns, "tree")
+}
+
 // With launcherCreationPolicy WaitForWorkersReady the operator creates the
 // launcher only once every worker is ready: the gang is the workers alone
 // (a gang counting the launcher, as the operator's own PodGroups do, could
@@ -305,7 +332,8 @@ func TestRayHeadIsNeverLeftOut(t *testing.T) {
 		return bound == 4, fmt.Sprintf("%d bound", bound), nil
 	})
 	spec := rayCluster()
-	spec.HeadGroupSpec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("8")
+	head := &spec.HeadGroupSpec.Template.Spec.Containers[0].Resources
+	head.Requests[corev1.ResourceCPU], head.Limits[corev1.ResourceCPU] = resource.MustParse("8"), resource.MustParse("8")
 	spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](2)
 	spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
 	spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](4)
@@ -335,10 +363,20 @@ func TestRayHeadIsNeverLeftOut(t *testing.T) {
 	}
 	h.WaitRunning(t, ctx, ns, "coord-head", 1)
 	h.WaitRunning(t, ctx, ns, "coord-gpu", 2)
-	c, err := compositeCondition(ctx, h, ns, "coord")
-	if err != nil || c == nil || c.Status != metav1.ConditionTrue {
-		t.Errorf("CompositePodGroup coord: condition %+v (err %v), want %s True", c, err, lockv1.CompositePodGroupInitiallyScheduled)
-	}
+	treeScheduled(t, ctx, h, ns, "coord")
+}
+
+// treeScheduled waits for the CompositePodGroup's
+// CompositePodGroupInitiallyScheduled condition to be True.
+func treeScheduled(t *testing.T, ctx context.Context, h *harness.Harness, ns, name string) {
+	t.Helper()
+	harness.Eventually(t, ctx, "CompositePodGroup "+name+" scheduled", func(ctx context.Context) (bool, string, error) {
+		c, err := compositeCondition(ctx, h, ns, name)
+		if err != nil || c == nil {
+			return false, "no condition", err
+		}
+		return c.Status == metav1.ConditionTrue, c.Reason + ": " + c.Message, nil
+	})
 }
 
 // compositeCondition is a Lockstep CompositePodGroup's
