@@ -74,8 +74,11 @@ func (r *Reconciler) ensure(ctx context.Context, j GenericJob, want client.Objec
 func (r *Reconciler) notControlled(ctx context.Context, j GenericJob, o client.Object, ref *metav1.OwnerReference) {
 	job, gvk := j.Object(), j.GVK()
 	what := "Workload"
-	if _, ok := o.(*lockv1.PodGroup); ok {
+	switch o.(type) {
+	case *lockv1.PodGroup:
 		what = "PodGroup"
+	case *lockv1.CompositePodGroup:
+		what = "CompositePodGroup"
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Object of a name the job wants is not the job's: left alone", "kind", gvk.Kind, "object", what+" "+o.GetName(), "controller", ref)
 	if ref != nil && ref.Kind == gvk.Kind && ref.APIVersion == gvk.GroupVersion().String() && ref.Name == job.GetName() {

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
 
 // Group is one PodGroup a job is made of.
@@ -17,6 +19,9 @@ type Group struct {
 	Name string
 	// Template is the Workload's pod group template the group comes from.
 	Template string
+	// MinCount is the gang's minimum; 0 (a role of a tree with no minimum)
+	// makes a basic group, whose members are placed as they fit once its
+	// tree is admitted.
 	MinCount int32
 	// Size is how many pods the group has when the job runs whole.
 	Size int32
@@ -25,8 +30,22 @@ type Group struct {
 	// PriorityClassName is the roles' pods' (one: a group's members have
 	// one priority).
 	PriorityClassName string
-	// Topology is where the group must, and would rather, run.
+	// Topology is where the group must, and would rather, run (in a tree,
+	// the root holds the required topology: Parent.Required).
 	Topology Topology
+	// Parent is the root of the tree the group is a child of, nil for a
+	// group of its own.
+	Parent *Composite
+}
+
+// Composite is the root CompositePodGroup of a job whose roles keep their
+// own minimums: a gang of all its children (a child with no minimum counts
+// with none of its pods placed), named after the job.
+type Composite struct {
+	Name          string
+	MinGroupCount int32
+	// Required is the topology the whole tree must run in.
+	Required []string
 }
 
 // Groups are the gangs of a job that qualifies: one of every pod (named
@@ -63,6 +82,8 @@ func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 			return nil, &NotQualified{Condition: MinCountAnnotation + " is set on a " + j.GVK().Kind, Fix: "each of its groups needs all its pods; remove the annotation"}
 		}
 		out = pg.Groups()
+	} else if tree, ok := treeOf(j, topo); ok {
+		out = tree
 	} else if Scope(j) == ScopeRole && len(roles) > 1 {
 		for _, r := range roles {
 			if !r.Solo {
@@ -84,7 +105,9 @@ func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 	}
 	for i := range out {
 		g := &out[i]
-		g.Topology = groupTopology(j, *g, topo)
+		if g.Parent == nil {
+			g.Topology = groupTopology(j, *g, topo)
+		}
 		g.PriorityClassName = classes[g.Roles[0]]
 		for _, role := range g.Roles[1:] {
 			if classes[role] != g.PriorityClassName {
@@ -94,6 +117,14 @@ func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 				}
 			}
 		}
+		if g.Parent != nil && g.PriorityClassName != out[0].PriorityClassName {
+			// A tree is placed and preempted as one: its members have one
+			// priority.
+			return nil, &NotQualified{
+				Condition: fmt.Sprintf("roles %s and %s of one scheduling tree have different priority classes (%q, %q)", out[0].Roles[0], g.Roles[0], out[0].PriorityClassName, g.PriorityClassName),
+				Fix:       "give every pod template of the job the same priorityClassName",
+			}
+		}
 		// The group's name is the value of the pods' membership label.
 		if errs := validation.IsValidLabelValue(g.Name); len(errs) > 0 {
 			return nil, &NotQualified{Condition: fmt.Sprintf("its group would be named %q, which is not a valid label value (%s)", g.Name, errs[0]),
@@ -101,6 +132,41 @@ func groupsOf(j GenericJob) ([]Group, *NotQualified) {
 		}
 	}
 	return out, nil
+}
+
+// treeOf is j's groups as a tree (RoleMinCounter), ok false when j is one
+// flat gang: its kind states no per-role minimums, the min-count
+// annotation or gang-scope "role" chose the shape, or it has fewer than
+// two roles in its gang or more than a tree level holds. Every child is named <job>-<role>; the root,
+// named after the job, holds the required topology, each child the
+// preferred and device topology.
+func treeOf(j GenericJob, topo Topology) ([]Group, bool) {
+	rm, ok := j.(RoleMinCounter)
+	if !ok {
+		return nil, false
+	}
+	if _, set := j.Object().GetAnnotations()[MinCountAnnotation]; set || Scope(j) == ScopeRole {
+		return nil, false
+	}
+	mins, ok := rm.RoleMinCounts()
+	if !ok {
+		return nil, false
+	}
+	name := j.Object().GetName()
+	root := &Composite{Name: name, Required: topo.Required}
+	leafTopo := Topology{Preferred: topo.Preferred, Device: topo.Device}
+	var out []Group
+	for _, r := range j.Roles() {
+		if r.Solo {
+			continue
+		}
+		out = append(out, Group{Name: name + "-" + r.Name, Template: r.Name, MinCount: min(mins[r.Name], r.Count), Size: r.Count, Roles: []string{r.Name}, Topology: leafTopo, Parent: root})
+	}
+	if len(out) < 2 || len(out) > lockv1.MaxChildren {
+		return nil, false
+	}
+	root.MinGroupCount = int32(len(out))
+	return out, true
 }
 
 // GroupOf is the group one of j's pods joins ("" if none), j being a gang.

@@ -170,6 +170,14 @@ func HasGroup(t *corev1.PodTemplateSpec, own string) bool {
 	return sg != nil && sg.PodGroupName != nil
 }
 
+// HasRoleGroup reports whether the template of one of job's roles names a
+// group other than either the job's flat gang (named after the job) or
+// the role's child of the job's tree (<job>-<role>): the two groups
+// Lockstep makes for that role, which admission may have written into it.
+func HasRoleGroup(t *corev1.PodTemplateSpec, job, role string) bool {
+	return HasGroup(t, job) && HasGroup(t, job+"-"+role)
+}
+
 // Size is how many pods of the job's gang run at once when it runs whole
 // (its Solo roles' pods are not in it).
 func Size(j GenericJob) int32 {

@@ -6,7 +6,7 @@ import (
 )
 
 // What only some kinds have is asked through optional interfaces, checked
-// with a type assertion: of a GenericJob MinCounter, FieldValidator, Warner,
+// with a type assertion: of a GenericJob MinCounter, RoleMinCounter, FieldValidator, Warner,
 // PodGrouper, InTreeGanger, IndexedJob, DefaultScoper and
 // DisruptionDefaulter; of an Integration PodAdmissionMatcher and Wrapped.
 
@@ -71,6 +71,18 @@ type PodAdmissionMatcher interface {
 type MinCounter interface {
 	// KindMinCount is the kind's minimum, ok false when the job states none.
 	KindMinCount() (n int32, ok bool)
+}
+
+// RoleMinCounter is a GenericJob whose roles keep minimums of their own (a
+// Ray head and its worker groups, an elastic job's master and workers):
+// its gang is a tree — a root CompositePodGroup that needs every child,
+// one PodGroup per role with the role's minimum — so a coordinator is
+// never left out while workers bind. A role with minimum 0 is a basic
+// group that counts with none of its pods placed.
+type RoleMinCounter interface {
+	// RoleMinCounts is each role's minimum, ok false when the job is one
+	// flat gang (every role needs all its pods together).
+	RoleMinCounts() (mins map[string]int32, ok bool)
 }
 
 // FieldValidator is a GenericJob with checks of its kind's own fields,

@@ -27,6 +27,10 @@ import (
 // TemplateName is the name of the one pod group template of a job's Workload.
 const TemplateName = "workers"
 
+// RootTemplateName is the name of the composite pod group template of a
+// job whose gang is a tree (its children's templates are its roles').
+const RootTemplateName = "job"
+
 // Event reasons on the job (and, for a group it does not control, on that
 // group too).
 const (
@@ -49,10 +53,11 @@ type Reconciler struct {
 }
 
 // SetupWithManager watches the integration's jobs (creation, spec and
-// annotation changes only: status churn does not re-run it), the PodGroups
-// and Workloads they own, so a deleted group is recreated, and the creation
-// and deletion of any PodGroup or Workload of a name a job wants, so a job
-// whose group name was taken gets its group once it is free.
+// annotation changes only: status churn does not re-run it), the
+// PodGroups, Workloads and CompositePodGroups they own, so a deleted group
+// is recreated, and the creation and deletion of any of those of a name a
+// job wants, so a job whose group name was taken gets its group once it is
+// free.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.Integration.NewObject(), indexWanted, r.wanted); err != nil {
 		return err
@@ -70,8 +75,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(r.Integration.NewObject(), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&lockv1.PodGroup{}).
 		Owns(&lockv1.Workload{}).
+		Owns(&lockv1.CompositePodGroup{}).
 		Watches(&lockv1.PodGroup{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
 		Watches(&lockv1.Workload{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
+		Watches(&lockv1.CompositePodGroup{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
 		Complete(r)
 }
 
@@ -105,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotGangScheduled, "not a gang, its pods are scheduled one by one: %v", c.Why)
 		return ctrl.Result{}, nil
 	}
-	pgs, wl := desired(j, c.Groups, c.Mode)
+	pgs, root, wl := desired(j, c.Groups, c.Mode)
 	got, err := r.ensure(ctx, j, wl, func(client.Object) bool { return false })
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("workload: %w", err)
@@ -116,10 +123,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	var created []string
+	if root != nil {
+		// Its spec is immutable: the tree's shape is fixed at creation.
+		got, err := r.ensure(ctx, j, root, func(client.Object) bool { return false })
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("compositepodgroup %s: %w", root.Name, err)
+		}
+		if got == controlTaken {
+			// Its children would hang under another's tree.
+			return ctrl.Result{}, nil
+		}
+		if got == controlCreated {
+			created = append(created, fmt.Sprintf("CompositePodGroup %s (gang of all %d groups)", root.Name, root.Spec.SchedulingPolicy.Gang.MinGroupCount))
+		}
+	}
 	for _, pg := range pgs {
 		got, err := r.ensure(ctx, j, pg, func(existing client.Object) bool {
 			cur := existing.(*lockv1.PodGroup)
-			if cur.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
+			if cur.Spec.SchedulingPolicy.Gang == nil || pg.Spec.SchedulingPolicy.Gang == nil || cur.Spec.SchedulingPolicy.Gang.MinCount == pg.Spec.SchedulingPolicy.Gang.MinCount {
 				return false
 			}
 			// minCount follows the job (parallelism and the min-count
@@ -132,16 +153,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("podgroup %s: %w", pg.Name, err)
 		}
 		if got == controlCreated {
-			created = append(created, fmt.Sprintf("%s (gang, minCount %d)", pg.Name, pg.Spec.SchedulingPolicy.Gang.MinCount))
+			created = append(created, "PodGroup "+pg.Name+" ("+policyText(pg.Spec.SchedulingPolicy)+")")
 		}
 	}
 	if len(created) > 0 {
-		logger.V(1).Info("Job became gangs", "kind", kind, "podGroups", created)
-		what := "PodGroup"
-		if len(created) > 1 {
-			what = "PodGroups"
-		}
-		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGangCreated, "created %s %s and Workload %s", what, strings.Join(created, ", "), wl.Name)
+		logger.V(1).Info("Job became gangs", "kind", kind, "groups", created)
+		r.Recorder.Eventf(obj, corev1.EventTypeNormal, ReasonGangCreated, "created %s and Workload %s", strings.Join(created, ", "), wl.Name)
 	}
 	if _, ok := j.(PodGrouper); !ok {
 		// One group per role, or one of the job: its groups never go.
@@ -154,6 +171,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // pruneRecheck is how soon a group removed from its job is looked at again
 // while pods of it remain.
 const pruneRecheck = 5 * time.Second
+
+// policyText is how the GangCreated event names a group's policy.
+func policyText(p lockv1.PodGroupSchedulingPolicy) string {
+	if p.Gang == nil {
+		return "basic: no minimum"
+	}
+	return fmt.Sprintf("gang, minCount %d", p.Gang.MinCount)
+}
 
 // prune deletes the PodGroups the job controls but no longer has (a
 // LeaderWorkerSet's groups above its new replicas after a scale-down) once
@@ -193,9 +218,11 @@ func (r *Reconciler) prune(ctx context.Context, obj client.Object, want []*lockv
 	return wait, nil
 }
 
-// desired computes the Workload and PodGroups of a job, all owned by it:
-// one Workload named after the job with a pod group template per group.
-func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lockv1.PodGroup, *lockv1.Workload) {
+// desired computes the Workload, the root CompositePodGroup (nil unless
+// the job is a tree) and the PodGroups of a job, all owned by it: one
+// Workload named after the job with a pod group template per group, or
+// for a tree one composite template holding them.
+func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lockv1.PodGroup, *lockv1.CompositePodGroup, *lockv1.Workload) {
 	obj := j.Object()
 	gvk := j.GVK()
 	owner := metav1.OwnerReference{
@@ -210,17 +237,18 @@ func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lock
 		Spec:       lockv1.WorkloadSpec{ControllerRef: &lockv1.TypedLocalObjectReference{APIGroup: gvk.Group, Kind: gvk.Kind, Name: obj.GetName()}},
 	}
 	var pgs []*lockv1.PodGroup
-	templates := map[string]bool{}
+	var templates []lockv1.PodGroupTemplate
+	seen := map[string]bool{}
 	for _, g := range groups {
-		policy := lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: g.MinCount}}
-		if !templates[g.Template] {
+		policy := groupPolicy(g)
+		if !seen[g.Template] {
 			// Groups of one template (a LeaderWorkerSet's replicas) share it.
-			templates[g.Template] = true
+			seen[g.Template] = true
 			t := lockv1.PodGroupTemplate{
 				Name: g.Template, SchedulingPolicy: policy, DisruptionMode: mode.DeepCopy(), PriorityClassName: g.PriorityClassName,
 			}
 			g.Topology.apply(&t.SchedulingConstraints, nil)
-			wl.Spec.PodGroupTemplates = append(wl.Spec.PodGroupTemplates, t)
+			templates = append(templates, t)
 		}
 		pg := &lockv1.PodGroup{
 			ObjectMeta: meta(g.Name),
@@ -231,8 +259,46 @@ func desired(j GenericJob, groups []Group, mode *lockv1.DisruptionMode) ([]*lock
 				PriorityClassName: g.PriorityClassName,
 			},
 		}
+		if g.Parent != nil {
+			pg.Spec.ParentCompositePodGroupName = ptr.To(g.Parent.Name)
+		}
 		g.Topology.apply(&pg.Spec.SchedulingConstraints, &pg.Annotations)
 		pgs = append(pgs, pg)
 	}
-	return pgs, wl
+	if len(groups) == 0 || groups[0].Parent == nil {
+		wl.Spec.PodGroupTemplates = templates
+		return pgs, nil, wl
+	}
+	root := desiredRoot(groups[0], mode, wl.Name, meta(groups[0].Parent.Name))
+	t := lockv1.CompositePodGroupTemplate{
+		Name: root.Spec.WorkloadRef.TemplateName, SchedulingPolicy: root.Spec.SchedulingPolicy, SchedulingConstraints: root.Spec.SchedulingConstraints.DeepCopy(),
+		DisruptionMode: mode.DeepCopy(), PriorityClassName: root.Spec.PriorityClassName, PodGroupTemplates: templates,
+	}
+	wl.Spec.CompositePodGroupTemplates = []lockv1.CompositePodGroupTemplate{t}
+	return pgs, root, wl
+}
+
+// groupPolicy is a group's gang of MinCount, or basic when it has no
+// minimum (a role of a tree).
+func groupPolicy(g Group) lockv1.PodGroupSchedulingPolicy {
+	if g.MinCount == 0 {
+		return lockv1.PodGroupSchedulingPolicy{Basic: &lockv1.BasicSchedulingPolicy{}}
+	}
+	return lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: g.MinCount}}
+}
+
+// desiredRoot is the root CompositePodGroup of a tree whose child g is:
+// a gang of every child, in the job's required topology.
+func desiredRoot(g Group, mode *lockv1.DisruptionMode, workload string, meta metav1.ObjectMeta) *lockv1.CompositePodGroup {
+	c := &lockv1.CompositePodGroup{
+		ObjectMeta: meta,
+		Spec: lockv1.CompositePodGroupSpec{
+			WorkloadRef:       &lockv1.WorkloadReference{WorkloadName: workload, TemplateName: RootTemplateName},
+			SchedulingPolicy:  lockv1.CompositePodGroupSchedulingPolicy{Gang: &lockv1.CompositeGangSchedulingPolicy{MinGroupCount: g.Parent.MinGroupCount}},
+			DisruptionMode:    mode.DeepCopy(),
+			PriorityClassName: g.PriorityClassName,
+		},
+	}
+	Topology{Required: g.Parent.Required}.apply(&c.Spec.SchedulingConstraints, nil)
+	return c
 }

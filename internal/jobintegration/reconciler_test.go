@@ -8,13 +8,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
@@ -238,5 +242,89 @@ func TestTopologyAnnotationsReachTheGang(t *testing.T) {
 				t.Errorf("annotations (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A RayCluster whose worker groups may run below their size is a tree: a
+// root CompositePodGroup controlled by the cluster that needs every child,
+// the head's gang of 1 and each worker group with its minimum (a basic
+// group for minReplicas 0), and a Workload of one composite template —
+// so no worker can stand in for the head (issue 25).
+func TestReconcileTree(t *testing.T) {
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: lockv1.SchedulerName}}
+	rc := &rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ray", UID: "ray-uid"},
+		Spec: rayv1.RayClusterSpec{HeadGroupSpec: rayv1.HeadGroupSpec{Template: tmpl}, WorkerGroupSpecs: []rayv1.WorkerGroupSpec{
+			{GroupName: "gpu", Replicas: ptr.To[int32](2), MinReplicas: ptr.To[int32](0), Template: tmpl},
+			{GroupName: "cpu", Replicas: ptr.To[int32](2), MinReplicas: ptr.To[int32](1), Template: tmpl},
+		}},
+	}
+	all := integrations.All()
+	integ := all.ForKind("ray.io/v1", "RayCluster")
+	r := &jobintegration.Reconciler{Recorder: &recorder{}, Integration: integ, Integrations: all}
+	r.Client = fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(rc).
+		WithIndex(&rayv1.RayCluster{}, jobintegration.IndexWanted, r.Wanted).Build()
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "ray"}}); err != nil {
+		t.Fatal(err)
+	}
+	owner := []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "ray", UID: "ray-uid", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	root := &lockv1.CompositePodGroup{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: "team-a", Name: "ray"}, root); err != nil {
+		t.Fatalf("root CompositePodGroup: %v", err)
+	}
+	wantRoot := lockv1.CompositePodGroupSpec{
+		WorkloadRef:      &lockv1.WorkloadReference{WorkloadName: "ray", TemplateName: jobintegration.RootTemplateName},
+		SchedulingPolicy: lockv1.CompositePodGroupSchedulingPolicy{Gang: &lockv1.CompositeGangSchedulingPolicy{MinGroupCount: 3}},
+		DisruptionMode:   &lockv1.DisruptionMode{All: &lockv1.AllDisruptionMode{}},
+	}
+	if diff := cmp.Diff(wantRoot, root.Spec); diff != "" {
+		t.Errorf("root spec (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(owner, root.OwnerReferences); diff != "" {
+		t.Errorf("root owner (-want,+got):\n%s", diff)
+	}
+	type child struct {
+		Parent, Template string
+		Gang             *lockv1.GangSchedulingPolicy
+		Basic            bool
+	}
+	want := map[string]child{
+		"ray-head": {Parent: "ray", Template: "head", Gang: &lockv1.GangSchedulingPolicy{MinCount: 1}},
+		"ray-gpu":  {Parent: "ray", Template: "gpu", Basic: true},
+		"ray-cpu":  {Parent: "ray", Template: "cpu", Gang: &lockv1.GangSchedulingPolicy{MinCount: 1}},
+	}
+	pgs := &lockv1.PodGroupList{}
+	if err := r.Client.List(ctx, pgs); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]child{}
+	for _, pg := range pgs.Items {
+		got[pg.Name] = child{Parent: ptr.Deref(pg.Spec.ParentCompositePodGroupName, ""), Template: pg.Spec.WorkloadRef.TemplateName,
+			Gang: pg.Spec.SchedulingPolicy.Gang, Basic: pg.Spec.SchedulingPolicy.Basic != nil}
+		if diff := cmp.Diff(owner, pg.OwnerReferences); diff != "" {
+			t.Errorf("PodGroup %s owner (-want,+got):\n%s", pg.Name, diff)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("children (-want,+got):\n%s", diff)
+	}
+	wl := &lockv1.Workload{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: "team-a", Name: "ray"}, wl); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range wl.Spec.CompositePodGroupTemplates {
+		for _, p := range c.PodGroupTemplates {
+			names = append(names, c.Name+"/"+p.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"job/head", "job/gpu", "job/cpu"}, names); diff != "" || len(wl.Spec.PodGroupTemplates) != 0 {
+		t.Errorf("Workload templates (-want,+got):\n%s; flat templates %d, want none", diff, len(wl.Spec.PodGroupTemplates))
+	}
+	rec := r.Recorder.(*recorder)
+	wantEvents := []string{"Job ray: Normal GangCreated: created CompositePodGroup ray (gang of all 3 groups), PodGroup ray-head (gang, minCount 1), PodGroup ray-gpu (basic: no minimum), PodGroup ray-cpu (gang, minCount 1) and Workload ray"}
+	if diff := cmp.Diff(wantEvents, rec.events); diff != "" {
+		t.Errorf("events (-want,+got):\n%s", diff)
 	}
 }

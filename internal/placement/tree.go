@@ -200,9 +200,11 @@ func (p *treePlacer) leaf(n *TreeNode, d *topology.Domain) bool {
 		}
 	}
 	o := Judge(u, res)
-	// A leaf counts when what it placed admits it, or when its bound
-	// members already do (a running group; what it placed then joins).
-	counts := o.Admitted || u.Gang && u.Bound >= u.MinCount || !u.Gang && u.Bound > 0
+	// A gang leaf counts when what it placed admits it, or when its bound
+	// members already do (a running group; what it placed then joins). A
+	// basic leaf has no minimum: it counts with what fits, even nothing
+	// (a Ray worker group of minReplicas 0 beside its required head).
+	counts := o.Admitted || u.Gang && u.Bound >= u.MinCount || !u.Gang
 	p.leaves[n] = res
 	p.verdicts[n] = Verdict{Counts: counts, Domain: d.String()}
 	if !counts {

@@ -180,3 +180,42 @@ func freeGPUs(snap *snapshot.Snapshot) int {
 	}
 	return n
 }
+
+// A basic leaf has no minimum: it counts with what fits, even nothing, so
+// a tree of a required head and a basic worker group is admitted with its
+// head alone when no worker fits — and never with workers but no head
+// (issue 25: a Ray worker group of minReplicas 0).
+func TestTreeBasicLeafHasNoMinimum(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	for name, tc := range map[string]struct {
+		headGPUs, workerGPUs int64
+		admitted             bool
+		assigned             int
+	}{
+		"head and workers fit":             {headGPUs: 1, workerGPUs: 1, admitted: true, assigned: 3},
+		"no worker fits: the head alone":   {headGPUs: 1, workerGPUs: 3, admitted: true, assigned: 1},
+		"the head does not fit: no worker": {headGPUs: 3, workerGPUs: 1, admitted: false, assigned: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := cluster(t, twoRacks)
+			head := leaf("head", multiGPU(&in, "head", 1, tc.headGPUs), 1, topology.Constraint{})
+			workers := &TreeNode{Name: "PodGroup ns/workers", Leaf: &Unit{Members: multiGPU(&in, "workers", 2, tc.workerGPUs)}}
+			root := &TreeNode{Name: "CompositePodGroup ns/ray", Gang: true, MinGroupCount: 2, Children: []*TreeNode{head, workers}}
+			snap := snapshot.New(in)
+			before := freeGPUs(snap)
+			res, err := PlaceTree(ctx, snap, dra.New(snap, dra.NewCache()), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Admitted != tc.admitted {
+				t.Errorf("admitted %t, want %t", res.Admitted, tc.admitted)
+			}
+			if n := len(res.Assignments()); n != tc.assigned {
+				t.Errorf("%d assignments, want %d", n, tc.assigned)
+			}
+			if !tc.admitted && freeGPUs(snap) != before {
+				t.Errorf("a tree not admitted left %d GPUs free of %d", freeGPUs(snap), before)
+			}
+		})
+	}
+}

@@ -5,11 +5,16 @@
 // the job and labelled with their replica type.
 //
 // A job is one gang of every replica (a distributed job needs every rank),
-// named after the job; its minCount is the job's size, or what the job
-// states itself: spec.runPolicy.schedulingPolicy.minAvailable (which the
-// operator gives Volcano and the coscheduling plugin), else for an elastic
-// PyTorchJob or PaddleJob the elastic policy's minReplicas workers plus the
-// other replicas.
+// named after the job, its minCount the job's size. When its workers may
+// run below their replicas — spec.runPolicy.schedulingPolicy.minAvailable
+// (which the operator gives Volcano and the coscheduling plugin) below the
+// size, or an elastic PyTorchJob's or PaddleJob's minReplicas below its
+// maxReplicas — and other replicas (a master) run beside them, the job is
+// a scheduling tree: a root CompositePodGroup named after the job needing
+// every child, one PodGroup per replica type (<job>-<type>), the other
+// replicas in full and the workers at their minimum (minAvailable less the
+// other replicas, or minReplicas), so the master is never left out. A job
+// of workers alone stays one flat gang of that minimum.
 package kubeflow
 
 import (
@@ -50,6 +55,7 @@ type parts struct {
 	run        *kfv1.RunPolicy
 	status     *kfv1.JobStatus
 	elasticMin *int32
+	elasticMax *int32
 }
 
 // The kinds.
@@ -62,7 +68,7 @@ var (
 			j := o.(*kfv1.PyTorchJob)
 			p := parts{specs: j.Spec.PyTorchReplicaSpecs, run: &j.Spec.RunPolicy, status: &j.Status}
 			if e := j.Spec.ElasticPolicy; e != nil {
-				p.elasticMin = e.MinReplicas
+				p.elasticMin, p.elasticMax = e.MinReplicas, e.MaxReplicas
 			}
 			return p
 		},
@@ -93,7 +99,7 @@ var (
 			j := o.(*kfv1.PaddleJob)
 			p := parts{specs: j.Spec.PaddleReplicaSpecs, run: &j.Spec.RunPolicy, status: &j.Status}
 			if e := j.Spec.ElasticPolicy; e != nil {
-				p.elasticMin = e.MinReplicas
+				p.elasticMin, p.elasticMax = e.MinReplicas, e.MaxReplicas
 			}
 			return p
 		},
@@ -158,6 +164,7 @@ type Job struct {
 var (
 	_ jobintegration.GenericJob     = (*Job)(nil)
 	_ jobintegration.MinCounter     = (*Job)(nil)
+	_ jobintegration.RoleMinCounter = (*Job)(nil)
 	_ jobintegration.FieldValidator = (*Job)(nil)
 	_ jobintegration.Warner         = (*Job)(nil)
 )
@@ -233,6 +240,43 @@ func (j *Job) KindMinCount() (int32, bool) {
 		}
 	}
 	return n, true
+}
+
+// RoleMinCounts implements RoleMinCounter: when the job's workers may run
+// below their replicas — an elastic policy whose minReplicas is below its
+// maxReplicas (or has none), or a schedulingPolicy.minAvailable below the
+// job's size that still covers every other replica — every other replica
+// (master, chief, PS) is required in full beside the workers' minimum, a
+// tree; otherwise (every pod required, or no coordinator beside the
+// workers) one flat gang.
+func (j *Job) RoleMinCounts() (map[string]int32, bool) {
+	roles := j.Roles()
+	mins, others := map[string]int32{}, int32(0)
+	var workers *jobintegration.Role
+	for i, r := range roles {
+		mins[r.Name] = r.Count
+		if r.Name == "worker" {
+			workers = &roles[i]
+		} else {
+			others += r.Count
+		}
+	}
+	if workers == nil || len(roles) < 2 {
+		return nil, false
+	}
+	if sp := j.run.SchedulingPolicy; sp != nil && sp.MinAvailable != nil {
+		wm := *sp.MinAvailable - others
+		if wm < 0 || wm >= workers.Count {
+			return nil, false
+		}
+		mins["worker"] = wm
+		return mins, true
+	}
+	if j.elasticMin == nil || j.elasticMax != nil && *j.elasticMin >= *j.elasticMax {
+		return nil, false
+	}
+	mins["worker"] = min(*j.elasticMin, workers.Count)
+	return mins, true
 }
 
 // ValidateFields implements FieldValidator.
@@ -320,7 +364,7 @@ func (j *Job) Qualify() *jobintegration.NotQualified {
 				Fix:       "set schedulerName: " + lockv1.SchedulerName + " on every replica's pod template",
 			}
 		}
-		if jobintegration.HasGroup(r.Template, j.obj.GetName()) {
+		if jobintegration.HasRoleGroup(r.Template, j.obj.GetName(), r.Name) {
 			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}

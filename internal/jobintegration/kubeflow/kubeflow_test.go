@@ -39,6 +39,11 @@ func TestGroups(t *testing.T) {
 	elastic := pytorch(0, 4)
 	delete(elastic.Spec.PyTorchReplicaSpecs, kfv1.PyTorchJobReplicaTypeMaster)
 	elastic.Spec.ElasticPolicy = &kfv1.ElasticPolicy{MinReplicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](8)}
+	elasticMaster := pytorch(1, 3)
+	elasticMaster.Spec.ElasticPolicy = &kfv1.ElasticPolicy{MinReplicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](8)}
+	fixed := pytorch(1, 3)
+	fixed.Spec.ElasticPolicy = &kfv1.ElasticPolicy{MinReplicas: ptr.To[int32](3), MaxReplicas: ptr.To[int32](3)}
+	root := &jobintegration.Composite{Name: "train", MinGroupCount: 2}
 	annotated := withPolicy(&kfv1.SchedulingPolicy{MinAvailable: ptr.To[int32](2)})
 	annotated.Annotations = map[string]string{jobintegration.MinCountAnnotation: "3"}
 	mixed := pytorch(1, 3)
@@ -54,8 +59,19 @@ func TestGroups(t *testing.T) {
 	}{
 		"every replica, master first": {kind: PyTorchJob, job: pytorch(1, 3),
 			want: []jobintegration.Group{{Name: "train", Template: jobintegration.TemplateName, MinCount: 4, Size: 4, Roles: []string{"master", "worker"}}}},
-		"schedulingPolicy.minAvailable is the minCount": {kind: PyTorchJob, job: withPolicy(&kfv1.SchedulingPolicy{MinAvailable: ptr.To[int32](2)}),
-			want: []jobintegration.Group{{Name: "train", Template: jobintegration.TemplateName, MinCount: 2, Size: 4, Roles: []string{"master", "worker"}}}},
+		// A flat gang of "any 2 of 4" could start without the master.
+		"minAvailable below the size: the master in full beside the workers' rest": {kind: PyTorchJob, job: withPolicy(&kfv1.SchedulingPolicy{MinAvailable: ptr.To[int32](2)}),
+			want: []jobintegration.Group{
+				{Name: "train-master", Template: "master", MinCount: 1, Size: 1, Roles: []string{"master"}, Parent: root},
+				{Name: "train-worker", Template: "worker", MinCount: 1, Size: 3, Roles: []string{"worker"}, Parent: root}}},
+		"minAvailable of every pod: one flat gang": {kind: PyTorchJob, job: withPolicy(&kfv1.SchedulingPolicy{MinAvailable: ptr.To[int32](4)}),
+			want: []jobintegration.Group{{Name: "train", Template: jobintegration.TemplateName, MinCount: 4, Size: 4, Roles: []string{"master", "worker"}}}},
+		"an elastic job with a master: a tree": {kind: PyTorchJob, job: elasticMaster,
+			want: []jobintegration.Group{
+				{Name: "train-master", Template: "master", MinCount: 1, Size: 1, Roles: []string{"master"}, Parent: root},
+				{Name: "train-worker", Template: "worker", MinCount: 2, Size: 3, Roles: []string{"worker"}, Parent: root}}},
+		"an elastic job of a fixed size: one flat gang": {kind: PyTorchJob, job: fixed,
+			want: []jobintegration.Group{{Name: "train", Template: jobintegration.TemplateName, MinCount: 4, Size: 4, Roles: []string{"master", "worker"}}}},
 		"the annotation overrides minAvailable": {kind: PyTorchJob, job: annotated,
 			want: []jobintegration.Group{{Name: "train", Template: jobintegration.TemplateName, MinCount: 3, Size: 4, Roles: []string{"master", "worker"}}}},
 		"an elastic job needs its minReplicas workers": {kind: PyTorchJob, job: elastic,

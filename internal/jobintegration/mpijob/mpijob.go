@@ -12,7 +12,11 @@
 // operator's own PodGroups do (minMember workers + 1), is the launcher
 // deadlock of kubeflow/mpi-operator#608: the workers wait for a launcher
 // that waits for them. spec.runPolicy.schedulingPolicy.minAvailable, when
-// set, is the minCount (at most the gang's size).
+// set, is the minCount (at most the gang's size); below the size of a gang
+// with its launcher, the MPIJob is a scheduling tree instead — a root
+// CompositePodGroup named after it needing both children, the launcher's
+// PodGroup (<job>-launcher) in full and the workers' (<job>-worker) at
+// minAvailable less the launcher — so the launcher is never left out.
 package mpijob
 
 import (
@@ -99,6 +103,7 @@ type MPIJob struct{ *mpiv2.MPIJob }
 var (
 	_ jobintegration.GenericJob     = (*MPIJob)(nil)
 	_ jobintegration.MinCounter     = (*MPIJob)(nil)
+	_ jobintegration.RoleMinCounter = (*MPIJob)(nil)
 	_ jobintegration.FieldValidator = (*MPIJob)(nil)
 	_ jobintegration.Warner         = (*MPIJob)(nil)
 )
@@ -148,6 +153,25 @@ func (m *MPIJob) policy() *kubeflow.SchedulingPolicy {
 	return &kubeflow.SchedulingPolicy{MinAvailable: sp.MinAvailable, Queue: sp.Queue, MinResources: sp.MinResources != nil, PriorityClass: sp.PriorityClass, ScheduleTimeoutSeconds: sp.ScheduleTimeoutSeconds}
 }
 
+// RoleMinCounts implements RoleMinCounter: a launcher created with the
+// workers and a schedulingPolicy.minAvailable below the gang's size make a
+// tree — the launcher in full and the workers at minAvailable less the
+// launcher — so the launcher is never left out of "any minAvailable pods";
+// otherwise (every pod required, or the launcher scheduled alone) one flat
+// gang.
+func (m *MPIJob) RoleMinCounts() (map[string]int32, bool) {
+	sp := m.Spec.RunPolicy.SchedulingPolicy
+	roles := m.Roles()
+	if sp == nil || sp.MinAvailable == nil || m.launcherLater() || len(roles) != 2 || *sp.MinAvailable >= jobintegration.Size(m) {
+		return nil, false
+	}
+	launcher := roles[0].Count
+	if *sp.MinAvailable < launcher {
+		return nil, false
+	}
+	return map[string]int32{roleLauncher: launcher, roleWorker: *sp.MinAvailable - launcher}, true
+}
+
 // KindMinCount implements MinCounter: schedulingPolicy.minAvailable.
 func (m *MPIJob) KindMinCount() (int32, bool) {
 	if sp := m.Spec.RunPolicy.SchedulingPolicy; sp != nil && sp.MinAvailable != nil {
@@ -190,7 +214,7 @@ func (m *MPIJob) Qualify() *jobintegration.NotQualified {
 				Fix:       "set schedulerName: " + lockv1.SchedulerName + " on the launcher's and the workers' pod templates",
 			}
 		}
-		if jobintegration.HasGroup(r.Template, m.Name) {
+		if jobintegration.HasRoleGroup(r.Template, m.Name, r.Name) {
 			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}

@@ -37,11 +37,26 @@ func mpiJob(workers int32, policy mpiv2.LauncherCreationPolicy) *mpiv2.MPIJob {
 // scheduled alone when it is created only once they are ready (counting it
 // would be the launcher deadlock).
 func TestGroups(t *testing.T) {
+	withMin := func(n int32, policy mpiv2.LauncherCreationPolicy) *mpiv2.MPIJob {
+		j := mpiJob(4, policy)
+		j.Spec.RunPolicy.SchedulingPolicy = &mpiv2.SchedulingPolicy{MinAvailable: ptr.To(n)}
+		return j
+	}
+	root := &jobintegration.Composite{Name: "allreduce", MinGroupCount: 2}
 	for name, tc := range map[string]struct {
 		job          *mpiv2.MPIJob
 		want         []jobintegration.Group
 		launcherJoin string
+		workerJoin   string
 	}{
+		// A flat gang of "any 3 of 5" could start without the launcher.
+		"AtStartup, minAvailable below the size: a tree with the launcher in full": {job: withMin(3, mpiv2.LauncherCreationPolicyAtStartup),
+			want: []jobintegration.Group{
+				{Name: "allreduce-launcher", Template: "launcher", MinCount: 1, Size: 1, Roles: []string{"launcher"}, Parent: root},
+				{Name: "allreduce-worker", Template: "worker", MinCount: 2, Size: 4, Roles: []string{"worker"}, Parent: root}},
+			launcherJoin: "allreduce-launcher", workerJoin: "allreduce-worker"},
+		"WaitForWorkersReady, minAvailable below the size: the workers' flat gang": {job: withMin(3, mpiv2.LauncherCreationPolicyWaitForWorkersReady),
+			want: []jobintegration.Group{{Name: "allreduce", Template: jobintegration.TemplateName, MinCount: 3, Size: 4, Roles: []string{"worker"}}}},
 		"AtStartup: launcher and workers together": {job: mpiJob(4, mpiv2.LauncherCreationPolicyAtStartup),
 			want:         []jobintegration.Group{{Name: "allreduce", Template: jobintegration.TemplateName, MinCount: 5, Size: 5, Roles: []string{"launcher", "worker"}}},
 			launcherJoin: "allreduce"},
@@ -62,8 +77,11 @@ func TestGroups(t *testing.T) {
 				t.Errorf("the launcher joins %q, want %q", g, tc.launcherJoin)
 			}
 			worker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{mpiv2.JobRoleLabel: "worker"}}}
-			if g := jobintegration.GroupOf(j, got, worker); g != "allreduce" {
-				t.Errorf("a worker joins %q, want allreduce", g)
+			if tc.workerJoin == "" {
+				tc.workerJoin = "allreduce"
+			}
+			if g := jobintegration.GroupOf(j, got, worker); g != tc.workerJoin {
+				t.Errorf("a worker joins %q, want %q", g, tc.workerJoin)
 			}
 		})
 	}

@@ -3,12 +3,19 @@
 // creates their pods itself, controlled by the RayCluster (which a RayJob
 // controls when it made the cluster) and labelled with their group.
 //
-// A cluster is one gang named after the RayCluster (or the RayJob): the
-// head and every worker group. Its minCount is the head plus each worker
-// group's minimum (minReplicas × numOfHosts): the cluster a Ray program can
-// start on. Workers beyond the minimum (replicas above minReplicas, or the
-// autoscaler's) join the running gang as they fit, as the autoscaler
-// expects. A suspended worker group counts no pods.
+// A cluster whose worker groups may run below their size is a scheduling
+// tree named after the RayCluster (or the RayJob): a root
+// CompositePodGroup that needs every child, the head's PodGroup
+// (<name>-head, minCount 1) and one PodGroup per worker group
+// (<name>-<group>) with its minimum (minReplicas × numOfHosts; a group of
+// minimum 0 is basic and counts with none of its pods placed). The head is
+// never left out: no worker binds until the head does with it. Workers
+// beyond the minimum (replicas above minReplicas, or the autoscaler's)
+// join the admitted tree as they fit, as the autoscaler expects. A
+// cluster none of whose groups can run above its minimum, or the min-count
+// annotation, or more than 7 worker groups (a tree level holds 8), makes
+// one flat gang of all its pods, its minCount the head plus each worker
+// group's minimum. A suspended worker group counts no pods.
 package ray
 
 import (
@@ -215,6 +222,30 @@ func (s shape) KindMinCount() (int32, bool) {
 	return n, true
 }
 
+// RoleMinCounts is the head (always 1) and each worker group's minimum
+// (minReplicas × numOfHosts, none for a suspended group): a tree whenever a
+// worker group may run more pods than its minimum (minReplicas below
+// maxReplicas, or no maxReplicas), so its workers never stand in for the
+// head; when no group can, the one flat gang of all. The shape follows
+// the spec's bounds, not its replicas, so scaling never changes it.
+func (s shape) RoleMinCounts() (map[string]int32, bool) {
+	if s.spec == nil {
+		return nil, false
+	}
+	mins := map[string]int32{roleHead: 1}
+	tree := false
+	for i := range s.spec.WorkerGroupSpecs {
+		g := &s.spec.WorkerGroupSpecs[i]
+		n := int32(0)
+		if !suspended(g) {
+			n = min(minReplicas(g), desired(g)) * hosts(g)
+		}
+		mins[g.GroupName] = n
+		tree = tree || g.MaxReplicas == nil || minReplicas(g) < *g.MaxReplicas
+	}
+	return mins, tree
+}
+
 // qualify: head and workers target the same scheduler, group names are
 // unique roles, and no template names another group.
 func (s shape) qualify(own string) *jobintegration.NotQualified {
@@ -232,7 +263,7 @@ func (s shape) qualify(own string) *jobintegration.NotQualified {
 			return &jobintegration.NotQualified{Condition: fmt.Sprintf("two groups are named %q", r.Name), Fix: "give each worker group its own groupName (not \"head\")"}
 		}
 		seen[r.Name] = true
-		if jobintegration.HasGroup(r.Template, own) {
+		if jobintegration.HasRoleGroup(r.Template, own, r.Name) {
 			return jobintegration.GroupNamed("the "+r.Name+" pod template", r.Template)
 		}
 	}
@@ -246,8 +277,9 @@ type RayCluster struct {
 }
 
 var (
-	_ jobintegration.GenericJob = (*RayCluster)(nil)
-	_ jobintegration.MinCounter = (*RayCluster)(nil)
+	_ jobintegration.GenericJob     = (*RayCluster)(nil)
+	_ jobintegration.MinCounter     = (*RayCluster)(nil)
+	_ jobintegration.RoleMinCounter = (*RayCluster)(nil)
 )
 
 // Object implements GenericJob.
@@ -275,8 +307,9 @@ type RayJob struct {
 }
 
 var (
-	_ jobintegration.GenericJob = (*RayJob)(nil)
-	_ jobintegration.MinCounter = (*RayJob)(nil)
+	_ jobintegration.GenericJob     = (*RayJob)(nil)
+	_ jobintegration.MinCounter     = (*RayJob)(nil)
+	_ jobintegration.RoleMinCounter = (*RayJob)(nil)
 )
 
 // Object implements GenericJob.

@@ -2,6 +2,7 @@ package ray
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,23 +41,79 @@ func TestGroups(t *testing.T) {
 	belowMin.WorkerGroupSpecs[0].Replicas = ptr.To[int32](0)
 	clash := clusterSpec()
 	clash.WorkerGroupSpecs[1].GroupName = "head"
+	allNeeded := clusterSpec()
+	allNeeded.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](2)
+	allNeeded.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](2)
+	allNeeded.WorkerGroupSpecs[1].MinReplicas = ptr.To[int32](2)
+	allNeeded.WorkerGroupSpecs[1].MaxReplicas = ptr.To[int32](2)
+	atMin := clusterSpec()
+	atMin.WorkerGroupSpecs[0].Replicas = ptr.To[int32](1)
+	// Admission writes each role's group into its template; the job is
+	// still the same tree, not one naming groups of its own.
+	labelled := clusterSpec()
+	labelled.HeadGroupSpec.Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-head"}
+	labelled.WorkerGroupSpecs[0].Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-gpu"}
+	foreign := clusterSpec()
+	foreign.WorkerGroupSpecs[0].Template.Labels = map[string]string{lockv1.PodGroupLabel: "ray-cpu"}
+	wide := clusterSpec()
+	for i := range 6 {
+		wide.WorkerGroupSpecs = append(wide.WorkerGroupSpecs, rayv1.WorkerGroupSpec{GroupName: fmt.Sprintf("g%d", i), Replicas: ptr.To[int32](1), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](1), Template: template()})
+	}
+	classes := clusterSpec()
+	classes.WorkerGroupSpecs[1].Template.Spec.PriorityClassName = "low"
+	zoned := clusterSpec()
+	root := &jobintegration.Composite{Name: "ray", MinGroupCount: 3}
+	head := jobintegration.Group{Name: "ray-head", Template: "head", MinCount: 1, Size: 1, Roles: []string{"head"}, Parent: root}
 	for name, tc := range map[string]struct {
-		spec    rayv1.RayClusterSpec
-		want    []jobintegration.Group
-		wantErr bool
+		spec        rayv1.RayClusterSpec
+		annotations map[string]string
+		want        []jobintegration.Group
+		wantErr     bool
 	}{
 		// gpu: 2 replicas × 2 hosts, at least 1 × 2; cpu: 3 replicas capped
-		// at 2, none required.
-		"the head and every group's minimum": {spec: clusterSpec(),
-			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 3, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
-		"a suspended group counts no pods": {spec: suspendedGroup,
-			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 1, Size: 3, Roles: []string{"head", "gpu", "cpu"}}}},
-		"replicas below minReplicas run minReplicas": {spec: belowMin,
-			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 3, Size: 5, Roles: []string{"head", "gpu", "cpu"}}}},
+		// at 2, none required: the head is a child of its own, never
+		// stood in for by a worker.
+		"a tree: the head and every group's minimum": {spec: clusterSpec(), want: []jobintegration.Group{head,
+			{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 4, Roles: []string{"gpu"}, Parent: root},
+			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
+		"a suspended group counts no pods": {spec: suspendedGroup, want: []jobintegration.Group{head,
+			{Name: "ray-gpu", Template: "gpu", MinCount: 0, Size: 0, Roles: []string{"gpu"}, Parent: root},
+			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
+		"replicas below minReplicas run minReplicas": {spec: belowMin, want: []jobintegration.Group{head,
+			{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 2, Roles: []string{"gpu"}, Parent: root},
+			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
+		"the required topology is the root's, the preferred each group's": {spec: zoned,
+			annotations: map[string]string{lockv1.RequiredTopologyAnnotation: "topology.kubernetes.io/zone", lockv1.PreferredTopologyAnnotation: "example.com/rack"},
+			want: func() []jobintegration.Group {
+				r := &jobintegration.Composite{Name: "ray", MinGroupCount: 3, Required: []string{"topology.kubernetes.io/zone"}}
+				pref := jobintegration.Topology{Preferred: []string{"example.com/rack"}}
+				return []jobintegration.Group{
+					{Name: "ray-head", Template: "head", MinCount: 1, Size: 1, Roles: []string{"head"}, Parent: r, Topology: pref},
+					{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 4, Roles: []string{"gpu"}, Parent: r, Topology: pref},
+					{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: r, Topology: pref},
+				}
+			}()},
+		// The shape follows minReplicas and maxReplicas, not replicas: a
+		// scale to the minimum keeps the tree.
+		"replicas at the minimum keep the tree": {spec: atMin, want: []jobintegration.Group{head,
+			{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 2, Roles: []string{"gpu"}, Parent: root},
+			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
+		"no group can run above its minimum: one flat gang": {spec: allNeeded,
+			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 7, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
+		"the min-count annotation keeps one flat gang": {spec: clusterSpec(), annotations: map[string]string{jobintegration.MinCountAnnotation: "5"},
+			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 5, Size: 7, Roles: []string{"head", "gpu", "cpu"}}}},
 		"a worker group named head": {spec: clash, wantErr: true},
+		// A tree level holds 8 children: the head and 8 worker groups do not fit.
+		"more than 7 worker groups: one flat gang": {spec: wide,
+			want: []jobintegration.Group{{Name: "ray", Template: jobintegration.TemplateName, MinCount: 9, Size: 13, Roles: []string{"head", "gpu", "cpu", "g0", "g1", "g2", "g3", "g4", "g5"}}}},
+		"roles of one tree with different priority classes": {spec: classes, wantErr: true},
+		"admission's labels keep the tree": {spec: labelled, want: []jobintegration.Group{head,
+			{Name: "ray-gpu", Template: "gpu", MinCount: 2, Size: 4, Roles: []string{"gpu"}, Parent: root},
+			{Name: "ray-cpu", Template: "cpu", MinCount: 0, Size: 2, Roles: []string{"cpu"}, Parent: root}}},
+		"a template naming another role's group names a group of its own": {spec: foreign, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "ray"}, Spec: tc.spec}
+			rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "ray", Annotations: tc.annotations}, Spec: tc.spec}
 			got, err := jobintegration.Groups(Cluster{}.Wrap(rc))
 			if tc.wantErr != (err != nil) {
 				t.Fatalf("error %v, want error %v", err, tc.wantErr)

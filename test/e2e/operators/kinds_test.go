@@ -7,19 +7,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mpiv2 "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
 	kfv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
@@ -101,6 +107,33 @@ func TestMPIJobsAreGangs(t *testing.T) {
 	})
 }
 
+// An MPIJob whose minAvailable (3) is below its size (4) is a tree, so its
+// launcher is never left out of "any 3 pods": the launcher's PodGroup in
+// full and the workers' at 2, under a root that needs both; the MPI
+// operator's pods (the launcher through its Job) each join their role's
+// group and bind.
+func TestMPIJobTreeKeepsItsLauncher(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	gpuTemplates(t, ctx, h, ns)
+	job := mpiJob(ns, "tree", mpiv2.LauncherCreationPolicyAtStartup)
+	job.Spec.RunPolicy.SchedulingPolicy = &mpiv2.SchedulingPolicy{MinAvailable: ptr.To[int32](3)}
+	create(t, ctx, h, mpiJobs, job)
+	h.WaitRunning(t, ctx, ns, "tree-launcher", 1)
+	h.WaitRunning(t, ctx, ns, "tree-worker", 3)
+	for name, want := range map[string]int32{"tree-launcher": 1, "tree-worker": 2} {
+		pg, err := h.PodGroup(ctx, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != want || ptr.Deref(pg.Spec.ParentCompositePodGroupName, "") != "tree" {
+			t.Errorf("PodGroup %s spec: want minCount %d under CompositePodGroup tree, got %+v", name, want, pg.Spec)
+		}
+	}
+	treeScheduled(t, ctx, h, ns, "tree")
+}
+
 // With launcherCreationPolicy WaitForWorkersReady the operator creates the
 // launcher only once every worker is ready: the gang is the workers alone
 // (a gang counting the launcher, as the operator's own PodGroups do, could
@@ -145,12 +178,12 @@ func TestMPIJobLauncherAfterWorkersIsNoDeadlock(t *testing.T) {
 }
 
 // rayCluster is a head (no GPU) and a worker group of 3 × 2 GPUs, all
-// required (minReplicas 3).
+// required (minReplicas = maxReplicas = 3): one flat gang of all 4 pods.
 func rayCluster() rayv1.RayClusterSpec {
 	return rayv1.RayClusterSpec{
 		HeadGroupSpec: rayv1.HeadGroupSpec{RayStartParams: map[string]string{}, Template: corev1.PodTemplateSpec{Spec: gpuSpec("ray-head", 0)}},
 		WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{
-			GroupName: "gpu", Replicas: ptr.To[int32](3), MinReplicas: ptr.To[int32](3), MaxReplicas: ptr.To[int32](6),
+			GroupName: "gpu", Replicas: ptr.To[int32](3), MinReplicas: ptr.To[int32](3), MaxReplicas: ptr.To[int32](3),
 			RayStartParams: map[string]string{}, Template: corev1.PodTemplateSpec{Spec: gpuSpec("ray-worker", 2)},
 		}},
 	}
@@ -216,7 +249,9 @@ func TestRayJobIsAGang(t *testing.T) {
 
 // Scaling a running Ray cluster's workers down to its minimum and up again
 // (as the Ray autoscaler does) never restarts it: the pods that stay keep
-// running, the new workers join the running gang.
+// running, the new workers join the running tree. Its workers may run
+// above their minimum (1 of up to 6), so it is a tree: the head's gang of
+// 1 and the gpu group's gang of 1 under a root that needs both.
 func TestRayClusterResizeRestartsNothing(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
@@ -224,18 +259,20 @@ func TestRayClusterResizeRestartsNothing(t *testing.T) {
 	gpuTemplates(t, ctx, h, ns)
 	spec := rayCluster()
 	spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](1)
+	spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](6)
 	create(t, ctx, h, rayClusters, &rayv1.RayCluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "elastic"},
 		Spec:       spec,
 	})
-	before := h.WaitRunning(t, ctx, ns, "elastic", 4)
-	pg, err := h.PodGroup(ctx, ns, "elastic")
+	head := h.WaitRunning(t, ctx, ns, "elastic-head", 1)
+	before := h.WaitRunning(t, ctx, ns, "elastic-gpu", 3)
+	pg, err := h.PodGroup(ctx, ns, "elastic-gpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 2 {
-		t.Errorf("PodGroup spec: want minCount 2 (the head and 1 required worker), got %+v", pg.Spec)
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 1 || ptr.Deref(pg.Spec.ParentCompositePodGroupName, "") != "elastic" {
+		t.Errorf("PodGroup elastic-gpu spec: want minCount 1 (1 required worker) under CompositePodGroup elastic, got %+v", pg.Spec)
 	}
 	scale := func(n int) {
 		patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":%d}]`, n)
@@ -244,18 +281,114 @@ func TestRayClusterResizeRestartsNothing(t *testing.T) {
 		}
 	}
 	scale(1)
-	kept := h.WaitRunning(t, ctx, ns, "elastic", 2)
+	kept := h.WaitRunning(t, ctx, ns, "elastic-gpu", 1)
 	for uid := range kept {
 		if _, ok := before[uid]; !ok {
 			t.Errorf("pod %s is new after a scale-down: a member was restarted", uid)
 		}
 	}
 	scale(3)
-	after := h.WaitRunning(t, ctx, ns, "elastic", 4)
+	after := h.WaitRunning(t, ctx, ns, "elastic-gpu", 3)
 	for uid := range kept {
 		if _, ok := after[uid]; !ok {
 			t.Errorf("pod %s stopped running when the cluster scaled up", uid)
 		}
 	}
-	h.NoLifecycleRestart(t, ctx, ns, "elastic")
+	if still := h.WaitRunning(t, ctx, ns, "elastic-head", 1); !cmp.Equal(head, still) {
+		t.Errorf("the head was replaced while the workers scaled: before %v, after %v", head, still)
+	}
+	h.NoLifecycleRestart(t, ctx, ns, "elastic-head")
+	h.NoLifecycleRestart(t, ctx, ns, "elastic-gpu")
+}
+
+// The coordinator is never left out (issue 25): a RayCluster whose GPU
+// workers have minReplicas 0 is a tree whose root needs the head, so on a
+// pool where the head cannot fit (every node's CPU is held by another pod)
+// no worker binds, though the workers would fit; the root says it does not
+// fit. When a node frees its CPU, the head and the workers bind together.
+func TestRayHeadIsNeverLeftOut(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	gpuTemplates(t, ctx, h, ns)
+	for i := range 4 {
+		// 10 of each node's 16 CPUs: a head of 8 fits nowhere, a worker of 1 does.
+		p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("hog-%d", i)).Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "10").Obj()
+		if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness.Eventually(t, ctx, "the 4 CPU hogs bound", func(ctx context.Context) (bool, string, error) {
+		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return bound == 4, fmt.Sprintf("%d bound", bound), nil
+	})
+	spec := rayCluster()
+	head := &spec.HeadGroupSpec.Template.Spec.Containers[0].Resources
+	head.Requests[corev1.ResourceCPU], head.Limits[corev1.ResourceCPU] = resource.MustParse("8"), resource.MustParse("8")
+	spec.WorkerGroupSpecs[0].Replicas = ptr.To[int32](2)
+	spec.WorkerGroupSpecs[0].MinReplicas = ptr.To[int32](0)
+	spec.WorkerGroupSpecs[0].MaxReplicas = ptr.To[int32](4)
+	create(t, ctx, h, rayClusters, &rayv1.RayCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coord"},
+		Spec:       spec,
+	})
+	harness.Eventually(t, ctx, "the tree judged: it does not fit", func(ctx context.Context) (bool, string, error) {
+		c, err := compositeCondition(ctx, h, ns, "coord")
+		if err != nil || c == nil {
+			return false, "no condition yet", client.IgnoreNotFound(err)
+		}
+		return c.Status == metav1.ConditionFalse && c.Reason == lockv1.PodGroupReasonUnschedulable, c.Reason + ": " + c.Message, nil
+	})
+	for _, g := range []string{"coord-head", "coord-gpu"} {
+		pods, bound, err := h.GroupPods(ctx, ns, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bound != 0 || len(pods) == 0 {
+			t.Errorf("group %s: %d of %d pods bound while the head does not fit, want none bound", g, bound, len(pods))
+		}
+	}
+	if err := h.Client.CoreV1().Pods(ns).Delete(ctx, "hog-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitRunning(t, ctx, ns, "coord-head", 1)
+	h.WaitRunning(t, ctx, ns, "coord-gpu", 2)
+	treeScheduled(t, ctx, h, ns, "coord")
+}
+
+// treeScheduled waits for the CompositePodGroup's
+// CompositePodGroupInitiallyScheduled condition to be True.
+func treeScheduled(t *testing.T, ctx context.Context, h *harness.Harness, ns, name string) {
+	t.Helper()
+	harness.Eventually(t, ctx, "CompositePodGroup "+name+" scheduled", func(ctx context.Context) (bool, string, error) {
+		c, err := compositeCondition(ctx, h, ns, name)
+		if err != nil || c == nil {
+			return false, "no condition", err
+		}
+		return c.Status == metav1.ConditionTrue, c.Reason + ": " + c.Message, nil
+	})
+}
+
+// compositeCondition is a Lockstep CompositePodGroup's
+// CompositePodGroupInitiallyScheduled condition (nil if none yet).
+func compositeCondition(ctx context.Context, h *harness.Harness, ns, name string) (*metav1.Condition, error) {
+	u, err := h.Dynamic.Resource(podgroup.CompositeResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c := &lockv1.CompositePodGroup{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, c); err != nil {
+		return nil, err
+	}
+	return meta.FindStatusCondition(c.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled), nil
 }
