@@ -32,7 +32,8 @@ func TestRun(t *testing.T) {
 	c := &clientopts.Clients{
 		Kube: kubefake.NewClientset(pod),
 		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-			podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList"}, u),
+			podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList",
+			podgroup.CompositeResource: "CompositePodGroupList", podgroup.UpstreamCompositeResource: "CompositePodGroupList"}, u),
 		Lockstep: lockfake.NewSimpleClientset(pg),
 	}
 	const answer = "PodGroup ml/train is waiting for pods: 1 of minCount 2 exist; none is placed until 2 do"

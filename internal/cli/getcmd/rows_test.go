@@ -100,6 +100,7 @@ func clients(t *testing.T) *clientopts.Clients {
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList",
+		podgroup.CompositeResource: "CompositePodGroupList", podgroup.UpstreamCompositeResource: "CompositePodGroupList",
 	}, dynObjs...)
 	return &clientopts.Clients{Kube: kubefake.NewClientset(kubeObjs...), Dynamic: dyn, Lockstep: lockfake.NewSimpleClientset(lockObjs...)}
 }
