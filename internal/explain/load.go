@@ -46,7 +46,7 @@ type state struct {
 	// composites are the CompositePodGroups (ns/name): victim trees are
 	// candidates whole, as the scheduler offers them.
 	composites map[string]*lockv1.CompositePodGroup
-	pdbs   []*policyv1.PodDisruptionBudget
+	pdbs       []*policyv1.PodDisruptionBudget
 	// notes say what explain could not see as the scheduler does (e.g.
 	// DeviceTaintRules it may not read).
 	notes []string
