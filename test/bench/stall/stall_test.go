@@ -132,6 +132,9 @@ func smallGangs(t *testing.T, ctx context.Context, h *harness.Harness, label str
 			return bound == 4, fmt.Sprintf("%d bound", bound), err
 		})
 		bound = append(bound, time.Since(start))
+		if d := bound[len(bound)-1]; d > 2*time.Second {
+			t.Logf("%s: started %s, objects created after %s, bound after %s", name, start.UTC().Format("15:04:05.000"), created[len(created)-1].Round(time.Millisecond), d.Round(time.Millisecond))
+		}
 		if err := h.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{LabelSelector: lockv1.PodGroupLabel + "=" + name}); err != nil {
 			t.Fatal(err)
 		}
