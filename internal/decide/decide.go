@@ -127,32 +127,35 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 		d.Reason = "preemptionPolicy Never (" + who + "): no preemption"
 		return d
 	}
+	d.Kind, d.Reason, d.Plan, d.Err = preempt(ctx, snap, cache, in, preemption.Input{Unit: pu})
+	return d
+}
+
+// preempt searches what a unit (or tree) that does not fit may preempt:
+// target names it, in gives the candidates. Unschedulable with a reason
+// when preemption is not considered or cannot help.
+func preempt(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in Input, target preemption.Input) (Kind, string, *preemption.Plan, error) {
 	if in.Preemption == nil {
-		return d
+		return Unschedulable, "", nil, nil
 	}
 	p, err := in.Preemption()
 	switch {
 	case err != nil:
-		d.Kind, d.Err = Error, fmt.Errorf("preemption candidates: %w", err)
-		return d
+		return Error, "", nil, fmt.Errorf("preemption candidates: %w", err)
 	case p == nil:
-		return d
+		return Unschedulable, "", nil, nil
 	case p.InProgress != "":
-		d.Kind, d.Reason = Preempt, p.InProgress
-		return d
+		return Preempt, p.InProgress, nil, nil
 	}
-	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), preemption.Input{
-		Unit: pu, Priority: in.Priority, Candidates: p.Candidates, PDBs: p.PDBs, Stuck: p.Stuck,
-	})
+	target.Priority, target.Candidates, target.PDBs, target.Stuck = in.Priority, p.Candidates, p.PDBs, p.Stuck
+	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), target)
 	switch {
 	case err != nil:
-		d.Kind, d.Err = Error, fmt.Errorf("preemption search: %w", err)
+		return Error, "", nil, fmt.Errorf("preemption search: %w", err)
 	case plan == nil:
-		d.Reason = "preemption cannot help: " + why
-	default:
-		d.Kind, d.Plan = Preempt, plan
+		return Unschedulable, "preemption cannot help: " + why, nil, nil
 	}
-	return d
+	return Preempt, "", plan, nil
 }
 
 // Topology is a group's constraint: its required keys

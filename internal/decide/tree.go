@@ -2,7 +2,6 @@ package decide
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/dynamic-resource-allocation/cel"
 
@@ -83,31 +82,7 @@ func DecideTree(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 		d.Reason = "preemptionPolicy Never (" + who + "): no preemption"
 		return d
 	}
-	if in.Preemption == nil {
-		return d
-	}
-	p, err := in.Preemption()
-	switch {
-	case err != nil:
-		d.Kind, d.Err = Error, fmt.Errorf("preemption candidates: %w", err)
-		return d
-	case p == nil:
-		return d
-	case p.InProgress != "":
-		d.Kind, d.Reason = Preempt, p.InProgress
-		return d
-	}
-	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), preemption.Input{
-		Tree: root, Priority: in.Priority, Candidates: p.Candidates, PDBs: p.PDBs, Stuck: p.Stuck,
-	})
-	switch {
-	case err != nil:
-		d.Kind, d.Err = Error, fmt.Errorf("preemption search: %w", err)
-	case plan == nil:
-		d.Reason = "preemption cannot help: " + why
-	default:
-		d.Kind, d.Plan = Preempt, plan
-	}
+	d.Kind, d.Reason, d.Plan, d.Err = preempt(ctx, snap, cache, Input{Priority: in.Priority, Preemption: in.Preemption}, preemption.Input{Tree: root})
 	return d
 }
 
