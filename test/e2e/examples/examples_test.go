@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preflight"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -60,6 +61,22 @@ func placed(t *testing.T, ctx context.Context, h *harness.Harness, ns string, po
 		}
 		return true, "", nil
 	})
+}
+
+// treeAdmitted checks the root CompositePodGroup says its tree is scheduled.
+func treeAdmitted(t *testing.T, ctx context.Context, h *harness.Harness, ns, name string) {
+	t.Helper()
+	u, err := h.Dynamic.Resource(podgroup.CompositeResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("CompositePodGroup %s: %v", name, err)
+	}
+	c, err := podgroup.CompositeFromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("CompositePodGroup %s not admitted: %+v", name, cond)
+	}
 }
 
 // deviceInfo is what the slices say of a device: its node and PCIe root.
@@ -141,12 +158,14 @@ func TestExamples(t *testing.T) {
 		file   string
 		pods   int
 		groups []string
+		root   string // the scheduling tree's CompositePodGroup, if the job is one
 		claims []claimShape
 	}{
 		{file: "ddp-job.yaml", pods: 8, groups: []string{"ddp"}, claims: all(8, aligned)},
 		{file: "ddp-whole-node-job.yaml", pods: 2, groups: []string{"ddp-nodes"}, claims: append(all(2, claimShape{Requests: "efa=32", Nodes: 1, Roots: 8}), all(2, claimShape{Requests: "gpus=8", Nodes: 1, Roots: 8})...)},
 		{file: "mpijob.yaml", pods: 3, groups: []string{"allreduce"}, claims: all(2, aligned)},
-		{file: "raycluster.yaml", pods: 3, groups: []string{"ray"}, claims: all(2, aligned)},
+		// Workers may scale above minReplicas: a tree (root "ray"), the head never left out.
+		{file: "raycluster.yaml", pods: 3, groups: []string{"ray-head", "ray-gpu"}, root: "ray", claims: all(2, aligned)},
 		{file: "lws-serving.yaml", pods: 4, groups: []string{"serve-0", "serve-1"}, claims: all(4, aligned)},
 		{file: "neuron-job.yaml", pods: 4, groups: []string{"neuron"}, claims: all(4, claimShape{Requests: "efa=1,neuron=2", Nodes: 1, Roots: 1})},
 	} {
@@ -157,6 +176,9 @@ func TestExamples(t *testing.T) {
 			apply(t, ctx, h, ns, "claim-templates.yaml")
 			apply(t, ctx, h, ns, tc.file)
 			placed(t, ctx, h, ns, tc.pods, tc.groups...)
+			if tc.root != "" {
+				treeAdmitted(t, ctx, h, ns, tc.root)
+			}
 			got := shapes(t, ctx, h, ns)
 			sort.Slice(got, func(i, j int) bool { return got[i].Requests < got[j].Requests })
 			if diff := cmp.Diff(tc.claims, got); diff != "" {
