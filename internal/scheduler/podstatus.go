@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -18,6 +19,15 @@ import (
 // up with a gang's members, few enough that the binder's writes are never
 // queued behind a large gang's conditions at the API server.
 const podStatusWorkers = 4
+
+// podStatusQPS and podStatusBurst pace the writes (kube-scheduler's client
+// defaults, which pace all of its writes): a gang of thousands that does
+// not fit tells its members over a minute rather than taking the API
+// server from everyone else's creations and bindings at once.
+const (
+	podStatusQPS   = 50
+	podStatusBurst = 100
+)
 
 // podStatus is the PodScheduled=False condition (and nominated node) the
 // scheduler wants a pending pod to show.
@@ -43,6 +53,7 @@ type podStatus struct {
 type podStatusWriter struct {
 	client kubernetes.Interface
 	clock  clock.PassiveClock
+	pace   flowcontrol.RateLimiter
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -55,7 +66,8 @@ type podStatusWriter struct {
 }
 
 func newPodStatusWriter(client kubernetes.Interface, clk clock.PassiveClock) *podStatusWriter {
-	w := &podStatusWriter{client: client, clock: clk, wanted: map[types.UID]podStatus{}, last: map[types.UID]podStatus{}}
+	w := &podStatusWriter{client: client, clock: clk, pace: flowcontrol.NewTokenBucketRateLimiter(podStatusQPS, podStatusBurst),
+		wanted: map[types.UID]podStatus{}, last: map[types.UID]podStatus{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -102,7 +114,7 @@ func (w *podStatusWriter) forget(uid types.UID) {
 	delete(w.wanted, uid)
 }
 
-// run writes wishes on podStatusWorkers workers until ctx ends.
+// run writes wishes on podStatusWorkers workers, paced, until ctx ends.
 func (w *podStatusWriter) run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, func() {
 		w.mu.Lock()
@@ -116,6 +128,9 @@ func (w *podStatusWriter) run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for {
+				if w.pace.Wait(ctx) != nil {
+					return
+				}
 				uid, st, ok := w.next(ctx)
 				if !ok {
 					return

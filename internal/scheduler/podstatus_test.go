@@ -2,11 +2,15 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -54,5 +58,50 @@ func TestPodStatusWriterCoalesces(t *testing.T) {
 	w.forget(p.UID)
 	if !w.set(p, corev1.PodReasonUnschedulable, "second", "n1") {
 		t.Error("after forget, the pod (as the cache had it) could not be asked again")
+	}
+}
+
+// pacer counts the writes it lets through (the writer's rate limiter).
+type pacer struct {
+	mu    sync.Mutex
+	waits int
+}
+
+func (p *pacer) Wait(context.Context) error { p.mu.Lock(); p.waits++; p.mu.Unlock(); return nil }
+func (p *pacer) TryAccept() bool            { return true }
+func (p *pacer) Accept()                    {}
+func (p *pacer) Stop()                      {}
+func (p *pacer) QPS() float32               { return 0 }
+
+// Every write goes through the writer's pace, so a gang of thousands that
+// does not fit cannot take the API server from everyone else at once.
+func TestPodStatusWriterIsPaced(t *testing.T) {
+	var pods []runtime.Object
+	for i := 0; i < 20; i++ {
+		p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
+		p.UID = types.UID(p.Name)
+		pods = append(pods, p)
+	}
+	client := fake.NewClientset(pods...)
+	w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
+	pace := &pacer{}
+	w.pace = pace
+	for _, o := range pods {
+		w.set(o.(*corev1.Pod), corev1.PodReasonUnschedulable, "does not fit", "")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.run(ctx)
+	w.idle()
+	writes := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			writes++
+		}
+	}
+	pace.mu.Lock()
+	defer pace.mu.Unlock()
+	if writes != 20 || pace.waits < writes {
+		t.Errorf("%d writes, %d paced; want 20 writes, each paced", writes, pace.waits)
 	}
 }
