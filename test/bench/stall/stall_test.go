@@ -70,7 +70,17 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	ctx := harness.Context(t, 40*time.Minute)
 	// LOCKSTEP_BENCH_STALL_ARGS adds scheduler flags (e.g. -v=1 to log each decision's duration).
 	sched := h.StartSchedulerBinary(t, binary(h), "lockstep-stall", nil, append([]string{"--leader-elect=false"}, strings.Fields(os.Getenv("LOCKSTEP_BENCH_STALL_ARGS"))...)...)
-	defer func() { _ = sched.Cmd.Process.Kill(); <-sched.Done }()
+	defer func() {
+		_ = sched.Cmd.Process.Kill()
+		<-sched.Done
+		// LOCKSTEP_BENCH_STALL_LOG keeps the scheduler's log (the cluster's
+		// directory goes when the run passes).
+		if keep := os.Getenv("LOCKSTEP_BENCH_STALL_LOG"); keep != "" {
+			if b, err := os.ReadFile(filepath.Join(h.Cluster.Dir(), "logs", "lockstep-stall.log")); err == nil {
+				_ = os.WriteFile(keep, b, 0o644)
+			}
+		}
+	}()
 	time.Sleep(3 * time.Second) // caches synced before the clock starts
 	alone, aloneCreated := smallGangs(t, ctx, h, "alone")
 
