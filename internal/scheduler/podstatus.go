@@ -20,13 +20,14 @@ import (
 // queued behind a large gang's conditions at the API server.
 const podStatusWorkers = 4
 
-// podStatusQPS and podStatusBurst pace the writes (kube-scheduler's client
-// defaults, which pace all of its writes): a gang of thousands that does
-// not fit tells its members over a minute rather than taking the API
-// server from everyone else's creations and bindings at once.
+// pacedQPS and pacedBurst pace the pod status writes and the events
+// (kube-scheduler's client defaults, which pace all of its writes): a gang
+// of thousands that does not fit tells its members over a minute rather
+// than taking the API server from everyone else's creations and bindings,
+// and the scheduler's own decisions, at once.
 const (
-	podStatusQPS   = 50
-	podStatusBurst = 100
+	pacedQPS   = 50
+	pacedBurst = 100
 )
 
 // podStatus is the PodScheduled=False condition (and nominated node) the
@@ -66,7 +67,7 @@ type podStatusWriter struct {
 }
 
 func newPodStatusWriter(client kubernetes.Interface, clk clock.PassiveClock) *podStatusWriter {
-	w := &podStatusWriter{client: client, clock: clk, pace: flowcontrol.NewTokenBucketRateLimiter(podStatusQPS, podStatusBurst),
+	w := &podStatusWriter{client: client, clock: clk, pace: flowcontrol.NewTokenBucketRateLimiter(pacedQPS, pacedBurst),
 		wanted: map[types.UID]podStatus{}, last: map[types.UID]podStatus{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w

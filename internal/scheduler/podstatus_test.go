@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -103,5 +104,42 @@ func TestPodStatusWriterIsPaced(t *testing.T) {
 	defer pace.mu.Unlock()
 	if writes != 20 || pace.waits < writes {
 		t.Errorf("%d writes, %d paced; want 20 writes, each paced", writes, pace.waits)
+	}
+}
+
+// recordingSink counts the events written to it.
+type recordingSink struct {
+	mu      sync.Mutex
+	created int
+}
+
+func (r *recordingSink) Create(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	r.mu.Lock()
+	r.created++
+	r.mu.Unlock()
+	return e, nil
+}
+func (r *recordingSink) Update(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return e, nil
+}
+func (r *recordingSink) Patch(_ context.Context, e *eventsv1.Event, _ []byte) (*eventsv1.Event, error) {
+	return e, nil
+}
+
+// Every event goes through the pace too: client-go writes each event in a
+// goroutine of its own, which for a gang of thousands put thousands of
+// writes on the scheduler's connection at once.
+func TestEventsArePaced(t *testing.T) {
+	inner := &recordingSink{}
+	s := newPacedSink(inner)
+	pace := &pacer{}
+	s.pace = pace
+	for i := 0; i < 5; i++ {
+		if _, err := s.Create(context.Background(), &eventsv1.Event{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inner.created != 5 || pace.waits != 5 {
+		t.Errorf("%d events written, %d paced; want 5 and 5", inner.created, pace.waits)
 	}
 }

@@ -145,7 +145,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	s.binder = newBinder(client, s.state.Cache, opts.Clock)
 	s.podStatus = newPodStatusWriter(client, opts.Clock)
 	s.queue = queue.New(opts.Clock, s.order)
-	s.broadcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	s.broadcast = events.NewBroadcaster(newPacedSink(&events.EventSinkImpl{Interface: client.EventsV1()}))
 	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
 	served, err := apidiscovery.Serves(client.Discovery(), podgroup.UpstreamResource.GroupVersion().String(), podgroup.UpstreamResource.Resource)
 	if err != nil {
