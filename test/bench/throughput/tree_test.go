@@ -213,7 +213,8 @@ type treeResult struct {
 	bound   int
 	stalled bool
 	// conditions: the roots' CompositePodGroupInitiallyScheduled
-	// conditions, counted by status/reason; pending: an unbound pod's
+	// conditions, counted by status/reason (once all True, or
+	// conditionSettle after the last pod was bound); pending: an unbound pod's
 	// PodScheduled message.
 	conditions, pending string
 }
@@ -335,10 +336,29 @@ func podScheduled(p *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
+// conditionSettle is how long, after the last pod was bound, the roots'
+// conditions are given to become True (the scheduler still running).
+const conditionSettle = 10 * time.Second
+
 // rootConditions counts the roots' CompositePodGroupInitiallyScheduled
 // conditions by status/reason (in-tree roots for kube-scheduler,
-// Lockstep's for Lockstep), with the first message that is not True.
+// Lockstep's for Lockstep), with the first message that is not True,
+// once every root's is True or after conditionSettle.
 func rootConditions(t *testing.T, ctx context.Context, h *harness.Harness, v variant, ns string) string {
+	t.Helper()
+	deadline := time.Now().Add(conditionSettle)
+	for {
+		summary, settled := rootConditionsOnce(t, ctx, h, v, ns)
+		if settled || time.Now().After(deadline) {
+			return summary
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// rootConditionsOnce is one reading of rootConditions; settled: every
+// root's condition is True.
+func rootConditionsOnce(t *testing.T, ctx context.Context, h *harness.Harness, v variant, ns string) (string, bool) {
 	t.Helper()
 	res := podgroup.CompositeResource
 	if v.kube {
@@ -369,7 +389,7 @@ func rootConditions(t *testing.T, ctx context.Context, h *harness.Harness, v var
 		parts = append(parts, fmt.Sprintf("%d %s", n, k))
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, ", ") + msg
+	return strings.Join(parts, ", ") + msg, counts["True/"+lockv1.PodGroupReasonScheduled] == len(list.Items)
 }
 
 // treeTable prints each round of each scheduler: times (— where not every
