@@ -17,6 +17,7 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -217,6 +218,9 @@ type treeResult struct {
 	// conditionSettle after the last pod was bound); pending: an unbound pod's
 	// PodScheduled message.
 	conditions, pending string
+	// children: the child PodGroups' PodGroupInitiallyScheduled
+	// conditions, counted by status/reason (read after conditions).
+	children string
 }
 
 // checkTrees records where the wave's trees were bound, logs each tree's
@@ -279,8 +283,9 @@ func checkTrees(t *testing.T, ctx context.Context, h *harness.Harness, v variant
 	r.childrenBound, r.childrenOneRack = len(racks), count(racks, one)
 	r.treesBound, r.treesOneZone = len(zones), count(zones, one)
 	r.conditions = rootConditions(t, ctx, h, v, ns)
-	t.Logf("%s: %d trees whole, %d partly, %d unbound (%d of %d pods bound); %d of %d children in one %s, %d of %d trees in one %s (whole trees by zone %v); roots' conditions: %s",
-		v.name, r.whole, r.partly, r.none, r.bound, w.pods(), r.childrenOneRack, r.childrenBound, w.topology, r.treesOneZone, r.treesBound, w.zone, r.zones, r.conditions)
+	r.children = childConditions(t, ctx, h, v, ns)
+	t.Logf("%s: %d trees whole, %d partly, %d unbound (%d of %d pods bound); %d of %d children in one %s, %d of %d trees in one %s (whole trees by zone %v); roots' conditions: %s; children's: %s",
+		v.name, r.whole, r.partly, r.none, r.bound, w.pods(), r.childrenOneRack, r.childrenBound, w.topology, r.treesOneZone, r.treesBound, w.zone, r.zones, r.conditions, r.children)
 	if r.pending != "" {
 		t.Logf("%s: first unbound pod: %s", v.name, r.pending)
 	}
@@ -392,6 +397,43 @@ func rootConditionsOnce(t *testing.T, ctx context.Context, h *harness.Harness, v
 	return strings.Join(parts, ", ") + msg, counts["True/"+lockv1.PodGroupReasonScheduled] == len(list.Items)
 }
 
+// childConditions counts the child PodGroups' PodGroupInitiallyScheduled
+// conditions by status/reason (in-tree PodGroups for kube-scheduler,
+// Lockstep's for Lockstep).
+func childConditions(t *testing.T, ctx context.Context, h *harness.Harness, v variant, ns string) string {
+	t.Helper()
+	res := podgroup.Resource
+	if v.kube {
+		res = podgroup.UpstreamResource
+	}
+	list, err := h.Dynamic.Resource(res).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for i := range list.Items {
+		var status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+		}
+		if m, ok := list.Items[i].Object["status"].(map[string]any); ok {
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(m, &status); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c := meta.FindStatusCondition(status.Conditions, lockv1.PodGroupInitiallyScheduled); c != nil {
+			counts[string(c.Status)+"/"+c.Reason]++
+		} else {
+			counts["none"]++
+		}
+	}
+	parts := make([]string, 0, len(counts))
+	for k, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, k))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
 // treeTable prints each round of each scheduler: times (— where not every
 // pod was bound), trees bound whole/partly/not at all, children in one
 // rack, trees in one zone, whole trees by zone; then the medians of the
@@ -400,7 +442,7 @@ func treeTable(w workload, vs []variant, results map[string][]result) string {
 	host, _ := os.Hostname()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s — %d interleaved rounds; %s, %d CPUs, shared with the control plane:\n", w.name, rounds, host, runtime.NumCPU())
-	fmt.Fprintf(&b, "  %-15s %5s %10s %15s %11s %17s %14s %15s %9s   %s\n", "scheduler", "round", "all bound", "after last pod", "first tree", "trees whole/part/0", "children 1 rack", "trees 1 zone", "peak RSS", "whole trees by zone; roots' conditions")
+	fmt.Fprintf(&b, "  %-15s %5s %10s %15s %11s %17s %14s %15s %9s   %s\n", "scheduler", "round", "all bound", "after last pod", "first tree", "trees whole/part/0", "children 1 rack", "trees 1 zone", "peak RSS", "whole trees by zone; roots' conditions; children's")
 	for _, v := range vs {
 		for i, r := range results[v.name] {
 			tr := r.trees
@@ -411,9 +453,9 @@ func treeTable(w workload, vs []variant, results map[string][]result) string {
 			if r.first > 0 {
 				first = r.first.Round(time.Millisecond).String()
 			}
-			fmt.Fprintf(&b, "  %-15s %5d %10s %15s %11s %17s %14s %15s %5d MiB   %v; %s\n", v.name, i, all, after, first,
+			fmt.Fprintf(&b, "  %-15s %5d %10s %15s %11s %17s %14s %15s %5d MiB   %v; %s; %s\n", v.name, i, all, after, first,
 				fmt.Sprintf("%d/%d/%d", tr.whole, tr.partly, tr.none), fmt.Sprintf("%d of %d", tr.childrenOneRack, tr.childrenBound),
-				fmt.Sprintf("%d of %d", tr.treesOneZone, tr.treesBound), r.rss>>20, tr.zones, tr.conditions)
+				fmt.Sprintf("%d of %d", tr.treesOneZone, tr.treesBound), r.rss>>20, tr.zones, tr.conditions, tr.children)
 			if tr.stalled {
 				fmt.Fprintf(&b, "  %-15s %5s %d of %d pods bound, none more in %s; %s\n", "", "", tr.bound, w.pods(), treeStall, tr.pending)
 			}
