@@ -88,7 +88,7 @@ dev: build
 ## bench: benchmarks of the decision core, then those on the local control plane (webhook rate; kube-scheduler beside Lockstep at 100 and 1,000 nodes)
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
-	$(GO) test -tags bench -count=1 -timeout 60m -v -run . ./test/bench/...   # 100 nodes: (a), (b), existing pods + write ceiling; LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds a build
+	$(GO) test -tags bench -count=1 -timeout 60m -v -run . ./test/bench/...   # 100 nodes in 5 racks, 3 zones: (a), (b), existing pods + write ceiling, (f) 10 trees (zone over 2 racks; kube-scheduler's CompositePodGroup beside Lockstep); LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds a build
 	LOCKSTEP_BENCH_NODES=1000 $(GO) test -tags bench -count=1 -timeout 90m -v -run . ./test/bench/throughput/   # 1,000 nodes in 50 racks: (c), (d), (e) 20 rack-bound gangs × 32 (kube-scheduler's TopologyAwareWorkloadScheduling beside Lockstep)
 
 ## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
