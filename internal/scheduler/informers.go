@@ -234,11 +234,12 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj any) {
 // onlyConditionsChanged reports whether a pod update changed nothing but
 // the pod's status conditions (and the metadata every write changes).
 func onlyConditionsChanged(o, n *corev1.Pod) bool {
+	// Shallow copies: only their top-level fields are cleared, so nothing
+	// the informer's objects point to is copied or touched (this runs for
+	// every pod update).
 	strip := func(p *corev1.Pod) *corev1.Pod {
 		c := *p
-		c.ObjectMeta = *p.ObjectMeta.DeepCopy()
 		c.ResourceVersion, c.ManagedFields, c.Generation = "", nil, 0
-		c.Status = *p.Status.DeepCopy()
 		c.Status.Conditions = nil
 		return &c
 	}
