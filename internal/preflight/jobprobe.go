@@ -101,13 +101,27 @@ func controllerOff(detail string) Check {
 }
 
 // ownedWorkload waits up to timeout for a Workload controlled by job and
-// returns its name ("" if none came).
+// returns its name ("" if none came). A refusal (forbidden, unauthorized,
+// not served) ends the wait with its error at once; any other failed list
+// — a timeout, a restarting API server, the client's rate limiter refusing
+// a wait that would outlast the deadline — is retried by the next poll, and
+// is the answer only if no list ever succeeded.
 func ownedWorkload(ctx context.Context, dyn dynamic.Interface, job *batchv1.Job, timeout time.Duration) (string, error) {
-	var name string
+	var (
+		name    string
+		listed  bool
+		lastErr error
+	)
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		list, err := dyn.Resource(workloads).Namespace(job.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
+		switch {
+		case err == nil:
+			listed = true
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
 			return false, err
+		default:
+			lastErr = err
+			return false, nil
 		}
 		for _, w := range list.Items {
 			if ref := metav1.GetControllerOf(&w); ref != nil && ref.UID == job.UID {
@@ -117,10 +131,15 @@ func ownedWorkload(ctx context.Context, dyn dynamic.Interface, job *batchv1.Job,
 		}
 		return false, nil
 	})
-	if name == "" && wait.Interrupted(err) {
-		return "", nil
+	switch {
+	case name != "":
+		return name, nil
+	case !wait.Interrupted(err):
+		return "", err
+	case !listed && lastErr != nil:
+		return "", lastErr
 	}
-	return name, err
+	return "", nil
 }
 
 // deleteProbe deletes the probe Job and, through the garbage collector,
