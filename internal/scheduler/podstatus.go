@@ -20,6 +20,11 @@ import (
 // queued behind a large gang's conditions at the API server.
 const podStatusWorkers = 4
 
+// podStatusRetries is how many times a failed write is tried again (each
+// try paced like every write) before the wish is dropped; the next cycle
+// that decides the pod asks again.
+const podStatusRetries = 5
+
 // pacedQPS and pacedBurst pace the pod status writes and the events
 // (kube-scheduler's client defaults, which pace all of its writes): a gang
 // of thousands that does not fit tells its members over a minute rather
@@ -43,7 +48,10 @@ type podStatus struct {
 // whose wanted status is what it shows, or what was last asked for it, is
 // not written again; a newer wish replaces one not yet written; workers
 // write the wishes in order, each as one strategic merge patch of the
-// pod's status (no read, no conflict). A gang of 10,000 members thus costs
+// pod's status (no read, no conflict). A write that fails (a timeout, an
+// API server restart) is tried again, paced, up to podStatusRetries times:
+// the unit that asked is parked until something changes, so a dropped wish
+// would leave its pod showing a stale reason. A gang of 10,000 members thus costs
 // its cycle 10,000 map updates, not 10,000 API calls, and a verdict that
 // does not change costs nothing.
 //
@@ -62,13 +70,15 @@ type podStatusWriter struct {
 	order  []types.UID
 	// last is what was last asked for each pending pod (written or not).
 	last map[types.UID]podStatus
+	// retries counts the failed writes of each pod's current wish.
+	retries map[types.UID]int
 	// busy counts the writes being made (idle waits for none).
 	busy int
 }
 
 func newPodStatusWriter(client kubernetes.Interface, clk clock.PassiveClock) *podStatusWriter {
 	w := &podStatusWriter{client: client, clock: clk, pace: flowcontrol.NewTokenBucketRateLimiter(pacedQPS, pacedBurst),
-		wanted: map[types.UID]podStatus{}, last: map[types.UID]podStatus{}}
+		wanted: map[types.UID]podStatus{}, last: map[types.UID]podStatus{}, retries: map[types.UID]int{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -85,6 +95,7 @@ func (w *podStatusWriter) set(p *corev1.Pod, reason, message, nominated string) 
 		return false
 	}
 	w.last[p.UID] = want
+	delete(w.retries, p.UID)
 	if _, queued := w.wanted[p.UID]; !queued {
 		w.order = append(w.order, p.UID)
 	}
@@ -113,6 +124,7 @@ func (w *podStatusWriter) forget(uid types.UID) {
 	defer w.mu.Unlock()
 	delete(w.last, uid)
 	delete(w.wanted, uid)
+	delete(w.retries, uid)
 }
 
 // run writes wishes on podStatusWorkers workers, paced, until ctx ends.
@@ -197,13 +209,29 @@ func (w *podStatusWriter) write(ctx context.Context, uid types.UID, st podStatus
 	if err == nil {
 		_, err = w.client.CoreV1().Pods(st.namespace).Patch(ctx, st.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		klog.FromContext(ctx).V(2).Info("Writing pod condition failed", "pod", klog.KRef(st.namespace, st.name), "err", err)
-		// Asked again by the next cycle that decides the pod.
-		w.mu.Lock()
-		if w.last[uid] == st {
-			delete(w.last, uid)
-		}
-		w.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Written; or the pod is gone, or replaced by one of the same
+		// name (the patch's uid differs): nothing more to write.
+		delete(w.retries, uid)
+		return
+	}
+	logger := klog.FromContext(ctx)
+	_, newer := w.wanted[uid]
+	switch {
+	case newer || w.last[uid] != st:
+		// A newer wish replaced this one, or the pod stopped pending.
+	case w.retries[uid] < podStatusRetries:
+		// A timeout, an API server restart, throttling: try again, paced.
+		w.retries[uid]++
+		logger.V(2).Info("Writing pod condition failed; trying again", "pod", klog.KRef(st.namespace, st.name), "attempt", w.retries[uid], "err", err)
+		w.wanted[uid] = st
+		w.order = append(w.order, uid)
+		w.cond.Signal()
+	default:
+		logger.Error(err, "Writing pod condition failed; the next cycle that decides the pod asks again", "pod", klog.KRef(st.namespace, st.name), "attempts", w.retries[uid]+1)
+		delete(w.retries, uid)
+		delete(w.last, uid)
 	}
 }

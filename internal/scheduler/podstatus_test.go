@@ -9,10 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -141,5 +143,55 @@ func TestEventsArePaced(t *testing.T) {
 	}
 	if inner.created != 5 || pace.waits != 5 {
 		t.Errorf("%d events written, %d paced; want 5 and 5", inner.created, pace.waits)
+	}
+}
+
+// A write that fails is tried again: the unit that asked is parked, so a
+// dropped wish would leave the pod showing a stale reason. A write that
+// keeps failing is given up after podStatusRetries tries; a pod that is
+// gone is not tried again.
+func TestPodStatusWriterRetriesFailedWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		failures   int // patches that fail before the API server takes them
+		err        error
+		wantWrites int
+		wantShown  bool
+		gaveUp     bool // the next cycle may ask again
+	}{
+		{name: "written after two timeouts", failures: 2, err: apierrors.NewServerTimeout(corev1.Resource("pods"), "patch", 1), wantWrites: 3, wantShown: true},
+		{name: "given up after every try failed", failures: 100, err: apierrors.NewTooManyRequests("busy", 1), wantWrites: 1 + podStatusRetries, gaveUp: true},
+		{name: "a pod that is gone is not tried again", failures: 100, err: apierrors.NewNotFound(corev1.Resource("pods"), "p"), wantWrites: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := builders.MakePod().Namespace("ml").Name("p").Obj()
+			p.UID = "p"
+			client := fake.NewClientset(p)
+			patches := 0
+			client.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+				patches++
+				if patches <= tc.failures {
+					return true, nil, tc.err
+				}
+				return false, nil, nil
+			})
+			w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
+			w.pace = &pacer{}
+			w.set(p, corev1.PodReasonUnschedulable, "does not fit", "")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go w.run(ctx)
+			w.idle()
+			got, err := client.CoreV1().Pods("ml").Get(ctx, "p", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shown := podScheduled(got) == "False/Unschedulable: does not fit"; patches != tc.wantWrites || shown != tc.wantShown {
+				t.Errorf("%d writes, condition shown %v; want %d, %v", patches, shown, tc.wantWrites, tc.wantShown)
+			}
+			if tc.gaveUp && !w.set(p, corev1.PodReasonUnschedulable, "does not fit", "") {
+				t.Error("after the writer gave up, the next cycle could not ask again")
+			}
+		})
 	}
 }

@@ -176,26 +176,44 @@ func admittedUpToTheLimit(t *testing.T, ctx context.Context, h *harness.Harness,
 	if n := len(claim.Status.ReservedFor); n != 256 {
 		t.Errorf("the claim is reserved for %d pods, want the 256 bound", n)
 	}
-	time.Sleep(3 * time.Second) // later cycles must not bind past the limit
-	pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiting, told := 0, 0
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" {
-			continue
+	// The members' conditions are written off the scheduling loop, paced:
+	// each of the 44 comes to say the claim's limit keeps it out, and none
+	// binds meanwhile or after.
+	harness.Eventually(t, ctx, "44 members pending, each saying the claim's 256-pod limit keeps it out", func(ctx context.Context) (bool, string, error) {
+		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
 		}
-		waiting++
-		for _, pc := range p.Status.Conditions {
-			if pc.Type == corev1.PodScheduled && pc.Status == corev1.ConditionFalse && strings.Contains(pc.Message, "reserved for 256 pods") {
+		waiting, told := 0, 0
+		var others []string
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				continue
+			}
+			waiting++
+			if said := podScheduledMessage(&p); strings.Contains(said, "reserved for 256 pods") {
 				told++
+			} else if len(others) < 3 {
+				others = append(others, fmt.Sprintf("%s: %q", p.Name, said))
 			}
 		}
+		return waiting == 44 && told == 44, fmt.Sprintf("%d pending, %d told; others say %v", waiting, told, others), nil
+	})
+	time.Sleep(3 * time.Second) // later cycles must not bind past the limit
+	if n := bound(t, ctx, h, ns, "wide"); n != 256 {
+		t.Errorf("%d members bound after the rest were told, want 256", n)
 	}
-	if waiting != 44 || told != 44 {
-		t.Errorf("%d members pending, %d of them saying the claim's 256-pod limit keeps them out; want 44 and 44", waiting, told)
+}
+
+// podScheduledMessage is the message of p's PodScheduled=False condition
+// ("" if it has none).
+func podScheduledMessage(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
 	}
+	return ""
 }
 
 // TestWebhookKeepsEveryPodOfALargeJob: a 1,024-rank Lockstep Job's pods are
