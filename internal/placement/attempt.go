@@ -144,7 +144,7 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 	}
 	var constrained map[string]int
 	for i := g.cursor; i < len(g.feasible); i++ {
-		if _, full := g.fullAt[i]; full {
+		if g.fullAt[i] != "" {
 			continue
 		}
 		ni := g.feasible[i]

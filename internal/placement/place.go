@@ -1,10 +1,13 @@
 package placement
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -143,10 +146,10 @@ type group struct {
 	feasible []*snapshot.NodeInfo
 	static   Diagnosis
 	// cursor: feasible[:cursor] are full for this signature this attempt;
-	// fullAt are the full ones (by index, with their reason), full counts
-	// them by reason.
+	// fullAt[i] is why feasible[i] is full ("" while it is not), full
+	// counts the full ones by reason.
 	cursor int
-	fullAt map[int]string
+	fullAt []string
 	full   map[string]int
 }
 
@@ -160,7 +163,11 @@ func newGroup(snap *snapshot.Snapshot, m Member, claims bool) *group {
 
 func (g *group) reset() {
 	g.cursor = 0
-	g.fullAt = map[int]string{}
+	if len(g.fullAt) != len(g.feasible) {
+		g.fullAt = make([]string, len(g.feasible))
+	} else {
+		clear(g.fullAt)
+	}
 	g.full = map[string]int{}
 }
 
@@ -168,10 +175,7 @@ func (g *group) reset() {
 func (g *group) markFull(i int, reason string) {
 	g.fullAt[i] = reason
 	g.full[reason]++
-	for g.cursor < len(g.feasible) {
-		if _, ok := g.fullAt[g.cursor]; !ok {
-			break
-		}
+	for g.cursor < len(g.feasible) && g.fullAt[g.cursor] != "" {
 		g.cursor++
 	}
 }
@@ -232,6 +236,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 			g.static.Reasons[r] += n
 		}
 		sortTightest(snap, g.feasible, g.claims, preferences(logger, m.Pod))
+		g.reset()
 		bySig[sig] = g
 		groups = append(groups, g)
 	}
@@ -276,19 +281,21 @@ func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices b
 		}
 		items[i] = item{k, ni}
 	}
-	sort.Slice(items, func(i, j int) bool {
-		a, b := items[i], items[j]
+	slices.SortFunc(items, func(a, b item) int {
 		switch {
 		case a.dev != b.dev:
-			return a.dev < b.dev
+			return cmp.Compare(a.dev, b.dev)
 		case a.cpu != b.cpu:
-			return a.cpu < b.cpu
+			return cmp.Compare(a.cpu, b.cpu)
 		case a.mem != b.mem:
-			return a.mem < b.mem
+			return cmp.Compare(a.mem, b.mem)
 		case a.pref != b.pref:
-			return a.pref.better(b.pref)
+			if a.pref.better(b.pref) {
+				return -1
+			}
+			return 1
 		}
-		return a.ni.Node.Name < b.ni.Node.Name
+		return strings.Compare(a.ni.Node.Name, b.ni.Node.Name)
 	})
 	for i := range items {
 		nodes[i] = items[i].ni

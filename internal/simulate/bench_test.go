@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"runtime/debug"
 	"testing"
 )
 
@@ -11,6 +12,7 @@ import (
 // once, from the manifests read to the report built. Sub-benchmarks run
 // each scheduler alone.
 func BenchmarkWeek(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as the command runs
 	cl, wl := load(b, "week")
 	ctx := context.Background()
 	b.Run("all", func(b *testing.B) {

@@ -153,13 +153,22 @@ type ClassFailures struct {
 // PriorityReport is a scheduler's run restricted to the jobs of one
 // priority.
 type PriorityReport struct {
-	Priority            int32       `json:"priority"`
-	Jobs                int         `json:"jobs"`
-	JobsCompleted       int         `json:"jobsCompleted"`
-	JobsNeverStarted    int         `json:"jobsNeverStarted"`
+	Priority         int32 `json:"priority"`
+	Jobs             int   `json:"jobs"`
+	JobsCompleted    int   `json:"jobsCompleted"`
+	JobsNeverStarted int   `json:"jobsNeverStarted"`
+	// MakespanSeconds is from the first arrival to the last completion of
+	// this priority's jobs; null unless all of them completed.
+	MakespanSeconds     *float64    `json:"makespanSeconds"`
 	WaitSeconds         Percentiles `json:"waitSeconds"`
+	CompletionSeconds   Percentiles `json:"completionSeconds"`
 	DeviceHoursHeldIdle float64     `json:"deviceHoursHeldIdle"`
-	Preempted           int         `json:"preempted"`
+	// Preempted counts the times this priority's jobs were preempted;
+	// PreemptionDeviceHoursLost the device-hours of their runs that
+	// preemption cut short (gangs restart whole: the work is lost).
+	Preempted                 int     `json:"preempted"`
+	PreemptionDeviceHoursLost float64 `json:"preemptionDeviceHoursLost"`
+	first, last               time.Duration
 }
 
 // JobReport is one job's fate under one scheduler.
@@ -232,7 +241,7 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 	never := w.neverFit()
 	var waits, completions []float64
 	byPrio := map[int32]*PriorityReport{}
-	prioWaits := map[int32][]float64{}
+	prioWaits, prioCompletions := map[int32][]float64{}, map[int32][]float64{}
 	first, last := time.Duration(-1), time.Duration(0)
 	for _, j := range w.jobs {
 		if j.state == stateNotArrived {
@@ -241,11 +250,15 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 		s.Jobs++
 		pr := byPrio[j.spec.Priority]
 		if pr == nil {
-			pr = &PriorityReport{Priority: j.spec.Priority}
+			pr = &PriorityReport{Priority: j.spec.Priority, first: -1}
 			byPrio[j.spec.Priority] = pr
 		}
 		pr.Jobs++
 		pr.Preempted += j.preempted
+		pr.PreemptionDeviceHoursLost += j.workLostSeconds
+		if pr.first < 0 || j.spec.Arrival < pr.first {
+			pr.first = j.spec.Arrival
+		}
 		if first < 0 || j.spec.Arrival < first {
 			first = j.spec.Arrival
 		}
@@ -265,6 +278,8 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 			s.JobsCompleted++
 			pr.JobsCompleted++
 			completions = append(completions, (j.doneAt - j.spec.Arrival).Seconds())
+			prioCompletions[j.spec.Priority] = append(prioCompletions[j.spec.Priority], (j.doneAt - j.spec.Arrival).Seconds())
+			pr.last = max(pr.last, j.doneAt)
 			jr.EndSeconds, jr.State = ptrTo(j.doneAt.Seconds()), JobCompleted
 			last = max(last, j.doneAt)
 		case j.state == stateRunning:
@@ -289,7 +304,11 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 	integrate(&s, rec, horizon)
 	for _, p := range rec.prios {
 		if pr := byPrio[p]; pr != nil {
-			pr.WaitSeconds = percentiles(prioWaits[p])
+			pr.WaitSeconds, pr.CompletionSeconds = percentiles(prioWaits[p]), percentiles(prioCompletions[p])
+			pr.PreemptionDeviceHoursLost = round(pr.PreemptionDeviceHoursLost / 3600)
+			if pr.JobsCompleted == pr.Jobs {
+				pr.MakespanSeconds = ptrTo((pr.last - pr.first).Seconds())
+			}
 			s.ByPriority = append(s.ByPriority, *pr)
 		}
 	}

@@ -38,6 +38,13 @@ type Options struct {
 	noBatch, noCheck bool
 }
 
+// GCPercent is the garbage collector's target `lockstep simulate` runs with
+// (unless GOGC is set): a simulation allocates in short bursts over a
+// working set of tens of megabytes, and at Go's default of 100 a quarter of
+// its CPU went to collecting (BenchmarkWeek's profile); 400 trades a few
+// hundred megabytes for most of that.
+const GCPercent = 400
+
 func (o Options) domainLabel() string {
 	if o.DomainLabel == "" {
 		return DefaultDomainLabel

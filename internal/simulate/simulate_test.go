@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -144,5 +145,42 @@ func TestExampleIsTheSeed004Golden(t *testing.T) {
 		if diff := cmp.Diff(string(b), string(a)); diff != "" {
 			t.Errorf("%s differs from %s (-golden,+example):\n%s", example, golden, diff)
 		}
+	}
+}
+
+// Each scheduler's figures per priority add up to its totals: every job in
+// one priority, completions and device-hours lost to preemption split among
+// them, and no priority finishing after the whole workload.
+func TestPrioritiesAddUp(t *testing.T) {
+	cl, wl := load(t, "mixed")
+	r, err := Run(context.Background(), cl, wl, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	preemptedSomewhere := false
+	for _, s := range r.Schedulers {
+		jobs, completed, completions, lost := 0, 0, 0, 0.0
+		for _, p := range s.ByPriority {
+			jobs += p.Jobs
+			completed += p.JobsCompleted
+			completions += p.CompletionSeconds.Count
+			lost += p.PreemptionDeviceHoursLost
+			if (p.MakespanSeconds != nil) != (p.JobsCompleted == p.Jobs) {
+				t.Errorf("%s priority %d: makespan %v with %d of %d jobs completed; want one exactly when all completed", s.Name, p.Priority, p.MakespanSeconds, p.JobsCompleted, p.Jobs)
+			}
+			if p.MakespanSeconds != nil && s.MakespanSeconds != nil && *p.MakespanSeconds > *s.MakespanSeconds {
+				t.Errorf("%s priority %d: makespan %v past the workload's %v", s.Name, p.Priority, *p.MakespanSeconds, *s.MakespanSeconds)
+			}
+		}
+		if jobs != s.Jobs || completed != s.JobsCompleted || completions != s.CompletionSeconds.Count {
+			t.Errorf("%s: priorities count %d jobs, %d completed, %d completion times; totals %d, %d, %d", s.Name, jobs, completed, completions, s.Jobs, s.JobsCompleted, s.CompletionSeconds.Count)
+		}
+		if math.Abs(lost-s.PreemptionDeviceHoursLost) > 1e-3 {
+			t.Errorf("%s: priorities lost %.4f device-hours to preemption, total %.4f", s.Name, lost, s.PreemptionDeviceHoursLost)
+		}
+		preemptedSomewhere = preemptedSomewhere || s.PreemptionDeviceHoursLost > 0
+	}
+	if !preemptedSomewhere {
+		t.Error("the mixed trace preempted no running gang under any scheduler: the split of what preemption cost is not exercised")
 	}
 }

@@ -104,10 +104,15 @@ func writeTable(out io.Writer, r *Report, jobs bool) error {
 func writeByPriority(out io.Writer, r *Report) error {
 	fmt.Fprintln(out, "\nBy priority:")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCHEDULER\tPRIORITY\tJOBS\tCOMPLETED\tNEVER STARTED\tWAIT P50 / P95 / P99\tHELD IDLE (device-h)\tPREEMPTED")
+	fmt.Fprintln(tw, "SCHEDULER\tPRIORITY\tJOBS\tCOMPLETED\tNEVER STARTED\tMAKESPAN\tWAIT P50 / P95 / P99\tCOMPLETION P50 / P95 / P99\tHELD IDLE (device-h)\tPREEMPTED (device-h lost)")
 	for _, s := range r.Schedulers {
 		for _, p := range s.ByPriority {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%.1f\t%d\n", s.Name, p.Priority, p.Jobs, p.JobsCompleted, p.JobsNeverStarted, pct(p.WaitSeconds), p.DeviceHoursHeldIdle, p.Preempted)
+			makespan := "—"
+			if p.MakespanSeconds != nil {
+				makespan = dur(*p.MakespanSeconds)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.1f\t%d (%.1f)\n", s.Name, p.Priority, p.Jobs, p.JobsCompleted, p.JobsNeverStarted, makespan,
+				pct(p.WaitSeconds), pct(p.CompletionSeconds), p.DeviceHoursHeldIdle, p.Preempted, p.PreemptionDeviceHoursLost)
 		}
 	}
 	return tw.Flush()

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -185,6 +186,9 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	}
 	if err := simulate.Check(ctx, cl, o.workload); err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(simulate.GCPercent))
 	}
 	r, err := simulate.Run(ctx, cl, o.workload, simulate.Options{Models: o.models, Horizon: o.Horizon, DomainLabel: o.DomainLabel})
 	if err != nil {
