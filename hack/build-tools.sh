@@ -9,6 +9,8 @@
 # A binary is rebuilt only when the version recorded beside it differs.
 # With names (hack/build-tools.sh etcd kwok jobset-controller …) only those are built:
 # `make demo` builds what the demo runs. Each step says what it builds and how long it took.
+# Steps run side by side (LOCKSTEP_BUILD_JOBS at once, 3 by default): one step's module
+# downloads and links overlap another's compiling, and they share Go's build cache.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
@@ -21,6 +23,22 @@ wanted() { [[ $only == "  " || $only == *" $1 "* ]]; }
 
 # took START: how long since START, for the step's last line.
 took() { echo "$((SECONDS - $1))s"; }
+
+# step FUNCTION ARGS…: runs a build step in the background, at most LOCKSTEP_BUILD_JOBS at once;
+# finish waits for them all and fails if any did.
+jobs_max=${LOCKSTEP_BUILD_JOBS:-3}
+pids=()
+step() {
+  while [[ $(jobs -rp | wc -l) -ge $jobs_max ]]; do wait -n || true; done
+  "$@" &
+  pids+=($!)
+}
+finish() {
+  local failed=0 pid
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  pids=()
+  if [[ $failed != 0 ]]; then echo "a build step failed (its output is above)" >&2; exit 1; fi
+}
 
 modversion() { (cd "$1" && go list -m -f '{{.Version}}' "$2"); }
 
@@ -44,45 +62,45 @@ k8s_pkgs=()
 for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   stale "$name" "$k8s_version" && k8s_pkgs+=("k8s.io/kubernetes/cmd/$name")
 done
-if [[ ${#k8s_pkgs[@]} -gt 0 ]]; then
+build_k8s() {
   echo "building ${k8s_pkgs[*]##*/} $k8s_version (downloading its modules first when missing; a cold build takes several minutes)"
-  start=$SECONDS
+  local start=$SECONDS
   (cd "$root/hack/k8s" && go build -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
   for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
   echo "built the Kubernetes binaries in $(took $start)"
-fi
-if stale etcd "$etcd_version"; then
+}
+[[ ${#k8s_pkgs[@]} -gt 0 ]] && step build_k8s
+build_etcd() {
   echo "building etcd $etcd_version"
-  start=$SECONDS
+  local start=$SECONDS
   (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
   echo "$etcd_version" > "$bin/.versions/etcd"
   echo "built etcd in $(took $start)"
-fi
+}
+stale etcd "$etcd_version" && step build_etcd
+# build_in DIR NAME VERSION PKG FLAGS WHAT: go build PKG (module DIR) into bin/NAME, recording VERSION.
+build_in() {
+  echo "building $6 $3"
+  local start=$SECONDS
+  (cd "$1" && go build -trimpath -ldflags "$5" -o "$bin/$2" "$4")
+  echo "$3" > "$bin/.versions/$2"
+  echo "built $6 in $(took $start)"
+}
 for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen client-gen:k8s.io/code-generator:k8s.io/code-generator/cmd/client-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
   IFS=: read -r name mod pkg <<<"$tool"
   wanted "$name" || continue
   v=$(modversion "$root/hack/tools" "$mod")
   if stale "$name" "$v"; then
-    echo "building $name $v"
-    start=$SECONDS
     flags="-s -w"
     [[ $name == helm ]] && flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
-    (cd "$root/hack/tools" && go build -trimpath -ldflags "$flags" -o "$bin/$name" "$pkg")
-    echo "$v" > "$bin/.versions/$name"
-    echo "built $name in $(took $start)"
+    step build_in "$root/hack/tools" "$name" "$v" "$pkg" "$flags" "$name"
   fi
 done
 # krew and its manifest validator (module hack/krew: krew's dependencies are older than ours).
 for name in krew validate-krew-manifest; do
   wanted "$name" || continue
   v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
-  if stale "$name" "$v"; then
-    echo "building $name $v"
-    start=$SECONDS
-    (cd "$root/hack/krew" && go build -trimpath -ldflags "-s -w" -o "$bin/$name" "sigs.k8s.io/krew/cmd/$name")
-    echo "$v" > "$bin/.versions/$name"
-    echo "built $name in $(took $start)"
-  fi
+  stale "$name" "$v" && step build_in "$root/hack/krew" "$name" "$v" "sigs.k8s.io/krew/cmd/$name" "-s -w" "$name"
 done
 # Other projects' controllers (module hack/integrations/<name> each, so that
 # their dependencies meet neither Lockstep's nor each other's).
@@ -92,21 +110,10 @@ for dir in "$root"/hack/integrations/*/; do
   mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
   pkg=$(sed -n 's/^import _ "\(.*\)"/\1/p' "$dir/tools.go")
   v=$(modversion "$dir" "$mod")
-  if stale "$name-controller" "$v"; then
-    echo "building the $name controller $v"
-    start=$SECONDS
-    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin/$name-controller" "$pkg")
-    echo "$v" > "$bin/.versions/$name-controller"
-    echo "built the $name controller in $(took $start)"
-  fi
+  stale "$name-controller" "$v" && step build_in "$dir" "$name-controller" "$v" "$pkg" "-s -w" "the $name controller"
 done
 # The image builder is this repository's own code: its version is its sources'.
 v=; wanted ociimage && v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
-if stale ociimage "$v"; then
-  echo "building ociimage"
-  start=$SECONDS
-  (cd "$root/hack/tools" && go build -trimpath -o "$bin/ociimage" ./ociimage)
-  echo "$v" > "$bin/.versions/ociimage"
-  echo "built ociimage in $(took $start)"
-fi
+stale ociimage "$v" && step build_in "$root/hack/tools" ociimage "$v" ./ociimage "" ociimage
+finish
 echo "tools ready in $(took $total)"
