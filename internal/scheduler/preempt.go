@@ -172,27 +172,32 @@ func (s *Scheduler) nominatedNodes(k queue.Key) map[types.UID]string {
 	return out
 }
 
-// victimsLeft are the victims still holding something: the pod exists, or
-// a claim it held still lists it.
+// victimsLeft are the victims still holding something, in the API
+// server's view (the listers) or in the scheduler's own (the cache, which
+// trails the listers): the pod exists, or a claim it held still holds its
+// devices for it (snapshot.VictimHolds).
 func (s *Scheduler) victimsLeft(nom *snapshot.Nomination) []types.UID {
 	var out []types.UID
 	for uid, v := range nom.Victims {
-		if p, err := s.listers.pods.Pods(v.Namespace).Get(v.Name); err == nil && p.UID == uid {
+		if s.victimListed(uid, v) || s.state.Cache.StillHeld(uid, v) {
 			out = append(out, uid)
-			continue
-		}
-		for _, name := range v.Claims {
-			c, err := s.listers.claims.ResourceClaims(v.Namespace).Get(name)
-			if err != nil || c.Status.Allocation == nil {
-				continue
-			}
-			if reservedFor(c, uid) {
-				out = append(out, uid)
-				break
-			}
 		}
 	}
 	return out
+}
+
+// victimListed reports whether the listers still show victim uid or a
+// claim holding devices for it.
+func (s *Scheduler) victimListed(uid types.UID, v snapshot.Victim) bool {
+	if p, err := s.listers.pods.Pods(v.Namespace).Get(v.Name); err == nil && p.UID == uid {
+		return true
+	}
+	for _, name := range v.Claims {
+		if c, err := s.listers.claims.ResourceClaims(v.Namespace).Get(name); err == nil && snapshot.VictimHolds(c, uid) {
+			return true
+		}
+	}
+	return false
 }
 
 // candidates are the running units, from the informer cache.

@@ -53,6 +53,46 @@ type Victim struct {
 	Claims          []string
 }
 
+// VictimHolds reports whether claim c, which victim uid held, still holds
+// its devices for it: allocated and reserved for it — or allocated and
+// reserved for no one, between kube-controller-manager clearing the
+// victim's reservation and deallocating (or deleting) the claim, when the
+// devices are still taken.
+func VictimHolds(c *resourcev1.ResourceClaim, uid types.UID) bool {
+	if c == nil || c.Status.Allocation == nil {
+		return false
+	}
+	if len(c.Status.ReservedFor) == 0 {
+		return true
+	}
+	for _, r := range c.Status.ReservedFor {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// StillHeld reports whether the cache still counts something victim uid
+// held: the pod, or a claim of its that VictimHolds. An informer's lister
+// runs ahead of the cache (its handlers, which feed the cache, are called
+// after the lister is updated), so a victim gone from the listers can
+// still take capacity in the next snapshot: a preemptor that saw it gone
+// there and did not fit would plan a second preemption elsewhere.
+func (c *Cache) StillHeld(uid types.UID, v Victim) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pi := c.pods[uid]; pi != nil && pi.pod != nil {
+		return true
+	}
+	for _, name := range v.Claims {
+		if ci := c.claims[types.NamespacedName{Namespace: v.Namespace, Name: name}]; ci != nil && VictimHolds(ci.effective(), uid) {
+			return true
+		}
+	}
+	return false
+}
+
 // Nominate holds capacity for the unit named key (replacing what it held).
 func (c *Cache) Nominate(key string, n *Nomination) {
 	c.mu.Lock()
