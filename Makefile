@@ -75,11 +75,11 @@ unit:
 	$(GO) test -short ./internal/...
 
 ## demo: the main job, on the local control plane; builds only what it runs (lockstep, the
-## Kubernetes binaries, etcd, kwok and the JobSet controller), each step saying what and how long
+## Kubernetes binaries, etcd, kwok and the JobSet controller), each step saying what and how long;
+## while they build on a fresh machine, the same scenario simulated (hack/demo.sh)
 DEMO_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok jobset-controller
 demo: lockstep
-	hack/build-tools.sh $(DEMO_TOOLS)
-	hack/demo.sh
+	hack/demo.sh $(DEMO_TOOLS)
 
 ## dev: the local control plane in the foreground until Ctrl-C
 dev: build

@@ -10,7 +10,9 @@
 # With names (hack/build-tools.sh etcd kwok jobset-controller …) only those are built:
 # `make demo` builds what the demo runs. Each step says what it builds and how long it took.
 # Steps run side by side (LOCKSTEP_BUILD_JOBS at once, 3 by default): one step's module
-# downloads and links overlap another's compiling, and they share Go's build cache.
+# downloads and links overlap another's compiling, and they share Go's build cache — with
+# `make lockstep` too, which already compiled much of k8s.io/kubernetes and client-go: steps build
+# without -trimpath, as `go build` of lockstep and `go test` do, so the cached packages are reused.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
@@ -65,7 +67,7 @@ done
 build_k8s() {
   echo "building ${k8s_pkgs[*]##*/} $k8s_version (downloading its modules first when missing; a cold build takes several minutes)"
   local start=$SECONDS
-  (cd "$root/hack/k8s" && go build -trimpath -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
+  (cd "$root/hack/k8s" && go build -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
   for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
   echo "built the Kubernetes binaries in $(took $start)"
 }
@@ -73,7 +75,7 @@ build_k8s() {
 build_etcd() {
   echo "building etcd $etcd_version"
   local start=$SECONDS
-  (cd "$root/hack/k8s" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" ./etcd)
+  (cd "$root/hack/k8s" && go build -ldflags "-s -w" -o "$bin/etcd" ./etcd)
   echo "$etcd_version" > "$bin/.versions/etcd"
   echo "built etcd in $(took $start)"
 }
@@ -82,7 +84,7 @@ stale etcd "$etcd_version" && step build_etcd
 build_in() {
   echo "building $6 $3"
   local start=$SECONDS
-  (cd "$1" && go build -trimpath -ldflags "$5" -o "$bin/$2" "$4")
+  (cd "$1" && go build -ldflags "$5" -o "$bin/$2" "$4")
   echo "$3" > "$bin/.versions/$2"
   echo "built $6 in $(took $start)"
 }
