@@ -59,9 +59,10 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 		s.queue.Done(k)
 		return
 	}
+	nc := s.checkNomination(k) // before the snapshot: see checkNomination
 	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
 	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.Unit, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
-		return s.preemptionInput(ctx, u)
+		return s.preemptionInput(ctx, u, nc)
 	}})
 	logger.V(1).Info("Decided", "decision", d.Kind, "pending", len(u.Pending), "bound", u.Bound, "placed", len(d.Result.Assignments), "placeable", d.Result.Placeable, "took", s.clock.Since(start))
 	s.execute(ctx, u, d, start, it.Priority)

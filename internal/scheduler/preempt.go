@@ -131,13 +131,36 @@ func nominationOf(plan *preemption.Plan, prio int32, now time.Time) *snapshot.No
 	return nom
 }
 
+// nominationCheck is a unit's nomination and its victims still left, as
+// seen before the cycle's snapshot is taken (checkNomination).
+type nominationCheck struct {
+	nom  *snapshot.Nomination
+	left []types.UID
+}
+
+// checkNomination looks at k's nomination before the cycle takes its
+// snapshot. Victims only ever go, and the snapshot is built from the cache
+// after this look: if none was left then, the snapshot holds none of what
+// they held, so a unit that still does not fit needs another plan; if one
+// was, the preemption is under way. Looked at after the snapshot, a victim
+// that went in between would be gone from the look but not from the
+// snapshot the unit did not fit in — and a second preemption would be
+// planned on capacity the first is about to free.
+func (s *Scheduler) checkNomination(k queue.Key) nominationCheck {
+	nom := s.state.Cache.Nomination(k.String())
+	if nom == nil {
+		return nominationCheck{}
+	}
+	return nominationCheck{nom: nom, left: s.victimsLeft(nom)}
+}
+
 // preemptionInput is what a unit that does not fit may preempt — or, while
-// its earlier preemption's victims are still going, that one is under way.
-// Victims that did not go by the deadline are planned around.
-func (s *Scheduler) preemptionInput(ctx context.Context, u *unit) (*decide.Preemption, error) {
+// its earlier preemption's victims are still going (nc), that one is under
+// way. Victims that did not go by the deadline are planned around.
+func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, nc nominationCheck) (*decide.Preemption, error) {
 	var stuck sets.Set[types.UID]
-	if nom := s.state.Cache.Nomination(u.key.String()); nom != nil {
-		left := s.victimsLeft(nom)
+	if nom := nc.nom; nom != nil {
+		left := nc.left
 		if len(left) > 0 && s.clock.Now().Before(nom.Deadline) {
 			return &decide.Preemption{InProgress: fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.Victims), len(left))}, nil
 		}

@@ -104,3 +104,55 @@ func TestPreemptorWaitsForWhatItsVictimsHeld(t *testing.T) {
 		}
 	}
 }
+
+// Whether a preemption is still under way is judged before the cycle's
+// snapshot, never after: a victim that goes between the two is gone from a
+// later look but still holds its devices in the snapshot the unit did not
+// fit in, and judging then would plan a second preemption (CI: two racks
+// evicted for one gang).
+func TestNominationIsJudgedBeforeTheSnapshot(t *testing.T) {
+	objs := running(gpuPods("batch", "", "low", 2, 10), "gpu-0", 0)
+	objs = append(objs, gpuPods("ml", "urgent", "urgent", 2, 100)...)
+	objs = append(objs, builders.GangPodGroup("ml", "urgent", 2))
+	f := newFixture(t, oneNode, objs...)
+	k := queue.GroupKey("ml", "urgent")
+	f.run(k)
+	if n := len(only(f.writes(), "delete pods")); n != 2 {
+		t.Fatalf("%d pods evicted, want the 2 low ones", n)
+	}
+	// The victims' claims still hold their devices when the cycle looks…
+	nc := f.s.checkNomination(k)
+	if len(nc.left) != 2 {
+		t.Fatalf("%d victims left before their claims went, want 2", len(nc.left))
+	}
+	// …and are gone by the time the unit, not fitting in its snapshot,
+	// asks what it may preempt.
+	for i := 0; i < 2; i++ {
+		if err := f.client.ResourceV1().ResourceClaims("batch").Delete(f.ctx, fmt.Sprintf("low-%d-gpu", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitFor("the victims' claims gone", func() bool {
+		return len(f.s.victimsLeft(f.s.state.Cache.Nomination(k.String()))) == 0
+	})
+	u, err := f.s.resolveUnit(k)
+	if err != nil || u == nil {
+		t.Fatalf("resolving the unit: %v", err)
+	}
+	p, err := f.s.preemptionInput(f.ctx, u, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.InProgress == "" {
+		t.Errorf("judged after the victims went: a new search over %d candidates instead of waiting for the snapshot to show them gone", len(p.Candidates))
+	}
+	if f.s.state.Cache.Nomination(k.String()) == nil {
+		t.Error("the nomination was dropped")
+	}
+	// The next cycle looks again, sees nothing left, and binds.
+	f.client.ClearActions()
+	f.run(k)
+	if w := only(f.writes(), "pods/binding"); len(w) != 2 {
+		t.Errorf("bindings %v, want the 2 urgent pods", w)
+	}
+}
