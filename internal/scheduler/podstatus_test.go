@@ -37,14 +37,7 @@ func TestPodStatusWriterCoalesces(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go w.run(ctx)
-	w.idle()
-	writes := 0
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "patch" {
-			writes++
-		}
-	}
+	writes := writeAll(ctx, w, client)
 	if writes != 1 {
 		t.Errorf("%d writes, want 1 (the last wish)", writes)
 	}
@@ -94,14 +87,7 @@ func TestPodStatusWriterIsPaced(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go w.run(ctx)
-	w.idle()
-	writes := 0
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "patch" {
-			writes++
-		}
-	}
+	writes := writeAll(ctx, w, client)
 	pace.mu.Lock()
 	defer pace.mu.Unlock()
 	if writes != 20 || pace.waits < writes {
@@ -194,4 +180,18 @@ func TestPodStatusWriterRetriesFailedWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeAll runs w until every wish is written and returns the pod status
+// patches client received.
+func writeAll(ctx context.Context, w *podStatusWriter, client *fake.Clientset) int {
+	go w.run(ctx)
+	w.idle()
+	writes := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			writes++
+		}
+	}
+	return writes
 }

@@ -168,7 +168,6 @@ type PriorityReport struct {
 	// preemption cut short (gangs restart whole: the work is lost).
 	Preempted                 int     `json:"preempted"`
 	PreemptionDeviceHoursLost float64 `json:"preemptionDeviceHoursLost"`
-	first, last               time.Duration
 }
 
 // JobReport is one job's fate under one scheduler.
@@ -242,6 +241,8 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 	var waits, completions []float64
 	byPrio := map[int32]*PriorityReport{}
 	prioWaits, prioCompletions := map[int32][]float64{}, map[int32][]float64{}
+	// prioSpan is each priority's first arrival and last completion.
+	prioSpan := map[int32]*[2]time.Duration{}
 	first, last := time.Duration(-1), time.Duration(0)
 	for _, j := range w.jobs {
 		if j.state == stateNotArrived {
@@ -250,15 +251,15 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 		s.Jobs++
 		pr := byPrio[j.spec.Priority]
 		if pr == nil {
-			pr = &PriorityReport{Priority: j.spec.Priority, first: -1}
+			pr = &PriorityReport{Priority: j.spec.Priority}
 			byPrio[j.spec.Priority] = pr
+			prioSpan[j.spec.Priority] = &[2]time.Duration{j.spec.Arrival, 0}
 		}
+		span := prioSpan[j.spec.Priority]
 		pr.Jobs++
 		pr.Preempted += j.preempted
 		pr.PreemptionDeviceHoursLost += j.workLostSeconds
-		if pr.first < 0 || j.spec.Arrival < pr.first {
-			pr.first = j.spec.Arrival
-		}
+		span[0] = min(span[0], j.spec.Arrival)
 		if first < 0 || j.spec.Arrival < first {
 			first = j.spec.Arrival
 		}
@@ -279,7 +280,7 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 			pr.JobsCompleted++
 			completions = append(completions, (j.doneAt - j.spec.Arrival).Seconds())
 			prioCompletions[j.spec.Priority] = append(prioCompletions[j.spec.Priority], (j.doneAt - j.spec.Arrival).Seconds())
-			pr.last = max(pr.last, j.doneAt)
+			span[1] = max(span[1], j.doneAt)
 			jr.EndSeconds, jr.State = ptrTo(j.doneAt.Seconds()), JobCompleted
 			last = max(last, j.doneAt)
 		case j.state == stateRunning:
@@ -307,7 +308,7 @@ func schedulerReport(w *world, horizon time.Duration) SchedulerReport {
 			pr.WaitSeconds, pr.CompletionSeconds = percentiles(prioWaits[p]), percentiles(prioCompletions[p])
 			pr.PreemptionDeviceHoursLost = round(pr.PreemptionDeviceHoursLost / 3600)
 			if pr.JobsCompleted == pr.Jobs {
-				pr.MakespanSeconds = ptrTo((pr.last - pr.first).Seconds())
+				pr.MakespanSeconds = ptrTo((prioSpan[p][1] - prioSpan[p][0]).Seconds())
 			}
 			s.ByPriority = append(s.ByPriority, *pr)
 		}
