@@ -98,6 +98,26 @@ type Warner interface {
 	Warnings() []string
 }
 
+// RestartBudgeter is a GenericJob with a failure budget of its own that a
+// gang restart or preemption — which deletes running members, marked
+// DisruptionTarget — would consume (a Job's backoffLimit).
+type RestartBudgeter interface {
+	// DefaultRestartBudget changes the job, at its creation, so that a gang
+	// restart costs it nothing where its kind allows that, and returns the
+	// fields it set (nil when none).
+	DefaultRestartBudget() []string
+	// RestartBudgetWarnings say where a gang restart would still cost it,
+	// and the fix.
+	RestartBudgetWarnings() []string
+}
+
+// RestartsWhole reports whether Lockstep restarts and preempts the pods of
+// a job of class c as (part of) a gang: its own, its parent's, or the
+// group its template names.
+func RestartsWhole(c Class) bool {
+	return c == ClassGang || c == ClassChild || c == ClassNamed
+}
+
 // PodGrouper is a GenericJob whose groups are not one per role but told
 // apart per pod (a LeaderWorkerSet's replicas share their templates): it
 // lists them, and says which one a pod joins. Its templates are never

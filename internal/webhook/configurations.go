@@ -235,12 +235,18 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 	}
 	for _, integ := range integrationSet {
 		match := []admissionv1.MatchCondition{{Name: "targets-lockstep", Expression: integ.AdmissionMatch()}}
+		// Ignore: labelling the templates is an optimization only — without
+		// it the pod webhook labels each pod. Fail for a Job, whose restart
+		// budget it defaults: created without that, a gang restart would
+		// cost the Job its backoffLimit (its validation fails closed too).
+		policy := ignore
+		if integ.GVK() == batchv1.SchemeGroupVersion.WithKind("Job") {
+			policy = fail
+		}
 		mutating.Webhooks = append(mutating.Webhooks, admissionv1.MutatingWebhook{
-			// Ignore: an optimization only — without it the pod webhook
-			// labels each pod.
 			Name: integ.Resource() + ".mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobMutate(integ)),
 			Rules:         []admissionv1.RuleWithOperations{integrationRule(integ, admissionv1.Create)},
-			FailurePolicy: ignore, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy: policy, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 			MatchConditions: match,
 		})
 		validate := match

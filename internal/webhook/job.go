@@ -205,19 +205,27 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	if w, ok := j.(jobintegration.Warner); ok {
 		warnings = append(warnings, w.Warnings()...)
 	}
+	if b, ok := j.(jobintegration.RestartBudgeter); ok && jobintegration.RestartsWhole(c.Class) {
+		warnings = append(warnings, b.RestartBudgetWarnings()...)
+	}
 	if len(errs) == 0 {
 		return warnings, nil
 	}
 	return warnings, apierrors.NewInvalid(j.GVK().GroupKind(), obj.GetName(), errs)
 }
 
-// JobDefaulter writes a gang job's groups into its pod templates at
-// creation, so its controller creates every pod already in its group and no
-// per-pod webhook call is needed for it: the membership label, and
-// lockv1.GangOfAnnotation naming the job (its pods join only a group the
-// job controls). It is an optimization: with it off (or for a job with
-// generateName, whose name admission does not know yet), the pod webhook
-// labels each pod instead.
+// JobDefaulter changes a job targeting Lockstep at its creation:
+//   - a job whose pods a gang restart or preemption would take down
+//     (jobintegration.RestartsWhole) and whose kind has a failure budget of
+//     its own (a Job's backoffLimit) is given what keeps those disruptions
+//     out of it (jobintegration.RestartBudgeter), recorded on the job;
+//   - a gang job's groups are written into its pod templates, so its
+//     controller creates every pod already in its group and no per-pod
+//     webhook call is needed for it: the membership label, and
+//     lockv1.GangOfAnnotation naming the job (its pods join only a group
+//     the job controls). That part is an optimization: for a job with
+//     generateName, whose name admission does not know yet, the pod
+//     webhook labels each pod instead.
 type JobDefaulter struct {
 	Integration jobintegration.Integration
 }
@@ -227,15 +235,15 @@ var _ admission.CustomDefaulter = JobDefaulter{}
 // Default implements admission.CustomDefaulter.
 func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 	obj, ok := o.(client.Object)
-	if !ok || obj.GetName() == "" {
+	if !ok {
 		return nil
 	}
 	j := d.Integration.Wrap(obj)
-	if _, perPod := j.(jobintegration.PodGrouper); perPod {
-		return nil
-	}
 	c := integrationSet.Classify(j)
-	if c.Class != jobintegration.ClassGang {
+	if b, ok := j.(jobintegration.RestartBudgeter); ok && jobintegration.RestartsWhole(c.Class) {
+		b.DefaultRestartBudget()
+	}
+	if _, perPod := j.(jobintegration.PodGrouper); perPod || obj.GetName() == "" || c.Class != jobintegration.ClassGang {
 		return nil
 	}
 	for _, r := range j.Roles() {

@@ -20,6 +20,7 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
+	jobpkg "github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
 
@@ -197,4 +198,92 @@ func TestJobTopologyAnnotations(t *testing.T) {
 	if _, err := v.ValidateUpdate(context.Background(), old, old); err != nil {
 		t.Errorf("an update that keeps the topology: %v", err)
 	}
+}
+
+// A Job whose pods Lockstep restarts and preempts whole — its own gang, a
+// JobSet's child, a Job naming a group — is given at creation the rule
+// that keeps those disruptions out of its backoffLimit, also when created
+// with generateName; a Job Lockstep never restarts (another scheduler's,
+// one that is no gang) is left exactly as written. What cannot be given
+// the rule is warned at creation, on the object the user wrote: a Job
+// restarting OnFailure, and a JobSet whose replicated jobs do (JobSet's
+// own default).
+func TestJobDefaulterKeepsRestartsOutOfTheBudget(t *testing.T) {
+	pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Obj()
+	job := func(edit func(*batchv1.Job)) *batchv1.Job {
+		j := builders.IndexedJob("team-a", "train", 4, pod)
+		if edit != nil {
+			edit(j)
+		}
+		return j
+	}
+	onFailure := func(j *batchv1.Job) { j.Spec.Template.Spec.RestartPolicy = "OnFailure" }
+	for name, tc := range map[string]struct {
+		job      *batchv1.Job
+		want     bool
+		warnings int
+	}{
+		"a gang Job":               {job: job(nil), want: true},
+		"a gang Job, generateName": {job: job(func(j *batchv1.Job) { j.Name, j.GenerateName = "", "train-" }), want: true},
+		"a JobSet's Job": {job: job(func(j *batchv1.Job) {
+			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "js", UID: "js", Controller: ptr.To(true)}}
+		}), want: true},
+		"a Job naming a group":            {job: job(func(j *batchv1.Job) { j.Spec.Template.Labels = map[string]string{lockv1.PodGroupLabel: "shared"} }), want: true},
+		"a Job for another scheduler":     {job: job(func(j *batchv1.Job) { j.Spec.Template.Spec.SchedulerName = "" })},
+		"a Job of one pod, no gang":       {job: job(func(j *batchv1.Job) { j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1), ptr.To[int32](1) })},
+		"a gang Job restarting OnFailure": {job: job(onFailure), warnings: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			integ := integrationSet.ForKind("batch/v1", "Job")
+			j := tc.job
+			if err := (JobDefaulter{Integration: integ}).Default(context.Background(), j); err != nil {
+				t.Fatal(err)
+			}
+			if got := j.Spec.PodFailurePolicy != nil; got != tc.want {
+				t.Errorf("podFailurePolicy set: %v, want %v (%+v)", got, tc.want, j.Spec.PodFailurePolicy)
+			}
+			if got := j.Annotations[jobpkg.RestartBudgetDefaultedAnnotation] != ""; got != tc.want {
+				t.Errorf("annotation %s set: %v, want %v", jobpkg.RestartBudgetDefaultedAnnotation, got, tc.want)
+			}
+			c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
+			v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integ}
+			warnings, err := v.ValidateCreate(context.Background(), j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var budget []string
+			for _, w := range warnings {
+				if strings.Contains(w, "backoffLimit") {
+					budget = append(budget, w)
+				}
+			}
+			if len(budget) != tc.warnings {
+				t.Errorf("want %d restart-budget warnings, got %q", tc.warnings, budget)
+			}
+		})
+	}
+	t.Run("a JobSet whose workers restart OnFailure", func(t *testing.T) {
+		workers := builders.ReplicatedJob("workers", 2, 2, pod)
+		workers.Template.Spec.Template.Spec.RestartPolicy = "OnFailure"
+		js := builders.JobSet("team-a", "llm", builders.ReplicatedJob("driver", 1, 1, pod), workers)
+		c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
+		v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind(jobsetv1.GroupVersion.String(), "JobSet")}
+		warnings, err := v.ValidateCreate(context.Background(), js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "replicated job workers has restartPolicy OnFailure, which allows no podFailurePolicy"
+		var found int
+		for _, w := range warnings {
+			if strings.Contains(w, "backoffLimit") {
+				found++
+				if !strings.Contains(w, want) || !strings.Contains(w, "restarts the JobSet") {
+					t.Errorf("warning %q, want one containing %q and what it costs the JobSet", w, want)
+				}
+			}
+		}
+		if found != 1 {
+			t.Errorf("want one restart-budget warning (workers), got %q", warnings)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,9 +62,10 @@ func (Integration) Wrap(o client.Object) jobintegration.GenericJob { return &Job
 type Job struct{ *batchv1.Job }
 
 var (
-	_ jobintegration.GenericJob   = (*Job)(nil)
-	_ jobintegration.InTreeGanger = (*Job)(nil)
-	_ jobintegration.IndexedJob   = (*Job)(nil)
+	_ jobintegration.GenericJob      = (*Job)(nil)
+	_ jobintegration.InTreeGanger    = (*Job)(nil)
+	_ jobintegration.IndexedJob      = (*Job)(nil)
+	_ jobintegration.RestartBudgeter = (*Job)(nil)
 )
 
 // Object implements GenericJob.
@@ -139,4 +141,19 @@ func (j *Job) Qualify() *jobintegration.NotQualified {
 		return jobintegration.GroupNamed("the pod template", &j.Spec.Template)
 	}
 	return nil
+}
+
+// DefaultRestartBudget implements RestartBudgeter (DefaultRestartBudget),
+// recording what it set in RestartBudgetDefaultedAnnotation.
+func (j *Job) DefaultRestartBudget() []string {
+	set := DefaultRestartBudget(j.Annotations, &j.Spec)
+	if len(set) > 0 {
+		metav1.SetMetaDataAnnotation(&j.ObjectMeta, RestartBudgetDefaultedAnnotation, defaulted(set))
+	}
+	return set
+}
+
+// RestartBudgetWarnings implements RestartBudgeter.
+func (j *Job) RestartBudgetWarnings() []string {
+	return RestartBudgetWarnings("the Job", j.Annotations, &j.Spec)
 }

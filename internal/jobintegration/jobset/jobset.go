@@ -28,6 +28,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 )
 
 // Integration is the JobSet integration.
@@ -89,9 +90,30 @@ func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *
 type JobSet struct{ *jobsetv1.JobSet }
 
 var (
-	_ jobintegration.GenericJob    = (*JobSet)(nil)
-	_ jobintegration.DefaultScoper = (*JobSet)(nil)
+	_ jobintegration.GenericJob      = (*JobSet)(nil)
+	_ jobintegration.DefaultScoper   = (*JobSet)(nil)
+	_ jobintegration.RestartBudgeter = (*JobSet)(nil)
 )
+
+// DefaultRestartBudget implements RestartBudgeter: nothing on the JobSet —
+// each child Job is given the rule at its own creation (the Job
+// integration), where the JobSet controller never changes it again.
+func (j *JobSet) DefaultRestartBudget() []string { return nil }
+
+// RestartBudgetWarnings implements RestartBudgeter: a replicated job whose
+// Jobs a gang restart would cost their backoffLimit — restartPolicy
+// OnFailure, JobSet's own default when the template sets none — fails, once
+// its backoffLimit is spent, and so restarts the JobSet (failurePolicy).
+func (j *JobSet) RestartBudgetWarnings() []string {
+	var out []string
+	for i := range j.Spec.ReplicatedJobs {
+		rj := &j.Spec.ReplicatedJobs[i]
+		for _, w := range job.RestartBudgetWarnings("replicated job "+rj.Name, rj.Template.Annotations, &rj.Template.Spec) {
+			out = append(out, w+"; a child Job that fails restarts the JobSet (failurePolicy.maxRestarts)")
+		}
+	}
+	return out
+}
 
 // Object implements GenericJob.
 func (j *JobSet) Object() client.Object { return j.JobSet }
