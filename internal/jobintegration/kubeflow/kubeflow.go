@@ -162,11 +162,12 @@ type Job struct {
 }
 
 var (
-	_ jobintegration.GenericJob     = (*Job)(nil)
-	_ jobintegration.MinCounter     = (*Job)(nil)
-	_ jobintegration.RoleMinCounter = (*Job)(nil)
-	_ jobintegration.FieldValidator = (*Job)(nil)
-	_ jobintegration.Warner         = (*Job)(nil)
+	_ jobintegration.GenericJob      = (*Job)(nil)
+	_ jobintegration.MinCounter      = (*Job)(nil)
+	_ jobintegration.RoleMinCounter  = (*Job)(nil)
+	_ jobintegration.FieldValidator  = (*Job)(nil)
+	_ jobintegration.Warner          = (*Job)(nil)
+	_ jobintegration.RestartBudgeter = (*Job)(nil)
 )
 
 // Object implements GenericJob.
@@ -286,6 +287,25 @@ func (j *Job) ValidateFields() field.ErrorList {
 
 // Warnings implements Warner.
 func (j *Job) Warnings() []string { return PolicyWarnings(j, policyOf(j.run.SchedulingPolicy)) }
+
+// DefaultRestartBudget implements RestartBudgeter: the training operator
+// recreates a deleted pod of a replica that restarts OnFailure, Always or
+// ExitCode at once, counting nothing against runPolicy.backoffLimit (which
+// counts container restarts of running pods); nothing to change.
+func (j *Job) DefaultRestartBudget() []string { return nil }
+
+// RestartBudgetWarnings implements RestartBudgeter: a replica whose
+// restartPolicy is Never is the one a gang restart costs — the training
+// operator counts a deleted pod of it as failed and fails the whole job.
+func (j *Job) RestartBudgetWarnings() []string {
+	var out []string
+	for _, t := range j.types() {
+		if j.specs[t].RestartPolicy == kfv1.RestartPolicyNever {
+			out = append(out, fmt.Sprintf("replica %s has restartPolicy Never: the operator fails the %s when a pod of it is deleted, so a gang restart or preemption fails the job instead of running it again; use restartPolicy OnFailure or ExitCode (a rank stopped by SIGTERM exits 143, which ExitCode retries) (docs/integrations.md)", t, j.kind.kind))
+		}
+	}
+	return out
+}
 
 func policyOf(sp *kfv1.SchedulingPolicy) *SchedulingPolicy {
 	if sp == nil {

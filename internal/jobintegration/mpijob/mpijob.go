@@ -101,11 +101,12 @@ func (Integration) OwnerOf(ctx context.Context, get jobintegration.Getter, pod *
 type MPIJob struct{ *mpiv2.MPIJob }
 
 var (
-	_ jobintegration.GenericJob     = (*MPIJob)(nil)
-	_ jobintegration.MinCounter     = (*MPIJob)(nil)
-	_ jobintegration.RoleMinCounter = (*MPIJob)(nil)
-	_ jobintegration.FieldValidator = (*MPIJob)(nil)
-	_ jobintegration.Warner         = (*MPIJob)(nil)
+	_ jobintegration.GenericJob      = (*MPIJob)(nil)
+	_ jobintegration.RestartBudgeter = (*MPIJob)(nil)
+	_ jobintegration.MinCounter      = (*MPIJob)(nil)
+	_ jobintegration.RoleMinCounter  = (*MPIJob)(nil)
+	_ jobintegration.FieldValidator  = (*MPIJob)(nil)
+	_ jobintegration.Warner          = (*MPIJob)(nil)
 )
 
 // Object implements GenericJob.
@@ -193,6 +194,27 @@ func (m *MPIJob) ValidateFields() field.ErrorList {
 
 // Warnings implements Warner.
 func (m *MPIJob) Warnings() []string { return kubeflow.PolicyWarnings(m, m.policy()) }
+
+// DefaultRestartBudget implements RestartBudgeter: the operator recreates a
+// deleted worker at once and counts nothing; the launcher runs as a Job,
+// given the rule at that Job's own creation when it restarts Never.
+func (m *MPIJob) DefaultRestartBudget() []string { return nil }
+
+// RestartBudgetWarnings implements RestartBudgeter: a launcher restarting
+// OnFailure (the operator's default) runs as a Job that can carry no
+// podFailurePolicy, so each gang restart that deletes the launcher pod
+// counts against runPolicy.backoffLimit (which the operator copies to it).
+func (m *MPIJob) RestartBudgetWarnings() []string {
+	s := m.Spec.MPIReplicaSpecs[mpiv2.MPIReplicaTypeLauncher]
+	if s == nil || s.RestartPolicy == mpiv2.RestartPolicyNever || s.RestartPolicy == mpiv2.RestartPolicyExitCode {
+		return nil
+	}
+	policy := s.RestartPolicy
+	if policy == "" {
+		policy = mpiv2.RestartPolicyOnFailure
+	}
+	return []string{fmt.Sprintf("the launcher has restartPolicy %s: its Job can carry no podFailurePolicy, so each gang restart or preemption that deletes the launcher pod counts against spec.runPolicy.backoffLimit, and the MPIJob fails once it is spent; set the launcher's restartPolicy: Never (or ExitCode) and Lockstep gives its Job the rule that ignores disruptions (docs/integrations.md)", policy)}
+}
 
 // Qualify implements GenericJob: launcher and workers target the same
 // scheduler, there are workers, and no template names another group.

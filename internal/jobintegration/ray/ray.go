@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -307,10 +308,33 @@ type RayJob struct {
 }
 
 var (
-	_ jobintegration.GenericJob     = (*RayJob)(nil)
-	_ jobintegration.MinCounter     = (*RayJob)(nil)
-	_ jobintegration.RoleMinCounter = (*RayJob)(nil)
+	_ jobintegration.GenericJob      = (*RayJob)(nil)
+	_ jobintegration.MinCounter      = (*RayJob)(nil)
+	_ jobintegration.RoleMinCounter  = (*RayJob)(nil)
+	_ jobintegration.RestartBudgeter = (*RayJob)(nil)
 )
+
+// DefaultRestartBudget implements RestartBudgeter: nothing to change —
+// KubeRay has no setting that makes a lost head free (below).
+func (j *RayJob) DefaultRestartBudget() []string { return nil }
+
+// RestartBudgetWarnings implements RestartBudgeter: KubeRay does not
+// recreate the head of a cluster a RayJob created once it is provisioned,
+// so a gang restart (which takes the head down with the workers) ends the
+// job's run: the RayJob fails, or retries on a new RayCluster while
+// spec.backoffLimit allows. A RayCluster of its own recreates every pod,
+// which costs it nothing.
+func (j *RayJob) RestartBudgetWarnings() []string {
+	if j.spec == nil {
+		return nil
+	}
+	limit := ptr.Deref(j.obj.Spec.BackoffLimit, 0)
+	cost := "fails the RayJob (spec.backoffLimit is 0)"
+	if limit > 0 {
+		cost = fmt.Sprintf("costs the RayJob one of its %d retries (spec.backoffLimit), each on a new RayCluster", limit)
+	}
+	return []string{"KubeRay does not recreate the head pod of the cluster a RayJob creates, so a gang restart or preemption, which takes the head down with the workers, " + cost + "; set spec.backoffLimit to the restarts you allow (docs/integrations.md)"}
+}
 
 // Object implements GenericJob.
 func (j *RayJob) Object() client.Object { return j.obj }
