@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -116,4 +117,50 @@ func (h *Harness) NoLifecycleRestart(t testing.TB, ctx context.Context, ns, grou
 			t.Errorf("pod %s was marked for disruption: %s: %s", pods[i].Name, c.Reason, c.Message)
 		}
 	}
+}
+
+// RestartOnUnhealthyDevice reports, as its kubelet would, the GPU of one
+// running member of group Unhealthy and waits until the gang runs again
+// whole on n new members (none of those that ran before) as its next
+// incarnation; it returns how long that took from the report.
+func (h *Harness) RestartOnUnhealthyDevice(t testing.TB, ctx context.Context, ns, group string, n int) time.Duration {
+	t.Helper()
+	before := h.WaitRunning(t, ctx, ns, group, n)
+	pods, _, err := h.GroupPods(ctx, ns, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sick types.UID
+	for _, p := range pods {
+		if _, running := before[p.UID]; running && len(p.Status.ResourceClaimStatuses) > 0 {
+			sick = p.UID
+		}
+	}
+	if sick == "" {
+		t.Fatalf("no running member of %s holds a claim", group)
+	}
+	st, err := h.State(ctx, ns, group)
+	if err != nil || st.Incarnation == nil {
+		t.Fatalf("group %s has no incarnation yet: %v", group, err)
+	}
+	was := st.Incarnation.Number
+	h.ReportDeviceHealth(t, ctx, ns, sick, corev1.ResourceHealthStatusUnhealthy)
+	reported := time.Now()
+	Eventually(t, ctx, fmt.Sprintf("the gang %s running again whole on new members", group), func(ctx context.Context) (bool, string, error) {
+		now, err := h.RunningPods(ctx, ns, group)
+		if err != nil {
+			return false, "", err
+		}
+		for uid := range now {
+			if _, old := before[uid]; old {
+				return false, "a member that ran before still runs", nil
+			}
+		}
+		return len(now) == n, fmt.Sprintf("%d new members running", len(now)), nil
+	})
+	took := time.Since(reported)
+	if st, err := h.State(ctx, ns, group); err != nil || st.Incarnation == nil || st.Incarnation.Number != was+1 {
+		t.Errorf("want the gang %s running as incarnation %d, got %s (%v)", group, was+1, st, err)
+	}
+	return took
 }

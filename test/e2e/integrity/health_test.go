@@ -11,56 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
-
-// reportHealth writes, as the kubelet does with ResourceHealthStatus, the
-// health of the GPU a running rank's claim holds into its container status
-// (allocatedResourcesStatus), and returns the device ("driver/pool/device").
-func reportHealth(t *testing.T, ctx context.Context, h *harness.Harness, ns string, uid types.UID, health corev1.ResourceHealthStatus) (pod, device string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		var p *corev1.Pod
-		for i := range pods.Items {
-			if pods.Items[i].UID == uid {
-				p = &pods.Items[i]
-			}
-		}
-		if p == nil || len(p.Status.ResourceClaimStatuses) == 0 {
-			return fmt.Errorf("rank %s has no claim status", uid)
-		}
-		claim, err := h.Client.ResourceV1().ResourceClaims(ns).Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		r := claim.Status.Allocation.Devices.Results[0]
-		pod, device = p.Name, r.Driver+"/"+r.Pool+"/"+r.Device
-		rs := corev1.ResourceStatus{
-			Name:      corev1.ResourceName("claim:" + p.Status.ResourceClaimStatuses[0].Name),
-			Resources: []corev1.ResourceHealth{{ResourceID: corev1.ResourceID(device), Health: health}},
-		}
-		if health == corev1.ResourceHealthStatusUnhealthy {
-			rs.Resources[0].Message = ptr.To("XID 79: GPU has fallen off the bus")
-		}
-		p.Status.ContainerStatuses[0].AllocatedResourcesStatus = []corev1.ResourceStatus{rs}
-		_, err = h.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pod, device
-}
 
 func someRank(ranks map[types.UID]string) types.UID {
 	for uid := range ranks {
@@ -101,7 +57,7 @@ func TestUnhealthyDeviceRestartsWholeGang(t *testing.T) {
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 3*time.Minute)
 	before := gangJob(t, ctx, h, ns, perIndexBackoff)
-	pod, device := reportHealth(t, ctx, h, ns, someRank(before), corev1.ResourceHealthStatusUnhealthy)
+	pod, device := h.ReportDeviceHealth(t, ctx, ns, someRank(before), corev1.ResourceHealthStatusUnhealthy)
 	harness.Eventually(t, ctx, "the whole gang restarted", func(ctx context.Context) (bool, string, error) {
 		now := runningPods(ctx, h, ns)
 		for uid := range now {
@@ -157,9 +113,9 @@ func TestUnknownDeviceHealthKeepsGangRunning(t *testing.T) {
 			unknown = uid
 			continue
 		}
-		reportHealth(t, ctx, h, ns, uid, corev1.ResourceHealthStatusHealthy)
+		h.ReportDeviceHealth(t, ctx, ns, uid, corev1.ResourceHealthStatusHealthy)
 	}
-	pod, device := reportHealth(t, ctx, h, ns, unknown, corev1.ResourceHealthStatusUnknown)
+	pod, device := h.ReportDeviceHealth(t, ctx, ns, unknown, corev1.ResourceHealthStatusUnknown)
 	time.Sleep(8 * time.Second)
 	now := runningPods(ctx, h, ns)
 	if len(now) != 4 {
@@ -188,7 +144,7 @@ func TestUnhealthyDeviceSingleModeTakesDownThatMemberAlone(t *testing.T) {
 		j.Annotations = map[string]string{jobintegration.DisruptionModeAnnotation: "single"}
 	})
 	sick := someRank(before)
-	pod, device := reportHealth(t, ctx, h, ns, sick, corev1.ResourceHealthStatusUnhealthy)
+	pod, device := h.ReportDeviceHealth(t, ctx, ns, sick, corev1.ResourceHealthStatusUnhealthy)
 	harness.Eventually(t, ctx, "the member replaced, the others untouched", func(ctx context.Context) (bool, string, error) {
 		now := runningPods(ctx, h, ns)
 		if _, ok := now[sick]; ok {

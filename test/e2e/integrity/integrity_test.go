@@ -19,19 +19,16 @@ import (
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-// gangJob starts a 4-rank GPU Job whose podFailurePolicy ignores disruptions,
-// so a gang restart does not count against backoffLimit, and waits for it to
-// run. tweaks change the Job before it is created.
+// gangJob starts a 4-rank GPU Job (backoffLimit 0, no podFailurePolicy:
+// Lockstep's admission gives it the rule that keeps gang restarts out of
+// backoffLimit) and waits for it to run. tweaks change the Job before it is
+// created.
 func gangJob(t *testing.T, ctx context.Context, h *harness.Harness, ns string, tweaks ...func(*batchv1.Job)) map[types.UID]string {
 	t.Helper()
 	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	job := builders.IndexedJob(ns, "train", 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Req(corev1.ResourceCPU, "1").ClaimTemplate("gpu", "one-gpu").Obj())
-	job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-		Action:          batchv1.PodFailurePolicyActionIgnore,
-		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
-	}}}
 	for _, tweak := range tweaks {
 		tweak(job)
 	}
