@@ -53,17 +53,18 @@ func (h *Harness) ReportDeviceHealth(t testing.TB, ctx context.Context, ns strin
 				p = &pods.Items[i]
 			}
 		}
-		if p == nil || len(p.Status.ResourceClaimStatuses) == 0 {
+		claimName, resource := heldClaim(p)
+		if claimName == "" {
 			return fmt.Errorf("rank %s has no claim status", uid)
 		}
-		claim, err := h.Client.ResourceV1().ResourceClaims(ns).Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+		claim, err := h.Client.ResourceV1().ResourceClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		r := claim.Status.Allocation.Devices.Results[0]
 		pod, device = p.Name, r.Driver+"/"+r.Pool+"/"+r.Device
 		rs := corev1.ResourceStatus{
-			Name:      corev1.ResourceName("claim:" + p.Status.ResourceClaimStatuses[0].Name),
+			Name:      resource,
 			Resources: []corev1.ResourceHealth{{ResourceID: corev1.ResourceID(device), Health: health}},
 		}
 		if health == corev1.ResourceHealthStatusUnhealthy {
@@ -77,4 +78,21 @@ func (h *Harness) ReportDeviceHealth(t testing.TB, ctx context.Context, ns strin
 		t.Fatal(err)
 	}
 	return pod, device
+}
+
+// heldClaim is the ResourceClaim that holds a pod's devices and the name its
+// kubelet reports their health under: its first claim ("claim:<name>"), or
+// the claim of its extended resources that a DRA DeviceClass serves (the
+// resource's name); "" when it holds none (or p is nil).
+func heldClaim(p *corev1.Pod) (claim string, resource corev1.ResourceName) {
+	switch {
+	case p == nil:
+	case len(p.Status.ResourceClaimStatuses) > 0 && p.Status.ResourceClaimStatuses[0].ResourceClaimName != nil:
+		st := p.Status.ResourceClaimStatuses[0]
+		return *st.ResourceClaimName, corev1.ResourceName("claim:" + st.Name)
+	case p.Status.ExtendedResourceClaimStatus != nil && len(p.Status.ExtendedResourceClaimStatus.RequestMappings) > 0:
+		st := p.Status.ExtendedResourceClaimStatus
+		return st.ResourceClaimName, corev1.ResourceName(st.RequestMappings[0].ResourceName)
+	}
+	return "", ""
 }

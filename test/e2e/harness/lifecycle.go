@@ -132,7 +132,7 @@ func (h *Harness) RestartOnUnhealthyDevice(t testing.TB, ctx context.Context, ns
 	}
 	var sick types.UID
 	for _, p := range pods {
-		if _, running := before[p.UID]; running && len(p.Status.ResourceClaimStatuses) > 0 {
+		if claim, _ := heldClaim(&p); claim != "" && before[p.UID] != "" {
 			sick = p.UID
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -252,5 +253,67 @@ func TestJobSetRestartIsPlacedWholeAgain(t *testing.T) {
 	}
 	if st.Incarnation == nil || st.Incarnation.Number != 2 {
 		t.Errorf("want the gang's second incarnation to be the last (one per JobSet attempt), got %s", st)
+	}
+}
+
+// getJobSet reads a JobSet through the dynamic client.
+func getJobSet(ctx context.Context, h *harness.Harness, ns, name string) (*jobsetv1.JobSet, error) {
+	u, err := h.Dynamic.Resource(jobsets).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	obj := &jobsetv1.JobSet{}
+	return obj, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj)
+}
+
+// A gang restart costs a JobSet nothing (issue 38): its replicated jobs
+// restart Never with backoffLimit 0 and no failurePolicy — one counted
+// failure would fail the JobSet. Its child Jobs are given, at their
+// creation, the rule that ignores disruptions; one pod's GPU reported
+// Unhealthy restarts the gang whole, the child Jobs recreate their pods
+// (no JobSet restart: restart-attempt stays 0, status.restarts 0, no child
+// Job counts a failure) and the gang runs again whole as its second
+// incarnation. (A rank that fails on its own still restarts the JobSet:
+// TestJobSetRestartIsPlacedWholeAgain.)
+func TestJobSetGangRestartCostsNothing(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	h.OneGPUTemplate(ctx, t, ns)
+	createJobSet(t, ctx, h, trainer(ns, "steady"))
+	h.WaitRunning(t, ctx, ns, "steady", 5)
+	jobs, err := h.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: jobsetv1.JobSetNameKey + "=steady"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 3 {
+		t.Fatalf("want 3 child Jobs, got %d", len(jobs.Items))
+	}
+	for _, j := range jobs.Items {
+		if p := j.Spec.PodFailurePolicy; p == nil || len(p.Rules) != 1 || p.Rules[0].Action != batchv1.PodFailurePolicyActionIgnore {
+			t.Errorf("child Job %s: want the rule that ignores disruptions, got %+v", j.Name, p)
+		}
+	}
+	t.Logf("the JobSet ran again whole %s after the restart", h.RestartOnUnhealthyDevice(t, ctx, ns, "steady", 5).Round(100*time.Millisecond))
+	js, err := getJobSet(ctx, h, ns, "steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range js.Status.Conditions {
+		if c.Type == string(jobsetv1.JobSetFailed) && c.Status == metav1.ConditionTrue {
+			t.Errorf("the gang restart failed the JobSet: %s", c.Message)
+		}
+	}
+	if js.Status.Restarts != 0 {
+		t.Errorf("the gang restart cost the JobSet %d restarts", js.Status.Restarts)
+	}
+	jobs, err = h.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: jobsetv1.JobSetNameKey + "=steady"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.Status.Failed != 0 {
+			t.Errorf("child Job %s counted %d failures", j.Name, j.Status.Failed)
+		}
 	}
 }

@@ -180,3 +180,28 @@ func TestLeaderWorkerSetScaleDownRemovesItsGroups(t *testing.T) {
 	})
 	h.NoLifecycleRestart(t, ctx, ns, "serve-0")
 }
+
+// A gang restart costs a LeaderWorkerSet nothing (issue 38: it has no
+// budget): one GPU of a group reported Unhealthy restarts that group whole,
+// the LeaderWorkerSet controller recreates its leader and workers, and the
+// group runs again whole as its next incarnation; the other group is never
+// touched.
+func TestLeaderWorkerSetGangRestartCostsNothing(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	h.OneGPUTemplate(ctx, t, ns)
+	createLWS(t, ctx, h, inference(ns, "serve", 2, 3))
+	other := h.WaitRunning(t, ctx, ns, "serve-1", 3)
+	t.Logf("the group ran again whole %s after the restart", h.RestartOnUnhealthyDevice(t, ctx, ns, "serve-0", 3).Round(100*time.Millisecond))
+	now, err := h.RunningPods(ctx, ns, "serve-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid := range other {
+		if _, ok := now[uid]; !ok {
+			t.Errorf("the other group's pod %s was taken down", uid)
+		}
+	}
+	h.NoLifecycleRestart(t, ctx, ns, "serve-1")
+}

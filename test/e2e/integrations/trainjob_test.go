@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,39 @@ func TestKueueAdmitsTrainJobLockstepPlaces(t *testing.T) {
 	}
 	if len(list.Items) != 2 {
 		t.Errorf("want 2 JobSets (one per TrainJob), got %d", len(list.Items))
+	}
+}
+
+// A gang restart costs a TrainJob nothing when its runtime's pods restart
+// Never (issue 38; Trainer's own runtimes set no restartPolicy, so JobSet
+// defaults OnFailure and each restart spends a child Job's backoffLimit):
+// its JobSet's child Jobs are given the rule that ignores disruptions, one
+// GPU reported Unhealthy restarts the gang whole, and it runs again whole
+// with no JobSet restart and the TrainJob not failed.
+func TestTrainJobGangRestartCostsNothing(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 4*time.Minute)
+	h.OneGPUTemplate(ctx, t, ns)
+	never := strings.Replace(torchRuntime(ns, "claim"), "schedulerName: "+lockv1.SchedulerName, "restartPolicy: Never\n                schedulerName: "+lockv1.SchedulerName, 1)
+	applyTrainer(t, ctx, h, "trainingruntimes", never)
+	applyTrainer(t, ctx, h, "trainjobs", trainJob(ns, "llama", 3, nil))
+	t.Logf("the TrainJob ran again whole %s after the restart", h.RestartOnUnhealthyDevice(t, ctx, ns, "llama", 3).Round(100*time.Millisecond))
+	js, err := getJobSet(ctx, h, ns, "llama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js.Status.Restarts != 0 {
+		t.Errorf("the gang restart cost the TrainJob's JobSet %d restarts", js.Status.Restarts)
+	}
+	tj, err := h.Dynamic.Resource(trainerAPI.WithResource("trainjobs")).Namespace(ns).Get(ctx, "llama", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(tj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Failed" && m["status"] == "True" {
+			t.Errorf("the gang restart failed the TrainJob: %v", m["message"])
+		}
 	}
 }

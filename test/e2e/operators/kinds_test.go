@@ -44,19 +44,23 @@ func TestPyTorchJobsAreGangs(t *testing.T) {
 	twoInstances(t, workload{
 		kind: "PyTorchJob", alias: "pytorchjob", gvr: pytorchJobs, size: 3, minCount: 3, extended: true,
 		selector: func(name string) string { return kfv1.JobNameLabel + "=" + name },
-		make: func(ns, name string) runtime.Object {
-			replica := func(n int32) *kfv1.ReplicaSpec {
-				return &kfv1.ReplicaSpec{Replicas: ptr.To(n), RestartPolicy: kfv1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: extendedGPUSpec("pytorch", 2)}}
-			}
-			return &kfv1.PyTorchJob{
-				TypeMeta:   metav1.TypeMeta{APIVersion: kfv1.GroupVersion.String(), Kind: kfv1.PyTorchJobKind},
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec: kfv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kfv1.ReplicaType]*kfv1.ReplicaSpec{
-					kfv1.PyTorchJobReplicaTypeMaster: replica(1), kfv1.PyTorchJobReplicaTypeWorker: replica(2),
-				}},
-			}
-		},
+		make:     func(ns, name string) runtime.Object { return pytorchJob(ns, name) },
 	})
+}
+
+// pytorchJob is a PyTorchJob of a master and 2 workers, 2 GPUs each (as the
+// extended resource), restarting OnFailure.
+func pytorchJob(ns, name string) *kfv1.PyTorchJob {
+	replica := func(n int32) *kfv1.ReplicaSpec {
+		return &kfv1.ReplicaSpec{Replicas: ptr.To(n), RestartPolicy: kfv1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: extendedGPUSpec("pytorch", 2)}}
+	}
+	return &kfv1.PyTorchJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kfv1.GroupVersion.String(), Kind: kfv1.PyTorchJobKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: kfv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kfv1.ReplicaType]*kfv1.ReplicaSpec{
+			kfv1.PyTorchJobReplicaTypeMaster: replica(1), kfv1.PyTorchJobReplicaTypeWorker: replica(2),
+		}},
+	}
 }
 
 // The training operator's CRD drops a template's resourceClaimTemplateName
