@@ -26,6 +26,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
 )
 
@@ -163,6 +164,9 @@ func (o *Options) setupControllers(mgr manager.Manager) error {
 	}
 	quotas := &jobintegration.QuotaReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-pod-quota"), Integrations: all}
 	if err := quotas.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&job.Releaser{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	kueueGroups := &kueuegroup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("lockstep-kueue-pod-groups")}

@@ -44,8 +44,9 @@ func IgnoreDisruptions() batchv1.PodFailurePolicyRule {
 // podFailurePolicy, it sets a policy of the one rule IgnoreDisruptions, and
 // podReplacementPolicy Failed (the only value the API server accepts with a
 // podFailurePolicy — the one it defaults to then; without a policy it
-// defaulted TerminatingOrFailed before admission saw the Job). Every other
-// failure counts exactly as the user wrote. It returns the fields it set,
+// defaulted TerminatingOrFailed before admission saw the Job), and makes an
+// Indexed Job's backoff per index where that counts failures as before
+// (perIndexAllowed). Every other failure counts exactly as the user wrote. It returns the fields it set,
 // nil when it left the Job alone: a Job that already has a policy (warned
 // by RestartBudgetWarnings when the policy counts disruptions), one with
 // restartPolicy OnFailure (no policy allowed), or one annotated
@@ -61,7 +62,31 @@ func DefaultRestartBudget(ann map[string]string, spec *batchv1.JobSpec) []string
 		spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
 		set = append(set, "podReplacementPolicy")
 	}
+	if perIndexAllowed(spec) {
+		spec.BackoffLimitPerIndex = ptr.To(*spec.BackoffLimit)
+		set = append(set, PerIndexBackoff)
+	}
 	return set
+}
+
+// PerIndexBackoff names backoffLimitPerIndex in RestartBudgetDefaultedAnnotation.
+const PerIndexBackoff = "backoffLimitPerIndex"
+
+// perIndexAllowed reports whether an Indexed Job's pod-failure backoff can
+// be made per index without changing how its failures count. The Job
+// controller paces replacements by the failed pods since the last success —
+// ignored ones included, and kept only in its memory — so after a gang
+// restart of n ranks a Job-wide backoff waits 10 s × 2^(n−1) (the 10 minute
+// cap from 7 ranks), a per-index one 10 s. Setting backoffLimitPerIndex to
+// the Job's backoffLimit, which stays, counts exactly as before: the
+// Job-wide limit is checked first, and no index can fail more often than
+// the whole Job. Not when the user chose either limit per index
+// (maxFailedIndexes), or above 100,000 completions (where the API server
+// requires maxFailedIndexes with it).
+func perIndexAllowed(spec *batchv1.JobSpec) bool {
+	return ptr.Deref(spec.CompletionMode, batchv1.NonIndexedCompletion) == batchv1.IndexedCompletion &&
+		spec.BackoffLimitPerIndex == nil && spec.MaxFailedIndexes == nil && spec.BackoffLimit != nil &&
+		spec.Completions != nil && *spec.Completions <= 100_000
 }
 
 // RestartBudgetWarnings says, for a Job of gang members (what names it:

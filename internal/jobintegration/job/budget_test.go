@@ -1,6 +1,7 @@
 package job
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,14 +70,28 @@ func TestRestartBudget(t *testing.T) {
 		wantPolicy *batchv1.PodFailurePolicy
 		warn       string // a substring of the one warning, "" for none
 	}{
-		"Never, no policy: the rule, and the replacement policy the API server requires with it": {
+		"Never, no policy: the rule, the replacement policy the API server requires with it, a per-index backoff": {
 			job:        rankJob(corev1.RestartPolicyNever, nil),
-			wantSet:    []string{"podFailurePolicy", "podReplacementPolicy"},
+			wantSet:    []string{"podFailurePolicy", "podReplacementPolicy", "backoffLimitPerIndex"},
 			wantPolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{IgnoreDisruptions()}},
 		},
 		"Never, podReplacementPolicy Failed written": {
 			job:        rankJob(corev1.RestartPolicyNever, func(j *batchv1.Job) { j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed) }),
-			wantSet:    []string{"podFailurePolicy"},
+			wantSet:    []string{"podFailurePolicy", "backoffLimitPerIndex"},
+			wantPolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{IgnoreDisruptions()}},
+		},
+		"Never, NonIndexed: no per-index backoff": {
+			job: rankJob(corev1.RestartPolicyNever, func(j *batchv1.Job) {
+				j.Spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
+			}),
+			wantSet:    []string{"podFailurePolicy", "podReplacementPolicy"},
+			wantPolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{IgnoreDisruptions()}},
+		},
+		"Never, maxFailedIndexes chosen: the per-index limits are the user's": {
+			job: rankJob(corev1.RestartPolicyNever, func(j *batchv1.Job) {
+				j.Spec.BackoffLimitPerIndex, j.Spec.MaxFailedIndexes = ptr.To[int32](2), ptr.To[int32](1)
+			}),
+			wantSet:    []string{"podFailurePolicy", "podReplacementPolicy"},
 			wantPolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{IgnoreDisruptions()}},
 		},
 		"Never, a per-index Job: its limits untouched": {
@@ -144,6 +159,13 @@ func TestRestartBudget(t *testing.T) {
 			// disruption counts as the user wrote.
 			back := j.DeepCopy()
 			back.Spec.PodFailurePolicy, back.Spec.PodReplacementPolicy = written.Spec.PodFailurePolicy, written.Spec.PodReplacementPolicy
+			if slices.Contains(set, PerIndexBackoff) {
+				// The per-index limit is the Job-wide one, which stays.
+				if got, want := ptr.Deref(j.Spec.BackoffLimitPerIndex, -1), *written.Spec.BackoffLimit; got != want || *j.Spec.BackoffLimit != want {
+					t.Errorf("backoffLimitPerIndex %d and backoffLimit %d, want both %d", got, *j.Spec.BackoffLimit, want)
+				}
+				back.Spec.BackoffLimitPerIndex = written.Spec.BackoffLimitPerIndex
+			}
 			delete(back.Annotations, RestartBudgetDefaultedAnnotation)
 			if len(back.Annotations) == 0 {
 				back.Annotations = written.Annotations
