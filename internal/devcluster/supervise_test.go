@@ -95,9 +95,12 @@ func TestSuperviseRestartsWhatExits(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error)
 	go func() { done <- c.Supervise(ctx, out) }()
-	waitFor(t, "crashy restarted twice, as recorded in state.json", func() bool {
+	// Restart 2 is recorded before its run prints: wait for the third
+	// run's output too, or stopping the supervisor may end that run first.
+	waitFor(t, "crashy restarted twice, as recorded in state.json, its third run's output logged", func() bool {
 		s, err := readState(c.layout.dir)
-		return err == nil && s.Processes[0].Restarts >= 2
+		log, _ := os.ReadFile(filepath.Join(c.layout.logs(), "crashy.log"))
+		return err == nil && s.Processes[0].Restarts >= 2 && strings.Count(string(log), "running\n") >= 3
 	})
 	cancel()
 	if err := <-done; err != nil {
