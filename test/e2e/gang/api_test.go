@@ -9,6 +9,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
@@ -55,23 +56,36 @@ func TestPodGroupValidation(t *testing.T) {
 	t.Cleanup(func() {
 		_ = h.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), pc, metav1.DeleteOptions{})
 	})
-	created, err := pgs.Create(ctx, obj("ok", map[string]any{"schedulingPolicy": gang(2), "priorityClassName": pc, "priority": int64(100)}), metav1.CreateOptions{})
-	if err != nil {
+	if _, err := pgs.Create(ctx, obj("ok", map[string]any{"schedulingPolicy": gang(2), "priorityClassName": pc, "priority": int64(100)}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	scaled := created.DeepCopy()
-	_ = unstructured.SetNestedField(scaled.Object, int64(3), "spec", "schedulingPolicy", "gang", "minCount")
-	if created, err = pgs.Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+	// Each change is made to the latest version: Lockstep's controllers
+	// write the group's status meanwhile, and a stale update is refused
+	// with a conflict before its validation is asked.
+	update := func(edit func(*unstructured.Unstructured)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := pgs.Get(ctx, "ok", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			edit(cur)
+			_, err = pgs.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err := update(func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "schedulingPolicy", "gang", "minCount")
+	}); err != nil {
 		t.Fatalf("minCount must be mutable: %v", err)
 	}
-	elevated := created.DeepCopy()
-	_ = unstructured.SetNestedField(elevated.Object, int64(1000000), "spec", "priority")
-	if _, err := pgs.Update(ctx, elevated, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "priority is immutable") {
+	if err := update(func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(1000000), "spec", "priority")
+	}); err == nil || !strings.Contains(err.Error(), "priority is immutable") {
 		t.Errorf("changing priority: want 'priority is immutable', got %v", err)
 	}
-	toBasic := created.DeepCopy()
-	_ = unstructured.SetNestedField(toBasic.Object, map[string]any{"basic": map[string]any{}}, "spec", "schedulingPolicy")
-	if _, err := pgs.Update(ctx, toBasic, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "cannot change between basic and gang") {
+	if err := update(func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, map[string]any{"basic": map[string]any{}}, "spec", "schedulingPolicy")
+	}); err == nil || !strings.Contains(err.Error(), "cannot change between basic and gang") {
 		t.Errorf("gang to basic: want rejection, got %v", err)
 	}
 }
