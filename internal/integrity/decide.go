@@ -306,7 +306,7 @@ func (v View) judgeGone(j *judgement) {
 			j.lose(ReasonNodeLost, fmt.Sprintf("node %s of pod %s was deleted", g.pod.Spec.NodeName, g.pod.Name))
 			continue
 		}
-		if g.pod.Status.Phase == corev1.PodFailed && podgroup.Disruption(g.pod) == nil {
+		if g.pod.Status.Phase == corev1.PodFailed && podgroup.Disruption(g.pod) == nil && !stoppedByDeletion(g.pod) {
 			j.lose(ReasonMemberFailed, fmt.Sprintf("pod %s failed%s", g.pod.Name, exitDetail(g.pod)))
 			continue
 		}
@@ -490,6 +490,24 @@ func disruptionReason(p *corev1.Pod, def string) string {
 		return ReasonDeviceFailed
 	}
 	return def
+}
+
+// stoppedByDeletion reports whether a pod marked for deletion failed only
+// because the deletion stopped it: every container that ended unsuccessfully
+// was killed by a signal (exit 143 after SIGTERM, 137 after SIGKILL). The
+// kubelet reports such a pod Failed before it goes; it was deleted, not
+// failed on its own. A rank that exited otherwise failed on its own, whether
+// or not someone deleted it afterwards.
+func stoppedByDeletion(p *corev1.Pod) bool {
+	if p.DeletionTimestamp == nil {
+		return false
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.ExitCode != 143 && t.ExitCode != 137 {
+			return false
+		}
+	}
+	return true
 }
 
 // exitDetail is " (container x exited 1: Error)" for the first container

@@ -319,6 +319,22 @@ func TestDecideSequences(t *testing.T) {
 					restarts: 1, reason: ReasonDeviceUnhealthy, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 1},
 			},
 		},
+		"a member a user deletes, stopped by SIGTERM (exit 143) before it goes, was lost, not failed": {
+			minCount: 4,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 0 deleted, its container exits 143", do: func(w *world) { w.exit(0, 143, true) },
+					restarts: 1, reason: ReasonMemberLost, state: lockv1.RunningReasonFailed, incarnation: 1, evictions: 3},
+			},
+		},
+		"a member that exited 1 while being deleted failed on its own": {
+			minCount: 4,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "rank 0 deleted, its container exits 1", do: func(w *world) { w.exit(0, 1, true) },
+					restarts: 1, reason: ReasonMemberFailed, state: lockv1.RunningReasonFailed, incarnation: 1, evictions: 3},
+			},
+		},
 		"disruptionMode single: the member on an Unhealthy device is taken down alone, once": {
 			minCount: 4, job: true, single: true,
 			steps: []step{

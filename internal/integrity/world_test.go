@@ -136,6 +136,17 @@ func (w *world) health(i int, h corev1.ResourceHealthStatus) {
 func (w *world) succeed(i int) { w.rank(i).Status.Phase = corev1.PodSucceeded }
 func (w *world) fail(i int)    { w.rank(i).Status.Phase = corev1.PodFailed }
 
+// exit ends rank i's container with code, failing the pod; deleted, the pod
+// was marked for deletion first.
+func (w *world) exit(i int, code int32, deleted bool) {
+	p := w.rank(i)
+	if deleted {
+		p.DeletionTimestamp = ptr.To(metav1.NewTime(w.now))
+	}
+	p.Status.Phase = corev1.PodFailed
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "rank", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}
+}
+
 // remove deletes the pod of rank i from the cluster at once.
 func (w *world) remove(i int) { w.gone(w.rank(i)) }
 
