@@ -16,6 +16,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -47,7 +48,7 @@ func Simulate(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator
 // tree's leaves share one journal, so the tree can rewind them).
 func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, dry bool, j *journal) (Result, error) {
 	if !unit.constrained() {
-		return placeIn(ctx, snap, alloc, unit, snap.Nodes, nil, dry, j)
+		return placeIn(ctx, snap, alloc, unit, scope{nodes: snap.Nodes}, dry, j)
 	}
 	plan := unit.plan(snap)
 	if len(plan.Domains) == 0 {
@@ -55,8 +56,7 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	}
 	var best Result
 	for _, d := range plan.Domains {
-		res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, d.Nodes, outside(snap, plan, d), dry, j)
-		res.Domain, res.domainNodes = d.String(), d.Nodes
+		res, err := placeDomain(ctx, snap, alloc, unit, plan, d, dry, j)
 		if err != nil || Judge(unit, res).Admitted {
 			return res, err
 		}
@@ -67,11 +67,32 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	return best, nil
 }
 
+func placeDomain(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, plan topology.Plan, d topology.Domain, dry bool, j *journal) (Result, error) {
+	res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, within(snap, plan, d), dry, j)
+	res.Domain, res.domainNodes = d.String(), d.Nodes
+	return res, err
+}
+
+// scope is where a unit's members are placed: nodes, open nodes only
+// members that hold no device may use (topology.Domain.Open; openReason
+// says why the others may not), and, by reason, the nodes of the snapshot
+// outside both.
+type scope struct {
+	nodes, open []*snapshot.NodeInfo
+	openReason  string
+	outside     map[string]int
+}
+
+// within is the scope of domain d of plan.
+func within(snap *snapshot.Snapshot, plan topology.Plan, d topology.Domain) scope {
+	return scope{nodes: d.Nodes, open: d.Open, openReason: topology.NoDevice(d.Attribute), outside: outside(snap, plan, d)}
+}
+
 // outside counts, by reason, the nodes of snap not in d: those no domain
 // of the plan holds, and the others.
 func outside(snap *snapshot.Snapshot, plan topology.Plan, d topology.Domain) map[string]int {
 	out := make(map[string]int, len(plan.Excluded)+1)
-	rest := len(snap.Nodes) - len(d.Nodes)
+	rest := len(snap.Nodes) - len(d.Nodes) - len(d.Open)
 	for r, n := range plan.Excluded {
 		out[r] = n
 		rest -= n
@@ -82,8 +103,8 @@ func outside(snap *snapshot.Snapshot, plan topology.Plan, d topology.Domain) map
 	return out
 }
 
-func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int, dry bool, j *journal) (Result, error) {
-	groups, err := buildGroups(ctx, snap, unit, nodes, outside)
+func placeIn(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, sc scope, dry bool, j *journal) (Result, error) {
+	groups, err := buildGroups(ctx, snap, unit, sc)
 	if err != nil {
 		return Result{}, err
 	}
@@ -161,6 +182,21 @@ func newGroup(snap *snapshot.Snapshot, m Member, claims bool) *group {
 	return g
 }
 
+// holdsDevice reports whether the signature's members are allocated
+// devices: resource claims, or extended resources (a device plugin's or a
+// DeviceClass's).
+func (g *group) holdsDevice() bool {
+	if g.claims {
+		return true
+	}
+	for name := range g.req.Scalar {
+		if v1helper.IsExtendedResourceName(name) {
+			return true
+		}
+	}
+	return false
+}
+
 func (g *group) reset() {
 	g.cursor = 0
 	if len(g.fullAt) != len(g.feasible) {
@@ -180,9 +216,9 @@ func (g *group) markFull(i int, reason string) {
 	}
 }
 
-// buildGroups groups the members by signature and filters nodes for each
-// signature; outside counts, by reason, the nodes of snap not in nodes.
-func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes []*snapshot.NodeInfo, outside map[string]int) ([]*group, error) {
+// buildGroups groups the members by signature and filters the nodes of sc
+// for each signature: its open nodes only for members that hold no device.
+func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc scope) ([]*group, error) {
 	logger := klog.FromContext(ctx)
 	bySig := map[string]*group{}
 	var groups []*group
@@ -218,22 +254,27 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, nodes 
 		if err != nil {
 			return nil, err
 		}
+		nodes := sc.nodes
+		switch {
+		case len(sc.open) == 0:
+		case g.holdsDevice():
+			g.static.add(sc.openReason, len(sc.open))
+		default:
+			nodes = append(slices.Clip(nodes), sc.open...)
+		}
 		for _, ni := range nodes {
 			reason, err := staticFilter(logger, m.Pod, aff, features, ni.Node)
 			if err != nil {
 				return nil, err
 			}
 			if reason != "" {
-				g.static.add(reason)
+				g.static.add(reason, 1)
 				continue
 			}
 			g.feasible = append(g.feasible, ni)
 		}
-		for r, n := range outside {
-			if g.static.Reasons == nil {
-				g.static.Reasons = map[string]int{}
-			}
-			g.static.Reasons[r] += n
+		for r, n := range sc.outside {
+			g.static.add(r, n)
 		}
 		sortTightest(snap, g.feasible, g.claims, preferences(logger, m.Pod))
 		g.reset()
@@ -361,20 +402,29 @@ func orders(groups []*group) [][]*group {
 // node name, selector and affinity, taints) for at least one member: the
 // only nodes where freeing capacity can help the unit.
 func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set[string], error) {
-	nodes := snap.Nodes
+	sc := scope{nodes: snap.Nodes}
 	if unit.constrained() {
-		nodes = nil
+		sc.nodes = nil
 		seen := map[*snapshot.NodeInfo]bool{}
-		for _, d := range unit.plan(snap).Domains {
+		domains := unit.plan(snap).Domains
+		for _, d := range domains {
 			for _, ni := range d.Nodes {
 				if !seen[ni] {
 					seen[ni] = true
-					nodes = append(nodes, ni)
+					sc.nodes = append(sc.nodes, ni)
+				}
+			}
+		}
+		for _, d := range domains {
+			for _, ni := range d.Open {
+				if !seen[ni] {
+					seen[ni] = true
+					sc.open = append(sc.open, ni)
 				}
 			}
 		}
 	}
-	groups, err := buildGroups(ctx, snap, unit, nodes, nil)
+	groups, err := buildGroups(ctx, snap, unit, sc)
 	if err != nil {
 		return nil, err
 	}

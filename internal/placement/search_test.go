@@ -231,7 +231,7 @@ func TestSearchFindsWhatBruteForceFinds(t *testing.T) {
 // greedyAlone is what the greedy orders alone give (no search).
 func greedyAlone(ctx context.Context, c caseSpec) bool {
 	snap, unit := build(c)
-	groups, err := buildGroups(ctx, snap, unit, snap.Nodes, nil)
+	groups, err := buildGroups(ctx, snap, unit, scope{nodes: snap.Nodes})
 	if err != nil {
 		return false
 	}

@@ -156,7 +156,7 @@ type treePlacer struct {
 // placement, when k does. Otherwise all it placed is rewound.
 func (p *treePlacer) place(n *TreeNode, parent *topology.Domain, k func() bool) bool {
 	c, running := n.constraint()
-	plan := topology.PlanWithin(parent.Nodes, parent, c, running)
+	plan := topology.PlanWithin(parent, c, running)
 	domains := plan.Domains
 	for _, d := range domains {
 		if p.budget <= 0 || p.err != nil {

@@ -108,11 +108,11 @@ type Diagnosis struct {
 	DeviceClasses []string
 }
 
-func (d *Diagnosis) add(reason string) {
+func (d *Diagnosis) add(reason string, nodes int) {
 	if d.Reasons == nil {
 		d.Reasons = map[string]int{}
 	}
-	d.Reasons[reason]++
+	d.Reasons[reason] += nodes
 }
 
 // Top returns the reasons, most nodes first, ties by name.

@@ -27,6 +27,11 @@ type Domain struct {
 	// Attribute is the constraint's device attribute ("" without one).
 	Attribute string
 	Nodes     []*snapshot.NodeInfo
+	// Open are the nodes of the domain's labels whose slices carry no
+	// device with the attribute (CPU nodes beside a GPU clique): members
+	// that hold no device may run there too — an MPI launcher, a Ray head —
+	// members that hold one may not. Empty without an attribute.
+	Open []*snapshot.NodeInfo
 	// outer are the device values of the domains this one is inside (a
 	// tree's parents'): its devices keep those too.
 	outer []deviceRule
@@ -45,14 +50,26 @@ func (d *Domain) inherit(parent *Domain) {
 	}
 }
 
+// All are the domain's nodes and its open nodes.
+func (d Domain) All() []*snapshot.NodeInfo {
+	if len(d.Open) == 0 {
+		return d.Nodes
+	}
+	return append(append(make([]*snapshot.NodeInfo, 0, len(d.Nodes)+len(d.Open)), d.Nodes...), d.Open...)
+}
+
 // String names the domain in messages: "zone=z1, rack=r3",
-// "gpu.example.com/clique=7", or "all nodes".
+// "gpu.example.com/clique=7", "rack=r9, no device with
+// gpu.example.com/clique" (open nodes only), or "all nodes".
 func (d Domain) String() string {
 	var parts []string
 	for _, l := range d.Labels {
 		parts = append(parts, l.Key+"="+l.Value)
 	}
-	if d.Attribute != "" {
+	switch {
+	case d.Attribute != "" && len(d.Nodes) == 0:
+		parts = append(parts, "no device with "+d.Attribute)
+	case d.Attribute != "":
 		parts = append(parts, d.Attribute+"="+d.Device)
 	}
 	if len(parts) == 0 {
@@ -78,9 +95,14 @@ type Plan struct {
 // Reasons nodes are left out of every domain.
 const (
 	reasonNoLabelsFmt  = "node(s) lack the topology labels %v"
-	reasonNoDeviceFmt  = "node(s) have no device with attribute %s"
 	reasonElsewhereFmt = "node(s) outside %s, where the gang's running members are"
 )
+
+// NoDevice is why a domain's open nodes cannot take a member that holds a
+// device.
+func NoDevice(attribute string) string {
+	return fmt.Sprintf("node(s) have no device with attribute %s", attribute)
+}
 
 // PlanFor orders the domains a unit with constraint c may be placed in
 // (see the package doc). running are its members already placed: the
@@ -88,19 +110,17 @@ const (
 // preferred domains they share. A unit without constraint has one
 // domain: every node.
 func PlanFor(snap *snapshot.Snapshot, c Constraint, running []Placed) Plan {
-	return PlanWithin(snap.Nodes, nil, c, running)
+	return PlanWithin(&Domain{Nodes: snap.Nodes}, c, running)
 }
 
-// PlanWithin is PlanFor over nodes only — a child of a scheduling tree is
-// placed inside its parent's domain, parent — whose device value, if it
-// has one, the child's domains keep.
-func PlanWithin(nodes []*snapshot.NodeInfo, parent *Domain, c Constraint, running []Placed) Plan {
+// PlanWithin is PlanFor inside parent's nodes (and open nodes) only — a
+// child of a scheduling tree is placed inside its parent's domain — whose
+// labels and device value, if it has one, the child's domains keep.
+func PlanWithin(parent *Domain, c Constraint, running []Placed) Plan {
 	p := Plan{Excluded: map[string]int{}}
-	required := p.requiredDomains(nodes, c)
-	if parent != nil {
-		for i := range required {
-			required[i].inherit(parent)
-		}
+	required := p.requiredDomains(parent.All(), c)
+	for i := range required {
+		required[i].inherit(parent)
 	}
 	if len(running) > 0 && len(required) > 0 {
 		required = p.pinRequired(required, c, running)
@@ -114,8 +134,17 @@ func PlanWithin(nodes []*snapshot.NodeInfo, parent *Domain, c Constraint, runnin
 }
 
 // requiredDomains splits the nodes by their values of the required keys
-// (and the device attribute); nodes without them are excluded.
+// (and the device attribute); nodes without the keys are excluded. A node
+// whose devices do not carry the attribute is open in every domain of its
+// labels; labels with open nodes only make a domain of their own, for
+// members that hold no device.
 func (p *Plan) requiredDomains(nodes []*snapshot.NodeInfo, c Constraint) []Domain {
+	type labelled struct {
+		labels  []Label
+		domains []*Domain
+		open    []*snapshot.NodeInfo
+	}
+	byLabels := map[string]*labelled{}
 	byKey := map[string]*Domain{}
 	var order []string
 	for _, ni := range nodes {
@@ -124,27 +153,42 @@ func (p *Plan) requiredDomains(nodes []*snapshot.NodeInfo, c Constraint) []Domai
 			p.Excluded[fmt.Sprintf(reasonNoLabelsFmt, c.Required)]++
 			continue
 		}
+		ls := labelString(labels)
+		l := byLabels[ls]
+		if l == nil {
+			l = &labelled{labels: labels}
+			byLabels[ls] = l
+			order = append(order, ls)
+		}
 		devices := []string{""}
 		if c.DeviceAttribute != "" {
 			if devices = DeviceValues(ni, c.DeviceAttribute); len(devices) == 0 {
-				p.Excluded[fmt.Sprintf(reasonNoDeviceFmt, c.DeviceAttribute)]++
+				l.open = append(l.open, ni)
 				continue
 			}
 		}
 		for _, dv := range devices {
-			k := labelString(labels) + "\x00" + dv
+			k := ls + "\x00" + dv
 			d := byKey[k]
 			if d == nil {
 				d = &Domain{Labels: labels, Device: dv, Attribute: c.DeviceAttribute}
 				byKey[k] = d
-				order = append(order, k)
+				l.domains = append(l.domains, d)
 			}
 			d.Nodes = append(d.Nodes, ni)
 		}
 	}
-	out := make([]Domain, 0, len(order))
-	for _, k := range order {
-		out = append(out, *byKey[k])
+	var out []Domain
+	for _, ls := range order {
+		l := byLabels[ls]
+		if len(l.domains) == 0 {
+			out = append(out, Domain{Labels: l.labels, Attribute: c.DeviceAttribute, Open: l.open})
+			continue
+		}
+		for _, d := range l.domains {
+			d.Open = l.open
+			out = append(out, *d)
+		}
 	}
 	return out
 }
@@ -170,11 +214,11 @@ func (p *Plan) pinRequired(required []Domain, c Constraint, running []Placed) []
 	return keep
 }
 
-// holdsAll reports whether every running member is on a node of d, on
-// devices of d's device value.
+// holdsAll reports whether every running member is on a node of d (or
+// one of its open nodes), on devices of d's device value.
 func holdsAll(d Domain, running []Placed) bool {
-	nodes := make(map[string]bool, len(d.Nodes))
-	for _, ni := range d.Nodes {
+	nodes := make(map[string]bool, len(d.Nodes)+len(d.Open))
+	for _, ni := range d.All() {
 		nodes[ni.Node.Name] = true
 	}
 	for _, r := range running {
@@ -209,22 +253,34 @@ func preferredDomains(required []Domain, key string, running []Placed) []Domain 
 	for _, r := range required {
 		byValue := map[string]*Domain{}
 		var values []string
-		for _, ni := range r.Nodes {
-			v, ok := ni.Node.Labels[key]
-			if !ok {
-				continue
+		split := func(nodes []*snapshot.NodeInfo, open bool) {
+			for _, ni := range nodes {
+				v, ok := ni.Node.Labels[key]
+				if !ok {
+					continue
+				}
+				d := byValue[v]
+				if d == nil {
+					d = &Domain{Level: key, Labels: append(append([]Label(nil), r.Labels...), Label{key, v}), Device: r.Device, Attribute: r.Attribute, outer: r.outer}
+					byValue[v] = d
+					values = append(values, v)
+				}
+				if open {
+					d.Open = append(d.Open, ni)
+				} else {
+					d.Nodes = append(d.Nodes, ni)
+				}
 			}
-			d := byValue[v]
-			if d == nil {
-				d = &Domain{Level: key, Labels: append(append([]Label(nil), r.Labels...), Label{key, v}), Device: r.Device, Attribute: r.Attribute, outer: r.outer}
-				byValue[v] = d
-				values = append(values, v)
-			}
-			d.Nodes = append(d.Nodes, ni)
 		}
+		split(r.Nodes, false)
+		split(r.Open, true)
 		for _, v := range values {
 			d := *byValue[v]
-			if len(d.Nodes) == len(r.Nodes) || len(running) > 0 && !holdsAll(d, running) {
+			// A split that is the whole required domain adds nothing; one
+			// with open nodes only would leave out every member that holds
+			// a device, unless the required domain is such a one too.
+			if len(d.Nodes) == len(r.Nodes) && len(d.Open) == len(r.Open) || len(d.Nodes) == 0 && len(r.Nodes) > 0 ||
+				len(running) > 0 && !holdsAll(d, running) {
 				continue
 			}
 			out = append(out, d)
@@ -235,9 +291,13 @@ func preferredDomains(required []Domain, key string, running []Placed) []Domain 
 }
 
 // sortDomains orders domains smallest first (a unit takes the tightest
-// domain that fits it), then by name.
+// domain that fits it), then by name; domains of open nodes only (no
+// device with the attribute) come last.
 func sortDomains(ds []Domain) {
 	sort.SliceStable(ds, func(i, j int) bool {
+		if oi, oj := len(ds[i].Nodes) == 0 && len(ds[i].Open) > 0, len(ds[j].Nodes) == 0 && len(ds[j].Open) > 0; oi != oj {
+			return oj
+		}
 		if len(ds[i].Nodes) != len(ds[j].Nodes) {
 			return len(ds[i].Nodes) < len(ds[j].Nodes)
 		}
