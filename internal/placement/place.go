@@ -54,6 +54,9 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	if len(plan.Domains) == 0 {
 		return failAll(unit, Diagnosis{Nodes: len(snap.Nodes), Reasons: plan.Excluded}), nil
 	}
+	if unit.elastic() && len(plan.Domains) > 1 {
+		return placeElastic(ctx, snap, alloc, unit, plan, dry, j)
+	}
 	var best Result
 	for _, d := range plan.Domains {
 		res, err := placeDomain(ctx, snap, alloc, unit, plan, d, dry, j)
@@ -71,6 +74,43 @@ func placeDomain(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloca
 	res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, within(snap, plan, d), dry, j)
 	res.Domain, res.domainNodes = d.String(), d.Nodes
 	return res, err
+}
+
+// placeElastic places a gang with more pending members than it needs
+// (minCount below its size) in the domain that accommodates the most of
+// them, not the first that admits minCount: the first domain, in plan
+// order (narrowest level, tightest), that holds every pending member;
+// else the one that holds the most, the earlier on a tie. Each domain is
+// tried as a what-if until one holds them all; the chosen one is then
+// placed for real.
+func placeElastic(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, plan topology.Plan, dry bool, j *journal) (Result, error) {
+	var best, chosen Result
+	at := -1
+	for i, d := range plan.Domains {
+		res, err := placeDomain(ctx, snap, alloc, unit, plan, d, true, j)
+		if err != nil {
+			return res, err
+		}
+		if !Judge(unit, res).Admitted {
+			if at < 0 && (best.Unplaced == nil || res.Placeable > best.Placeable) {
+				best = res
+			}
+			continue
+		}
+		if at < 0 || len(res.Assignments) > len(chosen.Assignments) {
+			at, chosen = i, res
+		}
+		if len(res.Assignments) == len(unit.Members) {
+			break
+		}
+	}
+	if at < 0 {
+		return best, nil
+	}
+	if dry {
+		return chosen, nil
+	}
+	return placeDomain(ctx, snap, alloc, unit, plan, plan.Domains[at], false, j)
 }
 
 // scope is where a unit's members are placed: nodes, open nodes only

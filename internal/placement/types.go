@@ -54,6 +54,10 @@ func (u Unit) plan(snap *snapshot.Snapshot) topology.Plan {
 	return topology.PlanFor(snap, u.Topology, u.Running)
 }
 
+// elastic reports whether the unit is a gang with more pending members
+// than it needs: its domains differ in how many of them they hold.
+func (u Unit) elastic() bool { return u.Gang && len(u.Members) > max(u.MinCount-u.Bound, 1) }
+
 // constrained reports whether the unit is placed in domains.
 func (u Unit) constrained() bool { return len(u.Domains) > 0 || !u.Topology.IsZero() }
 

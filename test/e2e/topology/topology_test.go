@@ -274,3 +274,38 @@ func TestJobTopologyAnnotations(t *testing.T) {
 		t.Errorf("the Job's PodGroup has constraints %+v and annotations %v; want required %s, preferred %s", c, pg.Annotations, zone, rack)
 	}
 }
+
+// An elastic gang (8 ranks, minCount 4) with a required rack takes the rack
+// that holds every rank, not the first rack that admits its minCount: with
+// 4 GPUs of rack-0 held, rack-0 (first by name) admits 4 ranks and rack-1
+// holds all 8 — all 8 bind in rack-1, none wait. (The ranks exist before
+// their PodGroup, so the scheduler sees all 8 at once.)
+func TestElasticGangTakesTheRackThatHoldsItAll(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 2*time.Minute)
+	h.OneGPUTemplate(ctx, t, ns)
+	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, "four-gpus", "gpu.example.com", 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hog := builders.MakePod().Namespace(ns).Name("hog").Scheduler(lockv1.SchedulerName).ClaimTemplate("gpu", "four-gpus").Obj()
+	hog.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu-0"}}}}},
+	}}}
+	if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, ctx, "the hog bound on gpu-0", func(ctx context.Context) (bool, string, error) {
+		p, err := h.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName == "gpu-0", "node " + p.Spec.NodeName, nil
+	})
+	members(t, ctx, h, ns, "elastic", 0, 8, "")
+	h.CreatePodGroup(ctx, t, group(ns, "elastic", 4, []string{rack}))
+	waitBound(t, ctx, h, ns, "elastic", 8)
+	if got := one(t, "elastic", labelsOf(t, ctx, h, ns, "elastic", rack)); got != "rack-1" {
+		t.Errorf("the gang landed in %s, want rack-1, the rack that holds all 8", got)
+	}
+}
