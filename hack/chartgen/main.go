@@ -178,6 +178,15 @@ func render(obj map[string]any) ([]byte, error) {
 	if _, ok := meta["namespace"]; ok {
 		meta["namespace"] = "RELEASE_NAMESPACE"
 	}
+	// The object's own labels (a ClusterRole's aggregation labels) are
+	// kept beside the chart's.
+	var own []string
+	if ls, ok := meta["labels"].(map[string]any); ok {
+		for k, v := range ls {
+			own = append(own, fmt.Sprintf("\n    %s: %q", k, fmt.Sprint(v)))
+		}
+		sort.Strings(own)
+	}
 	meta["labels"] = "LABELS"
 	if subs, ok := obj["subjects"].([]any); ok {
 		var kept []any
@@ -198,7 +207,7 @@ func render(obj map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	s := strings.ReplaceAll(string(b), "RELEASE_NAMESPACE", "{{ .Release.Namespace }}")
-	s = strings.ReplaceAll(s, "labels: LABELS", "labels:\n    {{- include \"lockstep.labels\" . | nindent 4 }}")
+	s = strings.ReplaceAll(s, "labels: LABELS", "labels:\n    {{- include \"lockstep.labels\" . | nindent 4 }}"+strings.Join(own, ""))
 	return []byte(s), nil
 }
 
