@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Topology is where a job's groups must, and would rather, run: what the
@@ -40,20 +39,30 @@ func TopologyOf(j GenericJob) (Topology, *NotQualified) {
 		key  string
 		into *[]string
 	}{{lockv1.RequiredTopologyAnnotation, &t.Required}, {lockv1.PreferredTopologyAnnotation, &t.Preferred}} {
-		for _, k := range splitKeys(ann[a.key]) {
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				return Topology{}, &NotQualified{Condition: fmt.Sprintf("%s names %q, not a node label key (%s)", a.key, k, errs[0]), Fix: "name node label keys, e.g. topology.kubernetes.io/zone"}
-			}
-			*a.into = append(*a.into, k)
+		v, set := ann[a.key]
+		if !set {
+			continue
 		}
+		if err := podgroup.CheckKeys(v); err != nil {
+			return Topology{}, &NotQualified{Condition: fmt.Sprintf("%s: %s", a.key, err.Problem), Fix: err.Fix}
+		}
+		*a.into = splitKeys(v)
 	}
-	if d := strings.TrimSpace(ann[lockv1.DeviceTopologyAnnotation]); d != "" {
-		if errs := validation.IsQualifiedName(d); len(errs) > 0 || !strings.Contains(d, "/") {
-			return Topology{}, &NotQualified{Condition: fmt.Sprintf("%s names %q, not a qualified device attribute", lockv1.DeviceTopologyAnnotation, d), Fix: "name a device attribute with its domain, e.g. gpu.example.com/clique"}
+	if d, set := ann[lockv1.DeviceTopologyAnnotation]; set {
+		if err := podgroup.CheckDeviceAttribute(d); err != nil {
+			return Topology{}, &NotQualified{Condition: fmt.Sprintf("%s: %s", lockv1.DeviceTopologyAnnotation, err.Problem), Fix: err.Fix}
 		}
-		t.Device = d
+		t.Device = strings.TrimSpace(d) // "" names none
 	}
 	return t, nil
+}
+
+// AsPodGroup is a PodGroup with the topology t gives the groups made for
+// its job (what admission reads to warn about it).
+func (t Topology) AsPodGroup() *lockv1.PodGroup {
+	pg := &lockv1.PodGroup{}
+	t.apply(&pg.Spec.SchedulingConstraints, &pg.Annotations)
+	return pg
 }
 
 // groupTopology is the topology of one of j's groups.

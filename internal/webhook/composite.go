@@ -51,6 +51,7 @@ func parentIndexValue(o client.Object) []string {
 // (podgroup.ResolveTree) with the same limits.
 type CompositePodGroupValidator struct {
 	reads
+	topologyView
 }
 
 var _ admission.Validator[*lockv1.CompositePodGroup] = (*CompositePodGroupValidator)(nil)
@@ -60,16 +61,21 @@ func (v *CompositePodGroupValidator) ValidateCreate(ctx context.Context, c *lock
 	ns := namespaceOf(ctx, c.Namespace)
 	spec := field.NewPath("spec")
 	errs := validateTopologyAt(spec, c.Spec.SchedulingConstraints, "CompositePodGroup")
+	// Its topology annotations mean what a PodGroup's do.
+	asGroup := &lockv1.PodGroup{ObjectMeta: c.ObjectMeta}
+	asGroup.Spec.SchedulingConstraints = c.Spec.SchedulingConstraints
+	errs = append(errs, validateTopologyAnnotations(nil, asGroup)...)
 	errs = append(errs, validatePriority(ctx, v.Cached, spec, c.Spec.PriorityClassName, c.Spec.Priority)...)
 	treeErrs, err := treeChecks{v.Cached}.place(ctx, ns, node{name: c.Name, composite: true}, podgroup.CompositeParent(c))
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	errs = append(errs, treeErrs...)
+	warnings := v.topologyWarnings("tree", asGroup, specKeyAt)
 	if len(errs) == 0 {
-		return nil, nil
+		return warnings, nil
 	}
-	return nil, apierrors.NewInvalid(schema.GroupKind{Group: lockv1.GroupVersion.Group, Kind: "CompositePodGroup"}, c.Name, errs)
+	return warnings, apierrors.NewInvalid(schema.GroupKind{Group: lockv1.GroupVersion.Group, Kind: "CompositePodGroup"}, c.Name, errs)
 }
 
 // ValidateUpdate implements admission.Validator: nothing to judge — the

@@ -21,6 +21,7 @@ import (
 // targeting Lockstep whose gang annotations or priority class cannot work.
 type JobValidator struct {
 	reads
+	topologyView
 	Integration jobintegration.Integration
 	// Claims warns, once per job, about the templates' claims (its pods'
 	// admission is skipped when the Job controller creates them).
@@ -173,7 +174,8 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	if nq := jobintegration.ScopeError(j); nq != nil {
 		errs = append(errs, field.Invalid(meta.Key(jobintegration.GangScopeAnnotation), ann[jobintegration.GangScopeAnnotation], nq.Error()))
 	}
-	if _, nq := jobintegration.TopologyOf(j); nq != nil {
+	topo, nq := jobintegration.TopologyOf(j)
+	if nq != nil {
 		for _, key := range topologyAnnotations {
 			if v, set := ann[key]; set && strings.Contains(nq.Condition, key) {
 				errs = append(errs, field.Invalid(meta.Key(key), v, nq.Error()))
@@ -198,9 +200,15 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	if creating && c.Class == jobintegration.ClassGang {
 		errs = append(errs, v.namesTaken(ctx, ns, j, c.Groups)...)
 	}
-	// A template naming its own group is no warning: its pods join it.
-	if c.Class == jobintegration.ClassNotQualified {
+	// A template naming its own group is no warning: its pods join it. A
+	// job refused is not told it would not be a gang.
+	if c.Class == jobintegration.ClassNotQualified && len(errs) == 0 {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+c.Why.Error())
+	}
+	if nq == nil && c.Class == jobintegration.ClassGang {
+		warnings = append(warnings, v.topologyWarnings("job", topo.AsPodGroup(), func(int) *field.Path {
+			return meta.Key(lockv1.RequiredTopologyAnnotation)
+		})...)
 	}
 	if w, ok := j.(jobintegration.Warner); ok {
 		warnings = append(warnings, w.Warnings()...)

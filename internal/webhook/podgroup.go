@@ -32,10 +32,7 @@ import (
 // fields — are in the CRD schema and run first.)
 type PodGroupValidator struct {
 	reads
-	// Nodes and Devices are the cached views the topology warnings read
-	// (nil: no warning).
-	Nodes   *nodeLabels
-	Devices *deviceIndex
+	topologyView
 }
 
 var _ admission.Validator[*lockv1.PodGroup] = (*PodGroupValidator)(nil)
@@ -53,12 +50,13 @@ func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGr
 	}
 	errs = append(errs, validateName(pg.Name)...)
 	errs = append(errs, validateTopologyAt(field.NewPath("spec"), pg.Spec.SchedulingConstraints, "PodGroup")...)
+	errs = append(errs, validateTopologyAnnotations(nil, pg)...)
 	treeErrs, err := treeChecks{v.Cached}.place(ctx, ns, node{name: pg.Name}, podgroup.ParentOf(pg))
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	errs = append(errs, treeErrs...)
-	return v.topologyWarnings(pg), v.validate(ctx, pg, errs)
+	return v.topologyWarnings("group", pg, specKeyAt), v.validate(ctx, pg, errs)
 }
 
 // ValidateUpdate implements admission.Validator: the new spec must be
@@ -77,7 +75,30 @@ func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, old, pg *lockv1.
 		errs = append(errs, field.Forbidden(parentPath,
 			fmt.Sprintf("a PodGroup's parentCompositePodGroupName is fixed when it is created (it is %q): restore it, or delete the PodGroup and create it under the parent you want", was)))
 	}
-	return v.topologyWarnings(pg), v.validate(ctx, pg, errs)
+	errs = append(errs, validateTopologyAnnotations(old, pg)...)
+	return v.topologyWarnings("group", pg, specKeyAt), v.validate(ctx, pg, errs)
+}
+
+// validateTopologyAnnotations refuses a preferred-topology or
+// device-topology annotation a Job would be refused for (podgroup.CheckKeys,
+// CheckDeviceAttribute): the same value means the same on every object.
+// On an update (old set) only a value that changed is judged, so a group
+// made before the check keeps working.
+func validateTopologyAnnotations(old, pg *lockv1.PodGroup) field.ErrorList {
+	var errs field.ErrorList
+	for key, check := range map[string]func(string) *podgroup.KeyError{
+		lockv1.PreferredTopologyAnnotation: podgroup.CheckKeys,
+		lockv1.DeviceTopologyAnnotation:    podgroup.CheckDeviceAttribute,
+	} {
+		v, set := pg.Annotations[key]
+		if !set || old != nil && old.Annotations[key] == v {
+			continue
+		}
+		if err := check(v); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(key), v, err.Error()))
+		}
+	}
+	return errs
 }
 
 // preemptionNotGranted warns when a group asks to preempt for a member

@@ -107,10 +107,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	podMutate.Handler = podMutator{inner: podMutate.Handler, dropsSchedulingGroup: !servesSchedulingGroup}
 	srv.Register(pathPodMutate, podMutate)
 	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
-	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r, Nodes: nodes, Devices: devices}))
-	srv.Register(pathComposite, admission.WithValidator[*lockv1.CompositePodGroup](scheme, &CompositePodGroupValidator{reads: r}))
+	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
+	srv.Register(pathComposite, admission.WithValidator[*lockv1.CompositePodGroup](scheme, &CompositePodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
 	for _, integ := range integrationSet {
-		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, Integration: integ, Claims: claims}))
+		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}, Integration: integ, Claims: claims}))
 		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ}))
 	}
 	if err := addProbes(mgr, srv, rot); err != nil {

@@ -10,32 +10,46 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
-// topologyWarnings warns about topology a group names that nothing in the
-// cluster carries: a required or preferred key no node has (a group
-// requiring it waits until nodes are labelled; one preferring it falls
-// back to its next level), and a device attribute no device publishes.
-// It reads the cached node labels and device inventory only; a view that
-// is not there (nil) warns of nothing.
-func (v *PodGroupValidator) topologyWarnings(pg *lockv1.PodGroup) admission.Warnings {
+// topologyView is what the topology warnings read: the cached node labels
+// and device inventory (nil: no warning of that kind).
+type topologyView struct {
+	Nodes   *nodeLabels
+	Devices *deviceIndex
+}
+
+// topologyWarnings warns about topology a group, a tree's
+// CompositePodGroup or a job names (what: "group", "tree", "job") that
+// nothing in the cluster carries: a required or preferred key no node has
+// (required, it cannot be placed until nodes are labelled; preferred, it
+// falls back to its next level), and a device attribute no device
+// publishes. pg holds the topology (a job's or a CompositePodGroup's as a
+// PodGroup would); requiredAt is where its i-th required key is written.
+// It reads the cached views only, never the API server.
+func (v topologyView) topologyWarnings(what string, pg *lockv1.PodGroup, requiredAt func(int) *field.Path) admission.Warnings {
 	var out admission.Warnings
+	annotations := field.NewPath("metadata", "annotations")
 	if v.Nodes != nil {
 		for i, key := range podgroup.TopologyKeys(pg) {
 			if v.Nodes.carried(key) == 0 {
-				path := field.NewPath("spec", "schedulingConstraints", "topology").Index(i).Child("key")
-				out = append(out, fmt.Sprintf("%s: no node carries the label %q: the group cannot be placed until nodes are labelled %s=<domain>; check the key's spelling (`lockstep preflight` lists the topology keys nodes carry)", path, key, key))
+				out = append(out, fmt.Sprintf("%s: no node carries the label %q: the %s cannot be placed until nodes are labelled %s=<domain>; check the key's spelling (`lockstep preflight` lists the topology keys nodes carry)", requiredAt(i), key, what, key))
 			}
 		}
-		annotation := field.NewPath("metadata", "annotations").Key(lockv1.PreferredTopologyAnnotation)
 		for _, key := range podgroup.PreferredTopology(pg) {
 			if v.Nodes.carried(key) == 0 {
-				out = append(out, fmt.Sprintf("%s: no node carries the label %q: this preferred level is never met, the group is placed at its next level; check the key's spelling (`lockstep preflight` lists the topology keys nodes carry)", annotation, key))
+				out = append(out, fmt.Sprintf("%s: no node carries the label %q: this preferred level is never met, the %s is placed at its next level; check the key's spelling (`lockstep preflight` lists the topology keys nodes carry)", annotations.Key(lockv1.PreferredTopologyAnnotation), key, what))
 			}
 		}
 	}
 	if attr := podgroup.DeviceTopology(pg); attr != "" && v.Devices != nil {
 		if has, known := v.Devices.hasAttribute(attr); known && !has {
-			out = append(out, fmt.Sprintf("%s: no device in any ResourceSlice carries the attribute %q: the group's devices cannot share a value of it, so it cannot be placed until a driver publishes it; write it as domain/name, e.g. gpu.example.com/clique", field.NewPath("metadata", "annotations").Key(lockv1.DeviceTopologyAnnotation), attr))
+			out = append(out, fmt.Sprintf("%s: no device in any ResourceSlice carries the attribute %q: the %s's devices cannot share a value of it, so it cannot be placed until a driver publishes it; write it as domain/name, e.g. gpu.example.com/clique", annotations.Key(lockv1.DeviceTopologyAnnotation), attr, what))
 		}
 	}
 	return out
+}
+
+// specKeyAt is where a PodGroup's or CompositePodGroup's i-th required key
+// is written.
+func specKeyAt(i int) *field.Path {
+	return field.NewPath("spec", "schedulingConstraints", "topology").Index(i).Child("key")
 }

@@ -2,9 +2,11 @@ package webhook
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -57,7 +60,7 @@ func TestPodGroupTopologyWarnings(t *testing.T) {
 		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
 	nodes := newNodeLabels()
 	nodes.handler().OnAdd(nodeMeta("n", map[string]string{"topology.kubernetes.io/zone": "z1", "example.com/rack": "r1"}), true)
-	v := &PodGroupValidator{reads: reads{Cached: c, Live: c}, Nodes: nodes, Devices: newDeviceIndex(c, nil)}
+	v := &PodGroupValidator{reads: reads{Cached: c, Live: c}, topologyView: topologyView{Nodes: nodes, Devices: newDeviceIndex(c, nil)}}
 	group := func(required []string, preferred, device string) *lockv1.PodGroup {
 		pg := builders.GangPodGroup("team-a", "g", 2)
 		for _, k := range required {
@@ -87,8 +90,8 @@ func TestPodGroupTopologyWarnings(t *testing.T) {
 		"a preferred key no node carries": {pg: group([]string{"topology.kubernetes.io/zone"}, "example.com/rack, example.com/block", ""), want: []string{
 			`metadata.annotations[scheduling.lockstep.dev/preferred-topology]: no node carries the label "example.com/block": this preferred level is never met, the group is placed at its next level; check the key's spelling (` + "`lockstep preflight`" + ` lists the topology keys nodes carry)`,
 		}},
-		"a device attribute no device carries": {pg: group(nil, "", "clique"), want: []string{
-			`metadata.annotations[scheduling.lockstep.dev/device-topology]: no device in any ResourceSlice carries the attribute "clique": the group's devices cannot share a value of it, so it cannot be placed until a driver publishes it; write it as domain/name, e.g. gpu.example.com/clique`,
+		"a device attribute no device carries": {pg: group(nil, "", "gpu.example.com/nvlink"), want: []string{
+			`metadata.annotations[scheduling.lockstep.dev/device-topology]: no device in any ResourceSlice carries the attribute "gpu.example.com/nvlink": the group's devices cannot share a value of it, so it cannot be placed until a driver publishes it; write it as domain/name, e.g. gpu.example.com/clique`,
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -100,5 +103,87 @@ func TestPodGroupTopologyWarnings(t *testing.T) {
 				t.Errorf("warnings (-want,+got):\n%s", diff)
 			}
 		})
+	}
+	// A topology annotation a Job is refused for is refused on a
+	// PodGroup, with the same reason; an update keeps a value it had.
+	for name, tc := range map[string]struct {
+		preferred, device, want string
+	}{
+		"no key at all":            {preferred: ",,,", want: `item 1 of ",,," is empty`},
+		"an empty level":           {preferred: "example.com/rack,,topology.kubernetes.io/zone", want: `item 2 of`},
+		"a level twice":            {preferred: "example.com/rack,example.com/rack", want: `"example.com/rack" is listed twice`},
+		"not a label key":          {preferred: "rack!", want: `"rack!" is not a node label key`},
+		"an unqualified attribute": {device: "clique", want: `"clique" is not a qualified device attribute`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pg := group(nil, tc.preferred, tc.device)
+			_, err := v.ValidateCreate(context.Background(), pg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("PodGroup: got %v, want a refusal saying %s", err, tc.want)
+			}
+			job := builders.IndexedJob("team-a", "j", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+			job.Annotations = pg.Annotations
+			if _, nq := jobintegration.TopologyOf(integrationSet.ForKind("batch/v1", "Job").Wrap(job)); nq == nil || !strings.Contains(nq.Error(), tc.want) {
+				t.Errorf("Job: got %v, want a refusal saying %s", nq, tc.want)
+			}
+			if _, err := v.ValidateUpdate(context.Background(), pg, pg); err != nil {
+				t.Errorf("an update that keeps the value: refused: %v", err)
+			}
+		})
+	}
+}
+
+// A Job and a CompositePodGroup naming topology no node carries are warned
+// as a PodGroup is, naming where they wrote it; a Job refused for its
+// topology annotations is refused with no "not a gang" warning beside it.
+func TestJobAndTreeTopologyWarnings(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).
+		WithIndex(&lockv1.PodGroup{}, IndexParent, parentIndexValue).
+		WithIndex(&lockv1.CompositePodGroup{}, IndexParent, parentIndexValue).Build()
+	nodes := newNodeLabels()
+	nodes.handler().OnAdd(nodeMeta("n", map[string]string{"topology.kubernetes.io/zone": "z1"}), true)
+	view := topologyView{Nodes: nodes}
+	jobs := &JobValidator{reads: reads{Cached: c, Live: c}, topologyView: view, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	job := func(ann map[string]string) *batchv1.Job {
+		j := builders.IndexedJob("team-a", "train", 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+		j.Annotations = ann
+		return j
+	}
+	warnings, err := jobs.ValidateCreate(context.Background(), job(map[string]string{lockv1.RequiredTopologyAnnotation: "topology.kubernetes.io/zone,example.com/rak"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `metadata.annotations[scheduling.lockstep.dev/required-topology]: no node carries the label "example.com/rak": the job cannot be placed until nodes are labelled example.com/rak=<domain>`
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) {
+		t.Errorf("Job warnings %q, want one starting %q", warnings, want)
+	}
+	if warnings, _ := jobs.ValidateCreate(context.Background(), job(map[string]string{lockv1.RequiredTopologyAnnotation: "topology.kubernetes.io/zone"})); len(warnings) != 0 {
+		t.Errorf("a Job whose key the nodes carry is warned: %q", warnings)
+	}
+	warnings, err = jobs.ValidateCreate(context.Background(), job(map[string]string{lockv1.PreferredTopologyAnnotation: "a,a"}))
+	if err == nil {
+		t.Fatal("a Job listing a level twice is admitted")
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "not a gang") {
+			t.Errorf("a refused Job is also told %q", w)
+		}
+	}
+
+	trees := &CompositePodGroupValidator{reads: reads{Cached: c, Live: c}, topologyView: view}
+	cpg := &lockv1.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job",
+		Annotations: map[string]string{lockv1.PreferredTopologyAnnotation: "example.com/block"}}}
+	cpg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: "topology.kubernetes.io/zone"}}}
+	warnings, err = trees.ValidateCreate(context.Background(), cpg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `metadata.annotations[scheduling.lockstep.dev/preferred-topology]: no node carries the label "example.com/block": this preferred level is never met, the tree is placed at its next level`
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) {
+		t.Errorf("CompositePodGroup warnings %q, want one starting %q", warnings, want)
+	}
+	cpg.Annotations[lockv1.PreferredTopologyAnnotation] = ",,,"
+	if _, err := trees.ValidateCreate(context.Background(), cpg); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Errorf("a CompositePodGroup preferring \",,,\": %v, want it refused", err)
 	}
 }
