@@ -53,6 +53,10 @@ type Scheduler struct {
 	// TreeTimeToScheduled is a tree root's creation →
 	// CompositePodGroupInitiallyScheduled=True.
 	TreeTimeToScheduled prometheus.Histogram
+	// KindServed is 1 for each of Lockstep's kinds the API server serves
+	// and the scheduler watches, 0 for one it started without (its CRD
+	// not installed: an upgrade that did not apply new CRDs), by resource.
+	KindServed *prometheus.GaugeVec
 }
 
 // Descriptions of the gauges the scheduler computes at scrape time.
@@ -127,9 +131,13 @@ func NewScheduler() *Scheduler {
 			Help:    "Time from a root CompositePodGroup's creation to CompositePodGroupInitiallyScheduled=True.",
 			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200},
 		}),
+		KindServed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lockstep_scheduler_kind_served",
+			Help: "1 for each of Lockstep's kinds the scheduler watches, 0 for one the API server does not serve (its CRD is missing: apply the chart's crds/), by resource.",
+		}, []string{"resource"}),
 	}
 	m.Registry.MustRegister(m.Attempts, m.AttemptDuration, m.TimeToScheduled, m.DeviceAllocationFailures, m.WriteErrors,
-		m.Preemptions, m.PreemptionVictims, m.TreeAttempts, m.TreeTimeToScheduled,
+		m.Preemptions, m.PreemptionVictims, m.TreeAttempts, m.TreeTimeToScheduled, m.KindServed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{ResultScheduled, ResultUnschedulable, ResultError} {
 		m.Attempts.WithLabelValues(r)

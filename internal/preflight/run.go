@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/lockstep-dev/lockstep/config"
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 )
 
@@ -106,13 +107,38 @@ func served(client kubernetes.Interface, gv, resource string) bool {
 	return ok
 }
 
+// checkCRDs checks that the API server serves every kind, at every
+// version, of the CRDs this release installs (config.Kinds): an upgrade
+// whose new CRDs were not applied (`helm upgrade` never changes crds/)
+// leaves a kind or a version missing.
+func (r *Report) checkCRDs(client kubernetes.Interface) {
+	kinds, err := config.Kinds()
+	if err != nil {
+		r.add("Lockstep CRDs", Fail, err.Error(), "")
+		return
+	}
+	var have, missing []string
+	for _, k := range kinds {
+		for _, v := range k.Versions {
+			name := k.Kind + " " + k.Group + "/" + v
+			if served(client, k.Group+"/"+v, k.Resource) {
+				have = append(have, k.Kind)
+			} else {
+				missing = append(missing, name)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		r.add("Lockstep CRDs", Fail, "not served: "+strings.Join(missing, ", "),
+			"apply this release's CRDs (charts/lockstep/crds, or config/crd): `helm upgrade` does not; kubectl apply --server-side -f charts/lockstep/crds")
+		return
+	}
+	r.add("Lockstep CRDs", OK, strings.Join(have, ", ")+" served", "")
+}
+
 // checkLockstep looks for Lockstep's CRDs, webhooks and live components.
 func (r *Report) checkLockstep(ctx context.Context, client kubernetes.Interface) {
-	if served(client, "scheduling.lockstep.dev/v1beta1", "podgroups") && served(client, "scheduling.lockstep.dev/v1beta1", "workloads") {
-		r.add("Lockstep CRDs", OK, "scheduling.lockstep.dev/v1beta1 PodGroup and Workload served", "")
-	} else {
-		r.add("Lockstep CRDs", Fail, "scheduling.lockstep.dev/v1beta1 not served", "install Lockstep (config/crd)")
-	}
+	r.checkCRDs(client)
 	m, errM := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "lockstep", metav1.GetOptions{})
 	v, errV := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "lockstep", metav1.GetOptions{})
 	switch {

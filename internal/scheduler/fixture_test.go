@@ -54,6 +54,13 @@ type fixture struct {
 // classes plus objs (pods, claims, PodGroups, DeviceTaintRules, …).
 func newFixture(t *testing.T, spec string, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureServing(t, spec, []string{"podgroups", "compositepodgroups", "workloads"}, objs...)
+}
+
+// newFixtureServing is newFixture on an API server that serves, of
+// Lockstep's kinds, those resources only (a CRD left out by an upgrade).
+func newFixtureServing(t *testing.T, spec string, lockstep []string, objs ...runtime.Object) *fixture {
+	t.Helper()
 	in := builders.SnapshotInput(t, spec)
 	var typed, groups []runtime.Object
 	for _, n := range in.Nodes {
@@ -85,7 +92,11 @@ func newFixture(t *testing.T, spec string, objs ...runtime.Object) *fixture {
 	}
 	f := &fixture{t: t, failBind: map[string]bool{}}
 	f.client = fake.NewClientset(typed...)
-	f.client.Resources = []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "devicetaintrules"}}}}
+	served := &metav1.APIResourceList{GroupVersion: lockv1.GroupVersion.String()}
+	for _, r := range lockstep {
+		served.APIResources = append(served.APIResources, metav1.APIResource{Name: r, Namespaced: true})
+	}
+	f.client.Resources = []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "devicetaintrules"}}}, served}
 	f.client.PrependReactor("create", "pods", f.bind)
 	for _, g := range groups {
 		g.(*unstructured.Unstructured).SetResourceVersion("1")

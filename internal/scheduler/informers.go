@@ -99,7 +99,7 @@ func (s *Scheduler) setupCompositeInformers() error {
 		gvr    schema.GroupVersionResource
 		into   *dynamiclister.Lister
 		served bool
-	}{{podgroup.CompositeResource, &s.listers.composites, true}, {podgroup.UpstreamCompositeResource, &s.listers.upstreamComposites, s.upstreamCompositesServed}} {
+	}{{podgroup.CompositeResource, &s.listers.composites, s.compositesServed}, {podgroup.UpstreamCompositeResource, &s.listers.upstreamComposites, s.upstreamCompositesServed}} {
 		if !r.served {
 			continue
 		}
@@ -330,7 +330,11 @@ func (s *Scheduler) onComposite(obj any) {
 // composite returns CompositePodGroup ns/name from the informer cache:
 // Lockstep's, else the in-tree one of that name where served.
 func (s *Scheduler) composite(ns, name string) (*lockv1.CompositePodGroup, error) {
-	u, err := s.listers.composites.Namespace(ns).Get(name)
+	var u *unstructured.Unstructured
+	var err error = apierrors.NewNotFound(podgroup.CompositeResource.GroupResource(), name)
+	if s.listers.composites != nil {
+		u, err = s.listers.composites.Namespace(ns).Get(name)
+	}
 	if apierrors.IsNotFound(err) && s.listers.upstreamComposites != nil {
 		u, err = s.listers.upstreamComposites.Namespace(ns).Get(name)
 	}

@@ -90,6 +90,10 @@ type Scheduler struct {
 	// upstreamServed: the API server serves scheduling.k8s.io/v1beta1
 	// podgroups; upstreamCompositesServed, v1alpha3 compositepodgroups.
 	upstreamServed, upstreamCompositesServed bool
+	// compositesServed: Lockstep's CompositePodGroups are served (their CRD
+	// is installed); without them the scheduler starts and schedules
+	// everything else.
+	compositesServed bool
 	// taintRulesServed: the API server serves resource.k8s.io/v1 devicetaintrules.
 	taintRulesServed bool
 	metrics          *metrics.Scheduler
@@ -154,6 +158,14 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	s.upstreamServed = served
 	if s.upstreamCompositesServed, err = apidiscovery.Serves(client.Discovery(), podgroup.UpstreamCompositeResource.GroupVersion().String(), podgroup.UpstreamCompositeResource.Resource); err != nil {
 		return nil, err
+	}
+	if s.compositesServed, err = apidiscovery.Serves(client.Discovery(), podgroup.CompositeResource.GroupVersion().String(), podgroup.CompositeResource.Resource); err != nil {
+		return nil, err
+	}
+	s.metrics.KindServed.WithLabelValues(podgroup.CompositeResource.GroupResource().String()).Set(served01(s.compositesServed))
+	if !s.compositesServed {
+		klog.Background().Error(nil, "CompositePodGroups are not served: starting without them; scheduling trees wait until the CRD is installed and the scheduler restarted (apply the chart's crds/, which `helm upgrade` does not)",
+			"resource", podgroup.CompositeResource.String())
 	}
 	if s.taintRulesServed, err = apidiscovery.Serves(client.Discovery(), "resource.k8s.io/v1", "devicetaintrules"); err != nil {
 		return nil, err
@@ -337,4 +349,12 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// served01 is a served flag as a gauge value.
+func served01(served bool) float64 {
+	if served {
+		return 1
+	}
+	return 0
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamiclister"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -109,7 +110,7 @@ func (s *Scheduler) composites(ns string) ([]*lockv1.CompositePodGroup, error) {
 	var out []*lockv1.CompositePodGroup
 	for _, l := range []interface {
 		List(labels.Selector) ([]*unstructured.Unstructured, error)
-	}{s.listers.composites.Namespace(ns), s.upstreamCompositesIn(ns)} {
+	}{listIn(s.listers.composites, ns), listIn(s.listers.upstreamComposites, ns)} {
 		if l == nil {
 			continue
 		}
@@ -126,13 +127,14 @@ func (s *Scheduler) composites(ns string) ([]*lockv1.CompositePodGroup, error) {
 	return out, nil
 }
 
-func (s *Scheduler) upstreamCompositesIn(ns string) interface {
+// listIn is l's lister of namespace ns; nil when l is (a kind not served).
+func listIn(l dynamiclister.Lister, ns string) interface {
 	List(labels.Selector) ([]*unstructured.Unstructured, error)
 } {
-	if s.listers.upstreamComposites == nil {
+	if l == nil {
 		return nil
 	}
-	return s.listers.upstreamComposites.Namespace(ns)
+	return l.Namespace(ns)
 }
 
 // treeOrder is a tree's priority (its members' lowest) and age (its root's).

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -124,5 +125,29 @@ func TestGroupOfATreeIsNeverPlacedAlone(t *testing.T) {
 	}
 	if got := f.queue.of(k); got != "Wait" {
 		t.Errorf("orphan: queue transitions %q, want Wait", got)
+	}
+}
+
+// An API server without the CompositePodGroup CRD (an upgrade that did not
+// apply it): the scheduler starts without that kind instead of waiting for
+// its informer, says so in lockstep_scheduler_kind_served, schedules a
+// flat gang, and a group naming a parent waits for it, saying so.
+func TestStartsWithoutCompositePodGroups(t *testing.T) {
+	child := builders.GangPodGroup("ml", "w1", 1)
+	child.Spec.ParentCompositePodGroupName = ptr.To("job")
+	objs := []runtime.Object{builders.GangPodGroup("ml", "flat", 2), child}
+	objs = append(objs, gpuPods("ml", "flat", "flat", 2, 0)...)
+	objs = append(objs, gpuPods("ml", "w1", "w1", 1, 0)...)
+	f := newFixtureServing(t, twoNodes, []string{"podgroups", "workloads"}, objs...)
+	if got := testutil.ToFloat64(f.s.metrics.KindServed.WithLabelValues("compositepodgroups.scheduling.lockstep.dev")); got != 0 {
+		t.Errorf("lockstep_scheduler_kind_served for compositepodgroups %v, want 0", got)
+	}
+	f.run(queue.GroupKey("ml", "flat"))
+	if w := only(f.writes(), "pods/binding"); len(w) != 2 {
+		t.Errorf("the flat gang's bindings %v, want 2", w)
+	}
+	f.run(queue.GroupKey("ml", "w1"))
+	if got := condition(f.group("ml", "w1")); !strings.HasPrefix(got, "False/WaitingForParent: waiting for CompositePodGroup job") {
+		t.Errorf("w1 condition %q, want it waiting for its parent", got)
 	}
 }
