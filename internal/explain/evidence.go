@@ -32,10 +32,14 @@ func extendedResources(snap *snapshot.Snapshot, pending []*corev1.Pod) []Extende
 			er.DeviceClass = c.Name
 		}
 		for _, ni := range snap.Nodes {
-			if a := ni.Allocatable.Scalar[name]; a > 0 {
+			a := ni.Allocatable.Scalar[name]
+			if a > 0 {
 				er.Nodes++
 				er.Total += a
 				er.Free += a - ni.Requested.Scalar[name]
+			}
+			if c, ok := ni.Node.Status.Capacity[name]; ok && c.Value() > a {
+				er.NotAllocatable = append(er.NotAllocatable, fmt.Sprintf("%s: capacity %d, allocatable %d", ni.Node.Name, c.Value(), a))
 			}
 		}
 		out = append(out, er)
@@ -70,9 +74,12 @@ func classReports(ctx context.Context, st *state, snap *snapshot.Snapshot, cache
 		}
 	}
 	owner := allocationOwners(st)
+	usable := usableNodes(ctx, snap, members)
 	var out []ClassReport
 	for name := range classes {
-		out = append(out, classReport(ctx, snap, cache, name, owner))
+		cr := classReport(ctx, snap, cache, name, owner)
+		cr.Drivers, cr.NoSlices = missingDrivers(ctx, snap, cache, name, usable)
+		out = append(out, cr)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
 	return out
@@ -183,4 +190,86 @@ func devicesOf(results []resourcev1.DeviceRequestAllocationResult) string {
 		out = append(out, r.Pool+"/"+r.Device)
 	}
 	return strings.Join(out, ", ")
+}
+
+// usable are the nodes the pending members could use by the checks no
+// device changes (their node selection, affinity and taints), and whether
+// they select nodes explicitly (a node selector or a required node
+// affinity).
+type usable struct {
+	nodes    map[string]bool
+	explicit bool
+}
+
+// usableNodes is what usable says of members.
+func usableNodes(ctx context.Context, snap *snapshot.Snapshot, members []placement.Member) usable {
+	u := usable{nodes: map[string]bool{}}
+	if len(members) == 0 {
+		return u
+	}
+	for _, m := range members {
+		if len(m.Pod.Spec.NodeSelector) > 0 || m.Pod.Spec.Affinity != nil && m.Pod.Spec.Affinity.NodeAffinity != nil &&
+			m.Pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			u.explicit = true
+		}
+	}
+	feasible, err := placement.Feasible(ctx, snap, placement.Unit{Members: members})
+	if err != nil {
+		return u
+	}
+	for n := range feasible {
+		u.nodes[n] = true
+	}
+	return u
+}
+
+// missingDrivers names the drivers that publish devices of class and the
+// usable nodes that publish no slice of any of them: those of an instance
+// type where they do publish (a node pool whose driver is down on some
+// nodes), or every usable one when the members select their nodes.
+func missingDrivers(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, className string, u usable) (drivers, missing []string) {
+	class := snap.Classes[className]
+	if class == nil || len(u.nodes) == 0 {
+		return nil, nil
+	}
+	served := map[string]bool{}
+	withDriver := map[string]bool{} // instance types where a driver publishes
+	for _, ni := range snap.Nodes {
+		for _, s := range ni.Slices {
+			for _, d := range s.Spec.Devices {
+				if dra.ClassMatches(ctx, cache, class, s.Spec.Driver, d) {
+					served[s.Spec.Driver] = true
+					withDriver[ni.Node.Labels[corev1.LabelInstanceTypeStable]] = true
+					break
+				}
+			}
+		}
+	}
+	if len(served) == 0 {
+		return nil, nil
+	}
+	for d := range served {
+		drivers = append(drivers, d)
+	}
+	sort.Strings(drivers)
+	for _, ni := range snap.Nodes {
+		if !u.nodes[ni.Node.Name] {
+			continue
+		}
+		if t := ni.Node.Labels[corev1.LabelInstanceTypeStable]; !u.explicit && (t == "" || !withDriver[t]) {
+			continue
+		}
+		has := false
+		for _, s := range ni.Slices {
+			if served[s.Spec.Driver] {
+				has = true
+				break
+			}
+		}
+		if !has {
+			missing = append(missing, ni.Node.Name)
+		}
+	}
+	sort.Strings(missing)
+	return drivers, missing
 }

@@ -142,6 +142,11 @@ type ExtendedResource struct {
 	// DeviceClass serving it through DRA on nodes that do not advertise
 	// it ("" if none): its devices are reported under devices.
 	DeviceClass string `json:"deviceClass,omitempty"`
+	// NotAllocatable are the nodes whose capacity of it exceeds their
+	// allocatable ("node: capacity 8, allocatable 0"): the device plugin
+	// reports those devices unhealthy, or the kubelet has not registered
+	// them (seed 003, step 2).
+	NotAllocatable []string `json:"notAllocatable,omitempty"`
 }
 
 // ClassReport is the state of one DeviceClass.
@@ -159,6 +164,15 @@ type ClassReport struct {
 	Tainted []string `json:"tainted,omitempty"`
 	// CELErrors from the class's selectors.
 	CELErrors []string `json:"celErrors,omitempty"`
+	// Drivers publish the class's devices somewhere in the cluster;
+	// NoSlices are nodes the pending members could use (they pass their
+	// node selection and taints) that publish no ResourceSlice of any of
+	// them — nodes of an instance type where the drivers do publish, or any
+	// such node when the members select nodes explicitly: the driver's
+	// kubelet plugin (DaemonSet) is missing or not ready there, the most
+	// common failure after an AMI or driver upgrade (seed 003, step 3).
+	Drivers  []string `json:"drivers,omitempty"`
+	NoSlices []string `json:"noSlices,omitempty"`
 }
 
 // NodeDevice is one node's devices of a class.

@@ -96,6 +96,14 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 			fmt.Fprintf(out, "; elsewhere served by DRA through DeviceClass %s", er.DeviceClass)
 		}
 		fmt.Fprintln(out)
+		if len(er.NotAllocatable) > 0 {
+			fmt.Fprintf(out, "   %d nodes advertise capacity but not allocatable (the device plugin reports those devices unhealthy, or the kubelet has not registered them: check its pod and the node's kubelet):\n", len(er.NotAllocatable))
+			n := shown(len(er.NotAllocatable), wide)
+			for _, na := range er.NotAllocatable[:n] {
+				fmt.Fprintf(out, "   %s\n", na)
+			}
+			more(out, len(er.NotAllocatable), n, "nodes")
+		}
 	}
 	if len(r.Reasons) > 0 {
 		fmt.Fprintf(out, "4. Nodes (%d) rejecting the first pod that does not fit:\n", r.Nodes)
@@ -131,6 +139,15 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 		more(out, len(d.Tainted), tainted, "tainted devices")
 		for _, e := range d.CELErrors {
 			fmt.Fprintf(out, "   CEL error: %s\n", e)
+		}
+		if len(d.NoSlices) > 0 {
+			n := shown(len(d.NoSlices), wide)
+			fmt.Fprintf(out, "   %d nodes the pending pods could use publish no ResourceSlice from %s (its kubelet plugin DaemonSet is missing or not ready there — after an AMI or driver upgrade, check the driver's pods on them): %s",
+				len(d.NoSlices), strings.Join(d.Drivers, ", "), strings.Join(d.NoSlices[:n], ", "))
+			if n < len(d.NoSlices) {
+				fmt.Fprintf(out, ", … %d more (-o wide lists them)", len(d.NoSlices)-n)
+			}
+			fmt.Fprintln(out)
 		}
 	}
 	switch {

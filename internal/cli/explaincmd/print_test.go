@@ -72,3 +72,24 @@ func TestPrintDeviceHealth(t *testing.T) {
 		})
 	}
 }
+
+// The driver and device-plugin evidence (seed 003, steps 2 and 3) is
+// printed with what to check.
+func TestPrintDriverEvidence(t *testing.T) {
+	r := &explain.Report{Answer: "waiting",
+		ExtendedResources: []explain.ExtendedResource{{Name: "nvidia.com/gpu", PerPod: 8, NotAllocatable: []string{"ip-10-0-1-7: capacity 8, allocatable 0"}}},
+		Devices:           []explain.ClassReport{{Class: "gpu.nvidia.com", Exists: true, Drivers: []string{"gpu.nvidia.com"}, NoSlices: []string{"ip-10-0-1-8", "ip-10-0-1-9"}}},
+	}
+	var out bytes.Buffer
+	printReport(&out, r, false)
+	for _, want := range []string{
+		"1 nodes advertise capacity but not allocatable (the device plugin reports those devices unhealthy",
+		"   ip-10-0-1-7: capacity 8, allocatable 0",
+		"2 nodes the pending pods could use publish no ResourceSlice from gpu.nvidia.com (its kubelet plugin DaemonSet is missing or not ready there",
+		"ip-10-0-1-8, ip-10-0-1-9",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("want %q in:\n%s", want, out.String())
+		}
+	}
+}
