@@ -53,6 +53,10 @@ type Scheduler struct {
 	// TreeTimeToScheduled is a tree root's creation →
 	// CompositePodGroupInitiallyScheduled=True.
 	TreeTimeToScheduled prometheus.Histogram
+	// AlgorithmDuration mirrors scheduler_scheduling_algorithm_duration_seconds:
+	// the snapshot and the decision of one attempt (a unit's or a tree's),
+	// without the API writes.
+	AlgorithmDuration prometheus.Histogram
 	// KindServed is 1 for each of Lockstep's kinds the API server serves
 	// and the scheduler watches, 0 for one it started without (its CRD
 	// not installed: an upgrade that did not apply new CRDs), by resource.
@@ -131,13 +135,18 @@ func NewScheduler() *Scheduler {
 			Help:    "Time from a root CompositePodGroup's creation to CompositePodGroupInitiallyScheduled=True.",
 			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200},
 		}),
+		AlgorithmDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lockstep_scheduling_algorithm_duration_seconds",
+			Help:    "Time of the snapshot and the decision of one attempt, without its API writes (the preemption search included when the unit does not fit).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
 		KindServed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lockstep_scheduler_kind_served",
 			Help: "1 for each of Lockstep's kinds the scheduler watches, 0 for one the API server does not serve (its CRD is missing: apply the chart's crds/), by resource.",
 		}, []string{"resource"}),
 	}
 	m.Registry.MustRegister(m.Attempts, m.AttemptDuration, m.TimeToScheduled, m.DeviceAllocationFailures, m.WriteErrors,
-		m.Preemptions, m.PreemptionVictims, m.TreeAttempts, m.TreeTimeToScheduled, m.KindServed,
+		m.Preemptions, m.PreemptionVictims, m.TreeAttempts, m.TreeTimeToScheduled, m.AlgorithmDuration, m.KindServed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{ResultScheduled, ResultUnschedulable, ResultError} {
 		m.Attempts.WithLabelValues(r)

@@ -60,10 +60,12 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 		return
 	}
 	nc := s.checkNomination(k) // before the snapshot: see checkNomination
+	decideStart := s.clock.Now()
 	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
 	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.Unit, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
 		return s.preemptionInput(ctx, u, nc)
 	}})
+	s.metrics.AlgorithmDuration.Observe(s.clock.Since(decideStart).Seconds())
 	logger.V(1).Info("Decided", "decision", d.Kind, "pending", len(u.Pending), "bound", u.Bound, "placed", len(d.Result.Assignments), "placeable", d.Result.Placeable, "took", s.clock.Since(start))
 	s.execute(ctx, u, d, start, it.Priority)
 }

@@ -54,11 +54,13 @@ func (s *Scheduler) scheduleTree(ctx context.Context, it queue.Item) {
 		return
 	}
 	nc := s.checkNomination(k) // before the snapshot: see checkNomination
+	decideStart := s.clock.Now()
 	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
 	tree := &unit{key: k, Unit: &podgroup.Unit{}, tree: tu, root: root}
 	d := decide.DecideTree(ctx, snap, s.state.CEL, decide.TreeInput{Tree: tu, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
 		return s.preemptionInput(ctx, tree, nc)
 	}})
+	s.metrics.AlgorithmDuration.Observe(s.clock.Since(decideStart).Seconds())
 	logger.V(1).Info("Decided", "decision", d.Kind, "pending", tu.Root.Pending(), "placed", len(d.Result.Assignments()), "took", s.clock.Since(start))
 	s.executeTree(ctx, tree, d, start, it.Priority)
 }

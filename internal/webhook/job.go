@@ -163,9 +163,15 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	var nq *jobintegration.NotQualified
 	// (The kind's own minimum, without the annotation, is checked with its
 	// fields.)
+	var lowered string
 	if v, set := ann[jobintegration.MinCountAnnotation]; set {
-		if _, err := jobintegration.MinCount(j); errors.As(err, &nq) {
+		n, err := jobintegration.MinCount(j)
+		switch {
+		case errors.As(err, &nq):
 			errs = append(errs, field.Invalid(meta.Key(jobintegration.MinCountAnnotation), v, nq.Error()))
+		case err == nil && n < jobintegration.Size(j):
+			lowered = fmt.Sprintf("%s: %d is below the job's %d pods: Lockstep starts it once %d are placed and places the rest as room frees; a framework that assumes a fixed world size (torchrun with a fixed --nnodes, MPI, NCCL with a WORLD_SIZE) waits for the missing ranks or fails — set min-count only for training that is elastic",
+				meta.Key(jobintegration.MinCountAnnotation), n, jobintegration.Size(j), n)
 		}
 	}
 	if _, err := jobintegration.DisruptionMode(j); errors.As(err, &nq) {
@@ -204,6 +210,9 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 	// job refused is not told it would not be a gang.
 	if c.Class == jobintegration.ClassNotQualified && len(errs) == 0 {
 		warnings = append(warnings, "not a gang, its pods will be scheduled one by one: "+c.Why.Error())
+	}
+	if lowered != "" && c.Class == jobintegration.ClassGang {
+		warnings = append(warnings, lowered)
 	}
 	if nq == nil && c.Class == jobintegration.ClassGang {
 		warnings = append(warnings, v.topologyWarnings("job", topo.AsPodGroup(), func(int) *field.Path {

@@ -187,3 +187,30 @@ func TestJobAndTreeTopologyWarnings(t *testing.T) {
 		t.Errorf("a CompositePodGroup preferring \",,,\": %v, want it refused", err)
 	}
 }
+
+// A gang Job whose min-count is below its size is warned that a framework
+// assuming a fixed world size may wait or fail; one at its size is not.
+func TestMinCountBelowSizeIsWarned(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
+	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	for _, tc := range []struct {
+		minCount string
+		want     bool
+	}{{"4", true}, {"8", false}} {
+		j := builders.IndexedJob("team-a", "train", 8, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
+		j.Annotations = map[string]string{"scheduling.lockstep.dev/min-count": tc.minCount}
+		warnings, err := v.ValidateCreate(context.Background(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := false
+		for _, w := range warnings {
+			if strings.Contains(w, "below the job's 8 pods") && strings.Contains(w, "fixed world size") {
+				got = true
+			}
+		}
+		if got != tc.want {
+			t.Errorf("min-count %s of 8: warned %v, want %v (%q)", tc.minCount, got, tc.want, warnings)
+		}
+	}
+}
