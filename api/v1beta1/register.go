@@ -35,6 +35,15 @@ const (
 	// only of a PodGroup that job controls, never of another one of that
 	// name (a user's created before the job, another kind's).
 	GangOfAnnotation = "scheduling.lockstep.dev/gang-of"
+	// CapacityTypesAnnotation on a PodGroup (or a workload, which passes it
+	// to its groups) lists the capacity types its members may run on,
+	// comma-separated, of on-demand, reserved and spot (a node's type is
+	// its karpenter.sh/capacity-type or eks.amazonaws.com/capacityType
+	// label; a node with neither is on-demand). Without it, the scheduler's
+	// default (--default-capacity-types: on-demand,reserved) applies: a
+	// gang restarts whole at each Spot interruption, so gangs stay off Spot
+	// unless they ask for it.
+	CapacityTypesAnnotation = "scheduling.lockstep.dev/capacity-types"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.

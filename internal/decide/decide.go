@@ -102,7 +102,7 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 	if missing != "" {
 		return Decision{Kind: Wait, Reason: missing}
 	}
-	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group)}
+	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group), CapacityTypes: podgroup.GroupCapacityTypes(u.Group, podgroup.DefaultCapacityTypes)}
 	if !pu.Topology.IsZero() {
 		pu.Running = Running(snap, u.Placed)
 	}

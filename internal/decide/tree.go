@@ -96,7 +96,7 @@ func (d *TreeDecision) node(snap *snapshot.Snapshot, t *podgroup.Tree) (*placeme
 		if missing != "" {
 			return nil, t.Name() + ": " + missing
 		}
-		n.Leaf = &placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group), Running: Running(snap, u.Placed)}
+		n.Leaf = &placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group), CapacityTypes: podgroup.GroupCapacityTypes(u.Group, podgroup.DefaultCapacityTypes), Running: Running(snap, u.Placed)}
 		d.Units[n] = u
 		return n, ""
 	}

@@ -196,16 +196,18 @@ func TestTopologyAnnotationsReachTheGang(t *testing.T) {
 		wantAnnotation map[string]string
 	}{
 		"none": {},
-		"required, preferred and device": {
+		"required, preferred, device and capacity types": {
 			ann: map[string]string{
 				lockv1.RequiredTopologyAnnotation:  "topology.kubernetes.io/zone",
 				lockv1.PreferredTopologyAnnotation: "example.com/rack, example.com/block",
 				lockv1.DeviceTopologyAnnotation:    "gpu.example.com/clique",
+				lockv1.CapacityTypesAnnotation:     "on-demand, spot",
 			},
 			wantRequired: []string{"topology.kubernetes.io/zone"},
 			wantAnnotation: map[string]string{
 				lockv1.PreferredTopologyAnnotation: "example.com/rack,example.com/block",
 				lockv1.DeviceTopologyAnnotation:    "gpu.example.com/clique",
+				lockv1.CapacityTypesAnnotation:     "on-demand,spot",
 			},
 		},
 	} {

@@ -14,6 +14,10 @@ import (
 type Topology struct {
 	Required, Preferred []string
 	Device              string
+	// Capacity is the capacity types its groups may use, as
+	// lockv1.CapacityTypesAnnotation writes them ("" for the scheduler's
+	// default).
+	Capacity string
 }
 
 // IsZero reports whether the groups may go anywhere.
@@ -54,13 +58,21 @@ func TopologyOf(j GenericJob) (Topology, *NotQualified) {
 		}
 		t.Device = strings.TrimSpace(d) // "" names none
 	}
+	if v, set := ann[lockv1.CapacityTypesAnnotation]; set {
+		c, err := podgroup.ParseCapacityTypes(v)
+		if err != nil {
+			return Topology{}, &NotQualified{Condition: fmt.Sprintf("%s: %s", lockv1.CapacityTypesAnnotation, err.Problem), Fix: err.Fix}
+		}
+		t.Capacity = c.String()
+	}
 	return t, nil
 }
 
-// AsPodGroup is a PodGroup with the topology t gives the groups made for
-// its job (what admission reads to warn about it).
+// AsPodGroup is a gang PodGroup with the topology t gives the groups made
+// for its job (what admission reads to warn about it).
 func (t Topology) AsPodGroup() *lockv1.PodGroup {
 	pg := &lockv1.PodGroup{}
+	pg.Spec.SchedulingPolicy.Gang = &lockv1.GangSchedulingPolicy{MinCount: 1}
 	t.apply(&pg.Spec.SchedulingConstraints, &pg.Annotations)
 	return pg
 }
@@ -95,10 +107,13 @@ func (t Topology) apply(c **lockv1.PodGroupSchedulingConstraints, annotations *m
 	if annotations == nil {
 		return
 	}
-	if len(t.Preferred) > 0 || t.Device != "" {
+	if len(t.Preferred) > 0 || t.Device != "" || t.Capacity != "" {
 		if *annotations == nil {
 			*annotations = map[string]string{}
 		}
+	}
+	if t.Capacity != "" {
+		(*annotations)[lockv1.CapacityTypesAnnotation] = t.Capacity
 	}
 	if len(t.Preferred) > 0 {
 		(*annotations)[lockv1.PreferredTopologyAnnotation] = strings.Join(t.Preferred, ",")

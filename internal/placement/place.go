@@ -19,9 +19,14 @@ import (
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/internal/topology"
 )
+
+// reasonCapacityFmt is why a node of a capacity type the group's policy
+// excludes is not used.
+const reasonCapacityFmt = "node(s) are %s capacity, which the group's capacity-types (%s) exclude"
 
 // ErrMissingClaim: a member names a claim the snapshot does not have yet
 // (e.g. kube-controller-manager has not created it from its template).
@@ -302,7 +307,17 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 		default:
 			nodes = append(slices.Clip(nodes), sc.open...)
 		}
+		capacity := unit.CapacityTypes
+		if capacity.AllowsAll() {
+			capacity = nil
+		}
 		for _, ni := range nodes {
+			if capacity != nil {
+				if t := podgroup.NodeCapacityType(ni.Node); !capacity.Allows(t) {
+					g.static.add(fmt.Sprintf(reasonCapacityFmt, t, capacity), 1)
+					continue
+				}
+			}
 			reason, err := staticFilter(logger, m.Pod, aff, features, ni.Node)
 			if err != nil {
 				return nil, err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/internal/topology"
 )
@@ -40,6 +41,10 @@ type Unit struct {
 	// SearchBudget bounds the node tries of the search for a placement the
 	// greedy orders miss (0: searchBudget).
 	SearchBudget int
+	// CapacityTypes, when set, are the capacity types of the nodes its
+	// members may use (a group's capacity-types policy; nil for a lone
+	// pod: any node).
+	CapacityTypes podgroup.CapacityTypes
 	// Domains, when set, are the only domains the unit is tried in, in
 	// order, instead of those its Topology plans (a preemption searching
 	// one domain at a time).

@@ -8,6 +8,10 @@ import (
 
 	"github.com/blang/semver/v4"
 	corev1 "k8s.io/api/core/v1"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Check names of the node checks.
@@ -18,8 +22,8 @@ const (
 	CheckAlignment       = "accelerator–EFA alignment"
 	CheckBottlerocket    = "Bottlerocket NVIDIA device plugin"
 	bottlerocketMinimum  = "1.63.0"
-	labelEKSCapacityType = "eks.amazonaws.com/capacityType"
-	labelKarpenterCap    = "karpenter.sh/capacity-type"
+	labelEKSCapacityType = podgroup.LabelEKSCapacityType
+	labelKarpenterCap    = podgroup.LabelKarpenterCapacityType
 )
 
 // efaInstanceTypes are the accelerated EC2 instance types with EFA, where a
@@ -45,17 +49,23 @@ func setOf(items ...string) map[string]bool {
 
 // isSpot reports whether a node is Spot capacity (managed node groups and
 // Auto Mode label eks.amazonaws.com/capacityType, Karpenter karpenter.sh/capacity-type).
-func isSpot(n *corev1.Node) bool {
-	return n.Labels[labelEKSCapacityType] == "SPOT" || n.Labels[labelKarpenterCap] == "spot"
-}
+func isSpot(n *corev1.Node) bool { return podgroup.NodeCapacityType(n) == podgroup.Spot }
 
-// keepsPodsOff reports whether a node has a taint that keeps pods which do
-// not tolerate it away (NoSchedule or NoExecute).
-func keepsPodsOff(n *corev1.Node) bool {
+// keepsGangsOff reports whether a node has a taint that keeps gang pods
+// which do not tolerate it away (NoSchedule or NoExecute) — not one keyed
+// by an extended resource the node advertises (nvidia.com/gpu on a GPU
+// pool): the ExtendedResourceToleration admission plugin (on in EKS) gives
+// every pod that requests the resource a toleration for it, so a GPU gang
+// lands on a Spot GPU pool tainted that way.
+func keepsGangsOff(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-			return true
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
 		}
+		if _, resource := n.Status.Capacity[corev1.ResourceName(t.Key)]; resource && v1helper.IsExtendedResourceName(corev1.ResourceName(t.Key)) {
+			continue
+		}
+		return true
 	}
 	return false
 }
@@ -69,7 +79,7 @@ func checkSpot(nodes []nodeView) Check {
 		if !isSpot(n.node) {
 			continue
 		}
-		if keepsPodsOff(n.node) {
+		if keepsGangsOff(n.node) {
 			guarded = append(guarded, n.name())
 		} else {
 			open = append(open, n.name())
@@ -78,8 +88,8 @@ func checkSpot(nodes []nodeView) Check {
 	switch {
 	case len(open) > 0:
 		return Check{Name: CheckSpot, Status: Warn, Nodes: open,
-			Detail: fmt.Sprintf("%s without a NoSchedule taint (%s): a gang placed there restarts whole at each Spot interruption, every rank losing its work since the last checkpoint", count(len(open), "Spot node"), nodeList(open)),
-			Fix:    "keep gangs on On-Demand or reserved capacity: taint the Spot pools (NoSchedule) so only pods that tolerate it land there, or give gang pods a required node affinity on eks.amazonaws.com/capacityType=ON_DEMAND (karpenter.sh/capacity-type in on-demand, reserved)"}
+			Detail: fmt.Sprintf("%s without a NoSchedule taint gang pods do not tolerate (%s; a taint keyed by the node's extended resource, e.g. nvidia.com/gpu, is tolerated by every pod requesting it): a gang placed there restarts whole at each Spot interruption, every rank losing its work since the last checkpoint — Lockstep places a gang there only when its %s (or the scheduler's --default-capacity-types, %s now) lists spot", count(len(open), "Spot node"), nodeList(open), lockv1.CapacityTypesAnnotation, podgroup.DefaultCapacityTypes),
+			Fix:    "keep spot out of the gangs' capacity types (Lockstep's default), and taint the Spot pools with a key of their own (NoSchedule) so other schedulers' pods that must not be interrupted stay off too"}
 	case len(guarded) > 0:
 		return Check{Name: CheckSpot, Status: OK, Detail: fmt.Sprintf("%s, all tainted: only pods that tolerate the taint land there", count(len(guarded), "Spot node"))}
 	}

@@ -18,6 +18,8 @@ type nodeSpec struct {
 	labels   map[string]string
 	extended []corev1.ResourceName
 	tainted  bool
+	// taintKey, when set, is the key of that taint (default "spot").
+	taintKey string
 	osImage  string
 	drivers  []string
 }
@@ -28,11 +30,17 @@ func build(specs ...nodeSpec) ([]corev1.Node, []resourcev1.ResourceSlice) {
 	for _, s := range specs {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: s.name, Labels: s.labels}}
 		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
+		n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
 		for _, r := range s.extended {
 			n.Status.Allocatable[r] = resource.MustParse("4")
+			n.Status.Capacity[r] = resource.MustParse("4")
 		}
 		if s.tainted {
-			n.Spec.Taints = []corev1.Taint{{Key: "spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+			key := s.taintKey
+			if key == "" {
+				key = "spot"
+			}
+			n.Spec.Taints = []corev1.Taint{{Key: key, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 		}
 		n.Status.NodeInfo.OSImage = s.osImage
 		nodes = append(nodes, n)
@@ -75,6 +83,12 @@ func TestNodeChecks(t *testing.T) {
 			want:  status{Warn, []string{"k"}}},
 		{name: "spot: tainted Spot nodes keep gangs off unless they tolerate it", check: checkSpot,
 			nodes: []nodeSpec{{name: "k", labels: map[string]string{labelKarpenterCap: "spot"}, tainted: true}},
+			want:  status{Status: OK}},
+		{name: "spot: a Spot GPU pool tainted with its own resource is no guard (GPU pods tolerate it)", check: checkSpot,
+			nodes: []nodeSpec{{name: "g", labels: map[string]string{labelKarpenterCap: "spot"}, extended: []corev1.ResourceName{"nvidia.com/gpu"}, tainted: true, taintKey: "nvidia.com/gpu"}},
+			want:  status{Warn, []string{"g"}}},
+		{name: "spot: a taint keyed like a resource the node does not advertise still guards", check: checkSpot,
+			nodes: []nodeSpec{{name: "g", labels: map[string]string{labelKarpenterCap: "spot"}, tainted: true, taintKey: "nvidia.com/gpu"}},
 			want:  status{Status: OK}},
 		{name: "efa: no EFA-capable type", check: checkEFA,
 			nodes: []nodeSpec{{name: "a", labels: map[string]string{corev1.LabelInstanceTypeStable: "m7i.large"}}}, want: status{Status: OK}},

@@ -15,6 +15,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // JobValidator rejects jobs of one integration (a Job, a JobSet, …)
@@ -126,7 +127,7 @@ func (v *JobValidator) namesTaken(ctx context.Context, ns string, j jobintegrati
 
 // topologyAnnotations are a job's topology annotations, fixed once its
 // gang exists.
-var topologyAnnotations = []string{lockv1.RequiredTopologyAnnotation, lockv1.PreferredTopologyAnnotation, lockv1.DeviceTopologyAnnotation}
+var topologyAnnotations = []string{lockv1.RequiredTopologyAnnotation, lockv1.PreferredTopologyAnnotation, lockv1.DeviceTopologyAnnotation, lockv1.CapacityTypesAnnotation}
 
 // modeOf normalizes the disruption-mode annotation ("" is all).
 func modeOf(v string) string {
@@ -215,9 +216,11 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 		warnings = append(warnings, lowered)
 	}
 	if nq == nil && c.Class == jobintegration.ClassGang {
-		warnings = append(warnings, v.topologyWarnings("job", topo.AsPodGroup(), func(int) *field.Path {
+		pg := topo.AsPodGroup()
+		warnings = append(warnings, v.topologyWarnings("job", pg, func(int) *field.Path {
 			return meta.Key(lockv1.RequiredTopologyAnnotation)
 		})...)
+		warnings = append(warnings, spotOnlyTemplates(j, podgroup.GroupCapacityTypes(pg, podgroup.DefaultCapacityTypes))...)
 	}
 	if w, ok := j.(jobintegration.Warner); ok {
 		warnings = append(warnings, w.Warnings()...)
@@ -301,4 +304,24 @@ func prunedClaims(j jobintegration.GenericJob, r jobintegration.Role) field.Erro
 		}
 	}
 	return errs
+}
+
+// spotOnlyTemplates warns about a gang job's pod template that selects
+// Spot nodes (a node selector on the capacity-type label) while its
+// capacity types leave spot out: its pods are never placed.
+func spotOnlyTemplates(j jobintegration.GenericJob, policy podgroup.CapacityTypes) admission.Warnings {
+	if policy.Allows(podgroup.Spot) {
+		return nil
+	}
+	var out admission.Warnings
+	for _, r := range j.Roles() {
+		sel := r.Template.Spec.NodeSelector
+		for key, spot := range map[string]string{podgroup.LabelKarpenterCapacityType: "spot", podgroup.LabelEKSCapacityType: "SPOT"} {
+			if sel[key] == spot {
+				out = append(out, fmt.Sprintf("%s: selects Spot nodes (%s=%s), but the job's capacity types (%s) leave spot out, so its pods are never placed; add %s: %s,spot (each Spot interruption restarts the gang whole) or select other capacity",
+					r.Path.Child("spec", "nodeSelector").Key(key), key, spot, policy, lockv1.CapacityTypesAnnotation, policy))
+			}
+		}
+	}
+	return out
 }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // nodeLabels counts, per label key, the nodes that carry it — the one
@@ -19,9 +22,14 @@ import (
 type nodeLabels struct {
 	mu     sync.RWMutex
 	counts map[string]int
+	// capacity counts the nodes of each capacity type (from the same
+	// labels: podgroup.NodeCapacityType).
+	capacity map[podgroup.CapacityType]int
 }
 
-func newNodeLabels() *nodeLabels { return &nodeLabels{counts: map[string]int{}} }
+func newNodeLabels() *nodeLabels {
+	return &nodeLabels{counts: map[string]int{}, capacity: map[podgroup.CapacityType]int{}}
+}
 
 // watchNodeLabels registers the metadata informer of nodes with the
 // manager's cache (started, and synced before admission is served, with
@@ -62,6 +70,17 @@ func (n *nodeLabels) count(obj any, delta int) {
 			delete(n.counts, k)
 		}
 	}
+	t := podgroup.NodeCapacityType(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: o.GetLabels()}})
+	if n.capacity[t] += delta; n.capacity[t] <= 0 {
+		delete(n.capacity, t)
+	}
+}
+
+// ofCapacity reports how many nodes are of capacity type t.
+func (n *nodeLabels) ofCapacity(t podgroup.CapacityType) int {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.capacity[t]
 }
 
 // carried reports how many nodes carry the label key.

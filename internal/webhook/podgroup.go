@@ -79,8 +79,8 @@ func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, old, pg *lockv1.
 	return v.topologyWarnings("group", pg, specKeyAt), v.validate(ctx, pg, errs)
 }
 
-// validateTopologyAnnotations refuses a preferred-topology or
-// device-topology annotation a Job would be refused for (podgroup.CheckKeys,
+// validateTopologyAnnotations refuses a preferred-topology,
+// device-topology or capacity-types annotation a Job would be refused for (podgroup.CheckKeys,
 // CheckDeviceAttribute): the same value means the same on every object.
 // On an update (old set) only a value that changed is judged, so a group
 // made before the check keeps working.
@@ -89,6 +89,10 @@ func validateTopologyAnnotations(old, pg *lockv1.PodGroup) field.ErrorList {
 	for key, check := range map[string]func(string) *podgroup.KeyError{
 		lockv1.PreferredTopologyAnnotation: podgroup.CheckKeys,
 		lockv1.DeviceTopologyAnnotation:    podgroup.CheckDeviceAttribute,
+		lockv1.CapacityTypesAnnotation: func(v string) *podgroup.KeyError {
+			_, err := podgroup.ParseCapacityTypes(v)
+			return err
+		},
 	} {
 		v, set := pg.Annotations[key]
 		if !set || old != nil && old.Annotations[key] == v {

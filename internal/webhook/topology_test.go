@@ -214,3 +214,57 @@ func TestMinCountBelowSizeIsWarned(t *testing.T) {
 		}
 	}
 }
+
+// A gang that can only land on Spot is warned: one whose capacity types
+// allow only spot (each interruption restarts it), one none of whose types
+// any node has (never placed), and a Job whose template selects Spot nodes
+// while its types leave spot out; a gang with on-demand nodes to use is not.
+func TestCapacityWarnings(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).
+		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).
+		WithIndex(&lockv1.PodGroup{}, IndexParent, parentIndexValue).Build()
+	spotOnly := newNodeLabels()
+	spotOnly.handler().OnAdd(nodeMeta("s", map[string]string{"karpenter.sh/capacity-type": "spot"}), true)
+	mixed := newNodeLabels()
+	mixed.handler().OnAdd(nodeMeta("s", map[string]string{"karpenter.sh/capacity-type": "spot"}), true)
+	mixed.handler().OnAdd(nodeMeta("o", map[string]string{"karpenter.sh/capacity-type": "on-demand"}), true)
+	group := func(capacity string) *lockv1.PodGroup {
+		pg := builders.GangPodGroup("team-a", "g", 2)
+		if capacity != "" {
+			pg.Annotations = map[string]string{lockv1.CapacityTypesAnnotation: capacity}
+		}
+		return pg
+	}
+	for name, tc := range map[string]struct {
+		nodes *nodeLabels
+		pg    *lockv1.PodGroup
+		want  string
+	}{
+		"on-demand nodes to use":         {nodes: mixed, pg: group("")},
+		"spot only":                      {nodes: mixed, pg: group("spot"), want: "runs on Spot capacity only, and each Spot interruption"},
+		"only Spot nodes, spot left out": {nodes: spotOnly, pg: group(""), want: "no node is of those capacity types (0 on-demand, 0 reserved, 1 spot), so the group is never placed"},
+		"only Spot nodes, spot allowed":  {nodes: spotOnly, pg: group("on-demand,spot")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := &PodGroupValidator{reads: reads{Cached: c, Live: c}, topologyView: topologyView{Nodes: tc.nodes}}
+			warnings, err := v.ValidateCreate(context.Background(), tc.pg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(warnings, "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("warnings %q, want %q", got, tc.want)
+			}
+		})
+	}
+	jobs := &JobValidator{reads: reads{Cached: c, Live: c}, topologyView: topologyView{Nodes: mixed}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Obj()
+	pod.Spec.NodeSelector = map[string]string{"karpenter.sh/capacity-type": "spot"}
+	warnings, err := jobs.ValidateCreate(context.Background(), builders.IndexedJob("team-a", "j", 2, pod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(warnings, "\n"); !strings.Contains(got, `selects Spot nodes (karpenter.sh/capacity-type=spot), but the job's capacity types (on-demand,reserved) leave spot out`) {
+		t.Errorf("a Job selecting Spot nodes: warnings %q", got)
+	}
+}

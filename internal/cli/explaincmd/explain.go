@@ -16,6 +16,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cli/output"
 	"github.com/lockstep-dev/lockstep/internal/cli/typename"
 	"github.com/lockstep-dev/lockstep/internal/explain"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Options are the flags and arguments of `lockstep explain`.
@@ -67,6 +68,7 @@ Lists of evidence (claims, nodes with matching devices, tainted devices) show th
 	}
 	o.Client.AddFlags(cmd.Flags())
 	o.Output.AddFlag(cmd.Flags())
+	cmd.Flags().Var(podgroup.DefaultCapacityTypesFlag{}, "default-capacity-types", podgroup.DefaultCapacityTypesUsage+" (give it the scheduler's value if the chart changed it)")
 	return cmd
 }
 

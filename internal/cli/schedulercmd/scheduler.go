@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
 )
 
@@ -66,6 +67,7 @@ func newCommand(o *Options) *cobra.Command {
 	f.DurationVar(&o.Scheduler.LeaseDuration, "leader-elect-lease-duration", o.Scheduler.LeaseDuration, "how long a non-leader waits before taking over an unrenewed Lease")
 	f.DurationVar(&o.Scheduler.RenewDeadline, "leader-elect-renew-deadline", o.Scheduler.RenewDeadline, "how long the leader retries renewing before giving up")
 	f.DurationVar(&o.Scheduler.RetryPeriod, "leader-elect-retry-period", o.Scheduler.RetryPeriod, "how often to try to acquire or renew")
+	f.Var(podgroup.DefaultCapacityTypesFlag{}, "default-capacity-types", podgroup.DefaultCapacityTypesUsage)
 	return cmd
 }
 

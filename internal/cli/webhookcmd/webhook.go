@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/webhook"
 )
 
@@ -61,6 +62,7 @@ func newCommand(o *Options) *cobra.Command {
 	f.StringVar(&w.ServiceNamespace, "service-namespace", w.ServiceNamespace, "namespace of the webhook Service")
 	f.StringVar(&w.ServiceName, "service-name", w.ServiceName, "name of the webhook Service")
 	f.StringVar(&w.CertDir, "cert-dir", w.CertDir, "directory the serving certificate is written to")
+	f.Var(podgroup.DefaultCapacityTypesFlag{}, "default-capacity-types", podgroup.DefaultCapacityTypesUsage+" (for admission's warnings: give it the scheduler's value)")
 	f.StringVar(&w.CertSource, "cert-source", w.CertSource, `"self": keep the serving certificate in the Secret, renew it while running and inject the CA into the webhook configurations; "files": serve what is in --cert-dir (cert-manager)`)
 	f.StringVar(&w.SecretNamespace, "secret-namespace", w.SecretNamespace, "namespace of the Secret holding the serving certificate (--cert-source self)")
 	f.StringVar(&w.SecretName, "secret-name", w.SecretName, "name of the Secret holding the serving certificate (--cert-source self)")

@@ -159,6 +159,12 @@ func TestPreflightCatchesEachMisconfiguration(t *testing.T) {
 			break_: func(t *testing.T, ctx context.Context, h *harness.Harness) {
 				updateNode(t, ctx, h, "spot-0", func(n *corev1.Node) { n.Spec.Taints = nil })
 			}},
+		{name: "a Spot GPU pool tainted with its own resource, which GPU pods tolerate", check: preflight.CheckSpot, want: preflight.Warn, nodes: []string{"spot-0"},
+			break_: func(t *testing.T, ctx context.Context, h *harness.Harness) {
+				updateNode(t, ctx, h, "spot-0", func(n *corev1.Node) {
+					n.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+				})
+			}},
 		{name: "a p5 node without EFA", check: preflight.CheckEFA, want: preflight.Warn, nodes: []string{"p5-0"},
 			break_: func(t *testing.T, ctx context.Context, h *harness.Harness) { deleteSlice(t, ctx, h, "p5-0-dra.net") }},
 		{name: "a DRA driver on an Auto Mode node", check: preflight.CheckDRASupply, want: preflight.Fail, nodes: []string{"auto-0"}, exit: 1,
