@@ -45,7 +45,7 @@ func (v *JobValidator) ValidateCreate(ctx context.Context, o runtime.Object) (ad
 	if err != nil {
 		return nil, err
 	}
-	warnings, err := v.validate(ctx, j, true)
+	warnings, err := v.validate(ctx, j, nil)
 	ns := namespaceOf(ctx, j.Object().GetNamespace())
 	if err == nil {
 		w, err := v.namedByOthers(ctx, ns, j)
@@ -77,7 +77,7 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 	if err != nil {
 		return nil, err
 	}
-	warnings, err := v.validate(ctx, j, false)
+	warnings, err := v.validate(ctx, j, old)
 	if err != nil || !integrationSet.Gang(old) {
 		return warnings, err
 	}
@@ -144,7 +144,8 @@ func (v *JobValidator) ValidateDelete(context.Context, runtime.Object) (admissio
 
 // validate checks a job; creating, also that no group of its gang's names
 // exists that it would not control (Lockstep never adopts one).
-func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob, creating bool) (admission.Warnings, error) {
+func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob, old jobintegration.GenericJob) (admission.Warnings, error) {
+	creating := old == nil
 	obj := j.Object()
 	c := integrationSet.Classify(j)
 	if c.Class == jobintegration.ClassChild {
@@ -190,7 +191,7 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 		}
 	}
 	if fv, ok := j.(jobintegration.FieldValidator); ok {
-		errs = append(errs, fv.ValidateFields()...)
+		errs = append(errs, newProblems(fv.ValidateFields(), old)...)
 	}
 	ns := namespaceOf(ctx, obj.GetNamespace())
 	for _, r := range j.Roles() {
@@ -321,6 +322,28 @@ func spotOnlyTemplates(j jobintegration.GenericJob, policy podgroup.CapacityType
 				out = append(out, fmt.Sprintf("%s: selects Spot nodes (%s=%s), but the job's capacity types (%s) leave spot out, so its pods are never placed; add %s: %s,spot (each Spot interruption restarts the gang whole) or select other capacity",
 					r.Path.Child("spec", "nodeSelector").Key(key), key, spot, policy, lockv1.CapacityTypesAnnotation, policy))
 			}
+		}
+	}
+	return out
+}
+
+// newProblems are the errors of an update its old object did not have
+// already (old nil: a creation, all of them): a job admitted before a
+// check existed keeps working — its controller's and autoscaler's updates
+// are not refused for what it always was.
+func newProblems(errs field.ErrorList, old jobintegration.GenericJob) field.ErrorList {
+	fv, ok := old.(jobintegration.FieldValidator)
+	if old == nil || !ok {
+		return errs
+	}
+	had := map[string]bool{}
+	for _, e := range fv.ValidateFields() {
+		had[e.Error()] = true
+	}
+	var out field.ErrorList
+	for _, e := range errs {
+		if !had[e.Error()] {
+			out = append(out, e)
 		}
 	}
 	return out

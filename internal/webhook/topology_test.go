@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -266,5 +269,41 @@ func TestCapacityWarnings(t *testing.T) {
 	}
 	if got := strings.Join(warnings, "\n"); !strings.Contains(got, `selects Spot nodes (karpenter.sh/capacity-type=spot), but the job's capacity types (on-demand,reserved) leave spot out`) {
 		t.Errorf("a Job selecting Spot nodes: warnings %q", got)
+	}
+}
+
+// A problem of a job's own fields refuses its creation, and an update
+// that brings it in, but not an update of a job that always had it (one
+// admitted before the check existed: its controller's and autoscaler's
+// updates go on).
+func TestUpdateIsRefusedOnlyForNewProblems(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
+	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("ray.io/v1", "RayCluster")}
+	cluster := func(groups int) *unstructured.Unstructured {
+		workers := []any{}
+		for i := range groups {
+			workers = append(workers, map[string]any{"groupName": fmt.Sprintf("g%d", i), "replicas": int64(1), "minReplicas": int64(1), "maxReplicas": int64(4),
+				"template": map[string]any{"spec": map[string]any{"schedulerName": lockv1.SchedulerName}}})
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+			"metadata": map[string]any{"namespace": "team-a", "name": "rc"},
+			"spec":     map[string]any{"headGroupSpec": map[string]any{"template": map[string]any{"spec": map[string]any{"schedulerName": lockv1.SchedulerName}}}, "workerGroupSpecs": workers}}}
+		return u
+	}
+	typed := func(u *unstructured.Unstructured) runtime.Object {
+		o := v.Integration.NewObject()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	if _, err := v.ValidateCreate(context.Background(), typed(cluster(8))); err == nil {
+		t.Error("a RayCluster of 8 elastic worker groups created")
+	}
+	if _, err := v.ValidateUpdate(context.Background(), typed(cluster(7)), typed(cluster(8))); err == nil {
+		t.Error("an update to 8 elastic worker groups admitted")
+	}
+	if _, err := v.ValidateUpdate(context.Background(), typed(cluster(8)), typed(cluster(8))); err != nil {
+		t.Errorf("an update of a RayCluster that always had 8 groups refused: %v", err)
 	}
 }

@@ -337,6 +337,8 @@ func ValidatePolicy(j jobintegration.GenericJob, sp *SchedulingPolicy) field.Err
 	var errs field.ErrorList
 	if size := jobintegration.Size(j); sp.MinAvailable != nil && (*sp.MinAvailable < 1 || *sp.MinAvailable > size) {
 		errs = append(errs, field.Invalid(path.Child("minAvailable"), *sp.MinAvailable, fmt.Sprintf("must be between 1 and the %d pods of the job's gang: the gang could never start", size)))
+	} else if others, names := coordinators(j); sp.MinAvailable != nil && others > 0 && *sp.MinAvailable < others {
+		errs = append(errs, field.Invalid(path.Child("minAvailable"), *sp.MinAvailable, fmt.Sprintf("is below the job's %d replicas beside its workers (%s): a gang of any %d pods could start without them, which Lockstep never does; set minAvailable to at least %d — those replicas plus the workers the job needs", others, strings.Join(names, ", "), *sp.MinAvailable, others+1)))
 	}
 	if sp.PriorityClass != "" {
 		for _, r := range j.Roles() {
@@ -348,6 +350,29 @@ func ValidatePolicy(j jobintegration.GenericJob, sp *SchedulingPolicy) field.Err
 		}
 	}
 	return errs
+}
+
+// coordinators counts the pods of the job's gang beside its workers (a
+// master, chief, PS, launcher) and names them, none when it has no
+// workers.
+func coordinators(j jobintegration.GenericJob) (int32, []string) {
+	var n int32
+	var names []string
+	workers := false
+	for _, r := range j.Roles() {
+		switch {
+		case r.Solo:
+		case r.Name == "worker":
+			workers = true
+		default:
+			n += r.Count
+			names = append(names, fmt.Sprintf("%s: %d", r.Name, r.Count))
+		}
+	}
+	if !workers {
+		return 0, nil
+	}
+	return n, names
 }
 
 // PolicyWarnings names the policy fields Volcano and the coscheduling

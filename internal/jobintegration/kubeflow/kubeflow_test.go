@@ -169,3 +169,24 @@ func TestOwnerAndRole(t *testing.T) {
 		t.Errorf("group %q, want train", g)
 	}
 }
+
+// A minAvailable below the replicas beside the workers (a TFJob's chief
+// and PS) would make a gang of any N pods that can start without them:
+// refused, naming them; one that covers them (the tree keeps them whole)
+// is not.
+func TestMinAvailableBelowTheCoordinatorsIsRefused(t *testing.T) {
+	tf := func(minAvailable int32) *kfv1.TFJob {
+		return &kfv1.TFJob{ObjectMeta: metav1.ObjectMeta{Name: "tf"}, Spec: kfv1.TFJobSpec{
+			RunPolicy: kfv1.RunPolicy{SchedulingPolicy: &kfv1.SchedulingPolicy{MinAvailable: ptr.To(minAvailable)}},
+			TFReplicaSpecs: map[kfv1.ReplicaType]*kfv1.ReplicaSpec{
+				kfv1.TFJobReplicaTypeWorker: replica(4), kfv1.TFJobReplicaTypePS: replica(2), kfv1.TFJobReplicaTypeChief: replica(1),
+			}}}
+	}
+	errs := TFJob.Wrap(tf(2)).(jobintegration.FieldValidator).ValidateFields()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "is below the job's 3 replicas beside its workers (chief: 1, ps: 2)") || !strings.Contains(errs[0].Error(), "at least 4") {
+		t.Errorf("minAvailable 2 of chief 1 + PS 2 + 4 workers: %v", errs)
+	}
+	if errs := TFJob.Wrap(tf(5)).(jobintegration.FieldValidator).ValidateFields(); len(errs) != 0 {
+		t.Errorf("minAvailable 5 covers the chief and PS: %v", errs)
+	}
+}

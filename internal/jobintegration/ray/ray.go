@@ -247,6 +247,25 @@ func (s shape) RoleMinCounts() (map[string]int32, bool) {
 	return mins, tree
 }
 
+// tooManyGroups refuses a job whose worker groups may run below their
+// replicas (a tree: the head's PodGroup beside one per worker group) when
+// the tree would have more children than a CompositePodGroup holds: as
+// one flat gang of its minimum it could start with workers and no head.
+// A job whose shape the min-count or gang-scope annotation chose is not a
+// tree and is left as written.
+func (s shape) tooManyGroups(j jobintegration.GenericJob) field.ErrorList {
+	ann := j.Object().GetAnnotations()
+	if _, set := ann[jobintegration.MinCountAnnotation]; set || jobintegration.Scope(j) == jobintegration.ScopeRole {
+		return nil
+	}
+	if _, tree := s.RoleMinCounts(); !tree || len(s.spec.WorkerGroupSpecs)+1 <= lockv1.MaxChildren {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(s.path.Child("workerGroupSpecs"), len(s.spec.WorkerGroupSpecs), fmt.Sprintf(
+		"%d worker groups may run below their replicas: Lockstep keeps the head in the gang through a scheduling tree of the head and each worker group, at most %d children (%d worker groups), and as one flat gang of its minimum the cluster could start with workers and no head; merge worker groups, or give every group minReplicas equal to maxReplicas (one gang of every pod)",
+		len(s.spec.WorkerGroupSpecs), lockv1.MaxChildren, lockv1.MaxChildren-1))}
+}
+
 // qualify: head and workers target the same scheduler, group names are
 // unique roles, and no template names another group.
 func (s shape) qualify(own string) *jobintegration.NotQualified {
@@ -291,6 +310,9 @@ func (c *RayCluster) GVK() schema.GroupVersionKind { return clusterGVK }
 
 // Qualify implements GenericJob.
 func (c *RayCluster) Qualify() *jobintegration.NotQualified { return c.qualify(c.obj.Name) }
+
+// ValidateFields implements FieldValidator.
+func (c *RayCluster) ValidateFields() field.ErrorList { return c.tooManyGroups(c) }
 
 // Stopped implements GenericJob: a RayCluster runs until deleted or
 // suspended.
@@ -341,6 +363,14 @@ func (j *RayJob) Object() client.Object { return j.obj }
 
 // GVK implements GenericJob.
 func (j *RayJob) GVK() schema.GroupVersionKind { return jobGVK }
+
+// ValidateFields implements FieldValidator.
+func (j *RayJob) ValidateFields() field.ErrorList {
+	if j.spec == nil {
+		return nil
+	}
+	return j.tooManyGroups(j)
+}
 
 // Qualify implements GenericJob: the RayJob creates its cluster.
 func (j *RayJob) Qualify() *jobintegration.NotQualified {

@@ -3,6 +3,7 @@ package ray
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -177,4 +178,44 @@ type getter struct{ c client.Client }
 
 func (g getter) Get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
 	return g.c.Get(ctx, key, obj)
+}
+
+// A RayCluster whose worker groups may run below their replicas is a tree
+// of the head and each group; with more groups than a tree holds (7) it
+// would be one flat gang that could start without its head: refused,
+// saying why and what to change. Seven groups, groups at their maximum, or
+// a shape the min-count annotation chose are not.
+func TestTooManyElasticWorkerGroupsAreRefused(t *testing.T) {
+	withGroups := func(n int, elastic bool) *rayv1.RayCluster {
+		spec := rayv1.RayClusterSpec{HeadGroupSpec: rayv1.HeadGroupSpec{Template: template()}}
+		for i := range n {
+			max := int32(1)
+			if elastic {
+				max = 4
+			}
+			spec.WorkerGroupSpecs = append(spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{GroupName: fmt.Sprintf("g%d", i), Replicas: ptr.To[int32](1), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To(max), Template: template()})
+		}
+		return &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "rc"}, Spec: spec}
+	}
+	annotated := withGroups(8, true)
+	annotated.Annotations = map[string]string{jobintegration.MinCountAnnotation: "5"}
+	for name, tc := range map[string]struct {
+		rc   *rayv1.RayCluster
+		want bool
+	}{
+		"8 elastic groups":            {rc: withGroups(8, true), want: true},
+		"7 elastic groups":            {rc: withGroups(7, true)},
+		"8 groups at their maximum":   {rc: withGroups(8, false)},
+		"8 elastic groups, min-count": {rc: annotated},
+	} {
+		t.Run(name, func(t *testing.T) {
+			errs := Cluster{}.Wrap(tc.rc).(jobintegration.FieldValidator).ValidateFields()
+			if got := len(errs) > 0; got != tc.want {
+				t.Fatalf("refused %v, want %v: %v", got, tc.want, errs)
+			}
+			if tc.want && !strings.Contains(errs[0].Error(), "could start with workers and no head") {
+				t.Errorf("refusal %q does not say why", errs[0].Error())
+			}
+		})
+	}
 }
