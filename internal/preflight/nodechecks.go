@@ -88,8 +88,8 @@ func checkSpot(nodes []nodeView) Check {
 	switch {
 	case len(open) > 0:
 		return Check{Name: CheckSpot, Status: Warn, Nodes: open,
-			Detail: fmt.Sprintf("%s without a NoSchedule taint gang pods do not tolerate (%s; a taint keyed by the node's extended resource, e.g. nvidia.com/gpu, is tolerated by every pod requesting it): a gang placed there restarts whole at each Spot interruption, every rank losing its work since the last checkpoint — Lockstep places a gang there only when its %s (or the scheduler's --default-capacity-types, %s now) lists spot", count(len(open), "Spot node"), nodeList(open), lockv1.CapacityTypesAnnotation, podgroup.DefaultCapacityTypes),
-			Fix:    "keep spot out of the gangs' capacity types (Lockstep's default), and taint the Spot pools with a key of their own (NoSchedule) so other schedulers' pods that must not be interrupted stay off too"}
+			Detail: fmt.Sprintf("%s on which no taint keeps gang pods off (%s; a taint keyed by the node's extended resource, nvidia.com/gpu, is tolerated by every pod requesting it): a gang there restarts whole at each interruption; Lockstep places one there only if its %s (default %s) lists spot", count(len(open), "Spot node"), nodeList(open), lockv1.CapacityTypesAnnotation, podgroup.DefaultCapacityTypes),
+			Fix:    "keep spot out of gangs' capacity types (the default); taint Spot pools with a key of their own (NoSchedule)"}
 	case len(guarded) > 0:
 		return Check{Name: CheckSpot, Status: OK, Detail: fmt.Sprintf("%s, all tainted: only pods that tolerate the taint land there", count(len(guarded), "Spot node"))}
 	}
