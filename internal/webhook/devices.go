@@ -25,6 +25,11 @@ type deviceIndex struct {
 	mu     sync.Mutex
 	dirty  bool
 	counts map[string]int // class → matching devices; absent: no such class
+	// nodes are, per class, the nodes whose own slices publish a matching
+	// device; anywhere the classes a slice not bound to one node serves
+	// (a node selector or all nodes: any node may have it).
+	nodes    map[string]map[string]bool
+	anywhere map[string]bool
 	// attrs are the qualified attribute names ("domain/name"; a name
 	// published without a domain is its driver's) some device carries.
 	attrs map[string]bool
@@ -67,6 +72,16 @@ func (d *deviceIndex) hasAttribute(attr string) (has, known bool) {
 	return d.attrs[attr], d.attrs != nil
 }
 
+// onNodes reports, for class, the nodes whose slices publish one of its
+// devices and whether a slice not bound to one node serves it; known is
+// false when the inventory could not be read.
+func (d *deviceIndex) onNodes(class string) (nodes map[string]bool, anywhere, known bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refresh()
+	return d.nodes[class], d.anywhere[class], d.counts != nil
+}
+
 // refresh recounts after a change (d.mu held).
 func (d *deviceIndex) refresh() {
 	if d.dirty {
@@ -76,6 +91,8 @@ func (d *deviceIndex) refresh() {
 	}
 }
 
+// recount reads the classes and slices again: the counts and attributes it
+// returns, the per-node view it sets (d.mu held).
 func (d *deviceIndex) recount(ctx context.Context) (map[string]int, map[string]bool, error) {
 	classes := &resourcev1.DeviceClassList{}
 	if err := d.reader.List(ctx, classes); err != nil {
@@ -100,9 +117,35 @@ func (d *deviceIndex) recount(ctx context.Context) (map[string]int, map[string]b
 			}
 		}
 	}
-	out := make(map[string]int, len(classes.Items))
-	for i := range classes.Items {
-		out[classes.Items[i].Name] = dra.CountClassIn(ctx, d.cel, &classes.Items[i], slices, nil).Total
+	byNode := map[string][]*resourcev1.ResourceSlice{}
+	var shared []*resourcev1.ResourceSlice
+	for _, s := range slices {
+		if s.Spec.NodeName != nil && *s.Spec.NodeName != "" {
+			byNode[*s.Spec.NodeName] = append(byNode[*s.Spec.NodeName], s)
+		} else {
+			shared = append(shared, s)
+		}
 	}
+	out := make(map[string]int, len(classes.Items))
+	nodes, anywhere := map[string]map[string]bool{}, map[string]bool{}
+	for i := range classes.Items {
+		c := &classes.Items[i]
+		for node, ss := range byNode {
+			if n := dra.CountClassIn(ctx, d.cel, c, ss, nil).Total; n > 0 {
+				if nodes[c.Name] == nil {
+					nodes[c.Name] = map[string]bool{}
+				}
+				nodes[c.Name][node] = true
+				out[c.Name] += n
+			}
+		}
+		// Counted apart only to know which nodes have them; partitions and
+		// their counters are published in one node's pool, so the totals
+		// agree with counting all slices at once.
+		n := dra.CountClassIn(ctx, d.cel, c, shared, nil).Total
+		out[c.Name] += n
+		anywhere[c.Name] = n > 0
+	}
+	d.nodes, d.anywhere = nodes, anywhere
 	return out, attrs, nil
 }

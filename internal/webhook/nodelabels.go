@@ -25,10 +25,26 @@ type nodeLabels struct {
 	// capacity counts the nodes of each capacity type (from the same
 	// labels: podgroup.NodeCapacityType).
 	capacity map[podgroup.CapacityType]int
+	// byNode are each node's labels (metadata only).
+	byNode map[string]map[string]string
 }
 
 func newNodeLabels() *nodeLabels {
-	return &nodeLabels{counts: map[string]int{}, capacity: map[podgroup.CapacityType]int{}}
+	return &nodeLabels{counts: map[string]int{}, capacity: map[podgroup.CapacityType]int{}, byNode: map[string]map[string]string{}}
+}
+
+// matching are the nodes (name → labels) that match: the nodes a
+// template's required node selection reaches, by their labels and names.
+func (n *nodeLabels) matching(match func(name string, labels map[string]string) bool) map[string]map[string]string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := map[string]map[string]string{}
+	for name, labels := range n.byNode {
+		if match(name, labels) {
+			out[name] = labels
+		}
+	}
+	return out
 }
 
 // watchNodeLabels registers the metadata informer of nodes with the
@@ -69,6 +85,11 @@ func (n *nodeLabels) count(obj any, delta int) {
 		if n.counts[k] += delta; n.counts[k] <= 0 {
 			delete(n.counts, k)
 		}
+	}
+	if delta > 0 {
+		n.byNode[o.GetName()] = o.GetLabels()
+	} else {
+		delete(n.byNode, o.GetName())
 	}
 	t := podgroup.NodeCapacityType(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: o.GetLabels()}})
 	if n.capacity[t] += delta; n.capacity[t] <= 0 {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -305,5 +306,46 @@ func TestUpdateIsRefusedOnlyForNewProblems(t *testing.T) {
 	}
 	if _, err := v.ValidateUpdate(context.Background(), typed(cluster(8)), typed(cluster(8))); err != nil {
 		t.Errorf("an update of a RayCluster that always had 8 groups refused: %v", err)
+	}
+}
+
+// A Job whose pods select only an EKS Auto Mode pool (no DRA driver) but
+// ask for a DRA DeviceClass is warned, naming the pool it reaches and the
+// pool that publishes the class; one selecting that pool is not, nor one
+// that selects no nodes at all.
+func TestDriverPathWarnings(t *testing.T) {
+	class := builders.ExtendedResourceClass("gpu.example.com", "gpu.example.com", "example.com/gpu")
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "ng-0-gpu"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: "gpu.example.com", Pool: resourcev1.ResourcePool{Name: "ng-0"}, NodeName: ptr.To("ng-0"),
+		Devices: []resourcev1.Device{{Name: "gpu-0"}},
+	}}
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).
+		WithObjects(class, slice, builders.ClaimTemplate("team-a", "one-gpu", "gpu.example.com", 1)).Build()
+	nodes := newNodeLabels()
+	nodes.handler().OnAdd(nodeMeta("auto-0", map[string]string{"eks.amazonaws.com/compute-type": "auto", "karpenter.sh/nodepool": "general-purpose"}), true)
+	nodes.handler().OnAdd(nodeMeta("ng-0", map[string]string{"eks.amazonaws.com/nodegroup": "gpu-ng"}), true)
+	r := reads{Cached: c, Live: c}
+	v := &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes}, Integration: integrationSet.ForKind("batch/v1", "Job"),
+		Claims: &claimChecks{reads: r, Devices: newDeviceIndex(c, dra.NewCache())}}
+	for name, tc := range map[string]struct {
+		selector map[string]string
+		want     string
+	}{
+		"Auto Mode only":   {selector: map[string]string{"eks.amazonaws.com/compute-type": "auto"}, want: `reaches 1 nodes (pools general-purpose), none of which publishes a device of DeviceClass "gpu.example.com" (pools that do: gpu-ng)`},
+		"the DRA pool":     {selector: map[string]string{"eks.amazonaws.com/nodegroup": "gpu-ng"}},
+		"no node selected": {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := builders.MakePod().Scheduler(lockv1.SchedulerName).ClaimTemplate("gpu", "one-gpu").Obj()
+			pod.Spec.NodeSelector = tc.selector
+			warnings, err := v.ValidateCreate(context.Background(), builders.IndexedJob("team-a", "j", 2, pod))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(warnings, "\n")
+			if tc.want == "" && strings.Contains(got, "node selection reaches") || !strings.Contains(got, tc.want) {
+				t.Errorf("warnings %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

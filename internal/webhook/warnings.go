@@ -3,10 +3,15 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -121,4 +126,74 @@ func (c *claimChecks) sharedClaimWarnings(ctx context.Context, ns string, pod *c
 		}
 	}
 	return warnings
+}
+
+// driverPathWarnings warns about a pod template whose required node
+// selection (node selector, required node affinity) reaches only nodes on
+// which no device of a DeviceClass its claims ask for is published — an
+// EKS Auto Mode or device-plugin pool asked for a DRA class: its pods would
+// wait for ever. It names the pools reached and those that do publish the
+// class, from the cached node labels and device inventory only.
+func (c *claimChecks) driverPathWarnings(ctx context.Context, ns string, path *field.Path, spec *corev1.PodSpec, nodes *nodeLabels) admission.Warnings {
+	if nodes == nil || len(spec.ResourceClaims) == 0 {
+		return nil
+	}
+	aff := spec.Affinity
+	if len(spec.NodeSelector) == 0 && (aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil) {
+		return nil // every node is reached
+	}
+	required := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: *spec})
+	reached := nodes.matching(func(name string, labels map[string]string) bool {
+		ok, _ := required.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+		return ok
+	})
+	if len(reached) == 0 {
+		return nil
+	}
+	var out admission.Warnings
+	for _, pc := range spec.ResourceClaims {
+		cs, err := c.claimSpec(ctx, ns, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})
+		if err != nil || cs == nil {
+			continue
+		}
+		for _, class := range requestedClasses(cs) {
+			on, anywhere, known := c.Devices.onNodes(class)
+			if !known || anywhere || len(on) == 0 {
+				continue // unknown, not node-bound, or none at all (claimWarnings says so)
+			}
+			hit := false
+			for name := range reached {
+				hit = hit || on[name]
+			}
+			if hit {
+				continue
+			}
+			publishing := nodes.matching(func(name string, _ map[string]string) bool { return on[name] })
+			out = append(out, fmt.Sprintf("%s: its node selection reaches %d nodes (pools %s), none of which publishes a device of DeviceClass %q (pools that do: %s), so its pods wait for ever — an EKS Auto Mode or device-plugin pool offers no DRA device; select a pool whose DRA driver publishes the class, or ask for the device plugin's extended resource instead (`lockstep preflight` lists each pool's supply)",
+				path.Child("spec", "nodeSelector"), len(reached), poolsOf(reached), class, poolsOf(publishing)))
+		}
+	}
+	return out
+}
+
+// poolsOf names the node pools of nodes, sorted: their Karpenter NodePool,
+// EKS managed node group or eksctl node group, "(unlabelled)" otherwise.
+func poolsOf(nodes map[string]map[string]string) string {
+	seen := map[string]bool{}
+	for _, labels := range nodes {
+		pool := "(unlabelled)"
+		for _, key := range []string{"karpenter.sh/nodepool", "eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name"} {
+			if v := labels[key]; v != "" {
+				pool = v
+				break
+			}
+		}
+		seen[pool] = true
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
