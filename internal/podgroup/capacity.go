@@ -87,8 +87,10 @@ func ParseCapacityTypes(s string) (CapacityTypes, *KeyError) {
 }
 
 // GroupCapacityTypes are the capacity types a group's members may use:
-// its annotation's, else def. An annotation that does not parse (refused
-// at admission; written before this release) means def.
+// its annotation's, else, for a gang (which restarts whole when a node is
+// interrupted), def; nil (any) for a basic group or none. An annotation
+// that does not parse (refused at admission; written before this
+// release) counts as absent.
 func GroupCapacityTypes(pg *lockv1.PodGroup, def CapacityTypes) CapacityTypes {
 	if pg == nil {
 		return nil
@@ -97,6 +99,9 @@ func GroupCapacityTypes(pg *lockv1.PodGroup, def CapacityTypes) CapacityTypes {
 		if c, err := ParseCapacityTypes(v); err == nil {
 			return c
 		}
+	}
+	if !IsGang(pg) {
+		return nil
 	}
 	return def
 }

@@ -32,8 +32,12 @@ func TestNodeCapacityType(t *testing.T) {
 
 func TestGroupCapacityTypes(t *testing.T) {
 	pg := &lockv1.PodGroup{}
+	if got := GroupCapacityTypes(pg, DefaultCapacityTypes); got != nil {
+		t.Errorf("a basic group without the annotation: %s, want any", got)
+	}
+	pg.Spec.SchedulingPolicy.Gang = &lockv1.GangSchedulingPolicy{MinCount: 2}
 	if got := GroupCapacityTypes(pg, DefaultCapacityTypes).String(); got != "on-demand,reserved" {
-		t.Errorf("no annotation: %s, want the default", got)
+		t.Errorf("a gang without the annotation: %s, want the default", got)
 	}
 	pg.Annotations = map[string]string{lockv1.CapacityTypesAnnotation: " spot, on-demand"}
 	if got := GroupCapacityTypes(pg, DefaultCapacityTypes).String(); got != "spot,on-demand" {
