@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -250,6 +251,11 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 //     webhook labels each pod instead.
 type JobDefaulter struct {
 	Integration jobintegration.Integration
+	// DropsSchedulingGroup: the API server does not serve
+	// scheduling.k8s.io PodGroups, so it drops a pod template's
+	// spec.schedulingGroup after this webhook has seen it; the group the
+	// template names is kept as the membership label, which survives.
+	DropsSchedulingGroup bool
 }
 
 var _ admission.CustomDefaulter = JobDefaulter{}
@@ -261,6 +267,11 @@ func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 		return nil
 	}
 	j := d.Integration.Wrap(obj)
+	if d.DropsSchedulingGroup {
+		for _, r := range j.Roles() {
+			keepNamedGroup(r.Template)
+		}
+	}
 	c := integrationSet.Classify(j)
 	if b, ok := j.(jobintegration.RestartBudgeter); ok && jobintegration.RestartsWhole(c.Class) {
 		b.DefaultRestartBudget()
@@ -276,6 +287,22 @@ func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {
 		joinGang(&r.Template.ObjectMeta, g, jobintegration.GangOf(j))
 	}
 	return nil
+}
+
+// keepNamedGroup writes the group a pod template names through
+// spec.schedulingGroup as the membership label, unless it has one: the
+// API server is about to drop the field, and without the label the job
+// would become a gang of Lockstep's own, ignoring the group the user wrote
+// (and its topology).
+func keepNamedGroup(t *corev1.PodTemplateSpec) {
+	sg := t.Spec.SchedulingGroup
+	if sg == nil || sg.PodGroupName == nil || *sg.PodGroupName == "" || t.Labels[lockv1.PodGroupLabel] != "" {
+		return
+	}
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	t.Labels[lockv1.PodGroupLabel] = *sg.PodGroupName
 }
 
 // joinGang puts a pod (or a pod template) in group g, the gang Lockstep

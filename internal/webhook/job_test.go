@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -286,4 +287,39 @@ func TestJobDefaulterKeepsRestartsOutOfTheBudget(t *testing.T) {
 			t.Errorf("want one restart-budget warning (workers), got %q", warnings)
 		}
 	})
+}
+
+// Where the API server drops spec.schedulingGroup, the group a Job's
+// template names through it is kept as the membership label (the field is
+// gone after admission); a label of its own is left alone, and where the
+// field is served nothing is added.
+func TestJobDefaulterKeepsTheGroupSchedulingGroupNames(t *testing.T) {
+	job := func(label string) *batchv1.Job {
+		pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Obj()
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("hand")}
+		if label != "" {
+			pod.Labels = map[string]string{lockv1.PodGroupLabel: label}
+		}
+		return builders.IndexedJob("team-a", "train", 2, pod)
+	}
+	for name, tc := range map[string]struct {
+		drops bool
+		label string
+		want  string
+	}{
+		"dropped: kept as the label":  {drops: true, want: "hand"},
+		"dropped, with its own label": {drops: true, label: "mine", want: "mine"},
+		"served: nothing added":       {drops: false, want: ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := job(tc.label)
+			d := JobDefaulter{Integration: integrationSet.ForKind("batch/v1", "Job"), DropsSchedulingGroup: tc.drops}
+			if err := d.Default(context.Background(), j); err != nil {
+				t.Fatal(err)
+			}
+			if got := j.Spec.Template.Labels[lockv1.PodGroupLabel]; got != tc.want {
+				t.Errorf("template label %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

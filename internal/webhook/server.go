@@ -111,7 +111,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	srv.Register(pathComposite, admission.WithValidator[*lockv1.CompositePodGroup](scheme, &CompositePodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
 	for _, integ := range integrationSet {
 		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}, Integration: integ, Claims: claims}))
-		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ}))
+		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ, DropsSchedulingGroup: !servesSchedulingGroup}))
 	}
 	if err := addProbes(mgr, srv, rot); err != nil {
 		return err
