@@ -310,7 +310,11 @@ func (v View) judgeGone(j *judgement) {
 			j.lose(ReasonMemberFailed, fmt.Sprintf("pod %s failed%s", g.pod.Name, exitDetail(g.pod)))
 			continue
 		}
-		j.lose(disruptionReason(g.pod, ReasonMemberLost), fmt.Sprintf("pod %s was deleted%s", g.pod.Name, exitDetail(g.pod)))
+		detail := exitDetail(g.pod)
+		if podgroup.Disruption(g.pod) == nil && stoppedByDeletion(g.pod) {
+			detail = "" // the signal its deletion sent: no news
+		}
+		j.lose(disruptionReason(g.pod, ReasonMemberLost), fmt.Sprintf("pod %s was deleted%s", g.pod.Name, detail))
 	}
 }
 

@@ -553,3 +553,22 @@ func TestNotAdmittedStableWhileMembersAreCreated(t *testing.T) {
 		}
 	}
 }
+
+// A member a user deletes is lost "was deleted", without the exit code of
+// the SIGTERM its own deletion sent; one that exited 1 says so.
+func TestDeletedMemberDetail(t *testing.T) {
+	for code, want := range map[int32]string{143: "was deleted", 1: "failed (container rank exited 1: Error)"} {
+		w := newWorld(t, 4, false)
+		w.create(0, 4)
+		w.bind()
+		w.decide()
+		w.exit(0, code, true)
+		w.decide()
+		if len(w.restarts) != 1 {
+			t.Fatalf("exit %d: %d restarts, want 1", code, len(w.restarts))
+		}
+		if d := w.restarts[0].Detail; !strings.HasSuffix(d, want) {
+			t.Errorf("exit %d: detail %q, want it to end %q", code, d, want)
+		}
+	}
+}
