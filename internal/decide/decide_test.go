@@ -70,6 +70,9 @@ type pods struct {
 	Topology  []string `json:"topology"`
 	Preferred []string `json:"preferred"`
 	Device    string   `json:"device"`
+	// CapacityTypes is the group's capacity-types annotation ("": the
+	// default).
+	CapacityTypes string `json:"capacityTypes"`
 	// Tree, for a unit, makes it a scheduling tree (tree_test.go): Name
 	// is its root's.
 	Tree *treeSpec `json:"tree"`
@@ -318,6 +321,9 @@ func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup
 		}
 		if s.Device != "" {
 			pg.Annotations[lockv1.DeviceTopologyAnnotation] = s.Device
+		}
+		if s.CapacityTypes != "" {
+			pg.Annotations[lockv1.CapacityTypesAnnotation] = s.CapacityTypes
 		}
 	}
 	count := s.Count

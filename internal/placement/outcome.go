@@ -3,6 +3,7 @@ package placement
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -36,6 +37,9 @@ type Outcome struct {
 	// its nodes (device counts in messages are the domain's).
 	Domain      string
 	domainNodes []*snapshot.NodeInfo
+	// capacity is the unit's capacity types when they leave some out (its
+	// device counts in messages are of the nodes it may use).
+	capacity podgroup.CapacityTypes
 	// Waiting are the pending members that stay pending, each with why:
 	// those that found no node and, for a gang that is not admitted, every
 	// other pending member too (their Diagnosis is empty: they wait for
@@ -54,6 +58,9 @@ func Judge(unit Unit, res Result) Outcome {
 		SearchExhausted: res.SearchExhausted,
 		Domain:          res.Domain,
 		domainNodes:     res.domainNodes,
+	}
+	if !unit.CapacityTypes.AllowsAll() {
+		o.capacity = unit.CapacityTypes
 	}
 	placed := len(res.Assignments)
 	o.Admitted = placed > 0 && (!unit.Gang || unit.Bound+placed >= unit.MinCount)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -86,19 +87,42 @@ func mainReason(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 	}
 	if top[0].Reason == ReasonDevices && len(d.DeviceClasses) > 0 {
 		class := d.DeviceClasses[0]
+		nodes, where, all := o.domainNodes, "", o.Domain == ""
+		if all {
+			nodes = snap.Nodes
+		} else {
+			where = " in " + o.Domain
+		}
+		// Devices on nodes of a capacity type the unit may not use are no
+		// room for it: counted only when its policy leaves nodes out here.
+		if allowed := ofCapacity(nodes, o.capacity); len(allowed) < len(nodes) {
+			nodes, where, all = allowed, where+" on "+o.capacity.String()+" capacity", false
+		}
 		c, ok := counts[class]
 		if !ok {
-			if o.Domain == "" {
+			if all {
 				c = dra.CountClass(ctx, snap, cache, class)
 			} else {
-				c = dra.CountClassOn(ctx, snap, cache, class, o.domainNodes)
+				c = dra.CountClassOn(ctx, snap, cache, class, nodes)
 			}
 			counts[class] = c
 		}
-		if o.Domain == "" {
-			return fmt.Sprintf("no free device of class %s (%s)", c.Class, c)
-		}
-		return fmt.Sprintf("no free device of class %s in %s (%s)", c.Class, o.Domain, c)
+		return fmt.Sprintf("no free device of class %s%s (%s)", c.Class, where, c)
 	}
 	return d.String()
+}
+
+// ofCapacity are the nodes of a capacity type c allows (all of them
+// without a policy).
+func ofCapacity(nodes []*snapshot.NodeInfo, c podgroup.CapacityTypes) []*snapshot.NodeInfo {
+	if c == nil {
+		return nodes
+	}
+	out := make([]*snapshot.NodeInfo, 0, len(nodes))
+	for _, ni := range nodes {
+		if c.Allows(podgroup.NodeCapacityType(ni.Node)) {
+			out = append(out, ni)
+		}
+	}
+	return out
 }
