@@ -507,7 +507,7 @@ func stoppedByDeletion(p *corev1.Pod) bool {
 		return false
 	}
 	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.ExitCode != 143 && t.ExitCode != 137 {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && !slices.Contains(podgroup.StopExitCodes, t.ExitCode) {
 			return false
 		}
 	}

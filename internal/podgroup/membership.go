@@ -126,3 +126,8 @@ func GangOfJob(gk schema.GroupKind, name string) string {
 	}
 	return gk.Kind + "." + gk.Group + "/" + name
 }
+
+// StopExitCodes are the exit codes of a process stopped the way Kubernetes
+// stops a container: SIGTERM (143), then SIGKILL past its grace period
+// (137). A member whose containers ended only so was stopped, not failed.
+var StopExitCodes = []int32{143, 137}

@@ -8,6 +8,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // A gang restart — and a preemption — deletes running members after marking
@@ -140,7 +142,7 @@ func countsDisruptions(p *batchv1.PodFailurePolicy) string {
 
 // matchesStopped reports whether an exit-code rule matches 143 or 137.
 func matchesStopped(r *batchv1.PodFailurePolicyOnExitCodesRequirement) bool {
-	for _, code := range []int32{143, 137} {
+	for _, code := range podgroup.StopExitCodes {
 		in := slices.Contains(r.Values, code)
 		if in == (r.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn) {
 			return true
