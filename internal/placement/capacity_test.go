@@ -43,6 +43,7 @@ func TestCapacityTypes(t *testing.T) {
 		{name: "default: 6 ranks do not fit without Spot", ranks: 6, gang: true, policy: podgroup.DefaultCapacityTypes},
 		{name: "spot listed: 6 ranks use Spot too", ranks: 6, gang: true, policy: podgroup.CapacityTypes{podgroup.OnDemand, podgroup.Spot}, wantAdmit: true, wantSpot: true},
 		{name: "spot only: the ranks run on Spot", ranks: 4, gang: true, policy: podgroup.CapacityTypes{podgroup.Spot}, wantAdmit: true, wantSpot: true},
+		{name: "lone pods (no policy) use any capacity, as kube-scheduler would", ranks: 6, wantAdmit: true, wantSpot: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
