@@ -28,7 +28,8 @@ func cacheOptions() cache.Options {
 		panic(err) // a constant label key
 	}
 	return cache.Options{DefaultTransform: cachetrim.Transform, ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: labels.NewSelector().Add(*member)},
+		&corev1.Pod{}:  {Label: labels.NewSelector().Add(*member)},
+		&corev1.Node{}: {Transform: trimNode},
 	}}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -30,6 +31,9 @@ type deviceIndex struct {
 	// (a node selector or all nodes: any node may have it).
 	nodes    map[string]map[string]bool
 	anywhere map[string]bool
+	// extended are, per extended resource name, the classes that serve it
+	// (their extendedResourceName, or deviceclass.resource.kubernetes.io/<class>).
+	extended map[corev1.ResourceName][]string
 	// attrs are the qualified attribute names ("domain/name"; a name
 	// published without a domain is its driver's) some device carries.
 	attrs map[string]bool
@@ -82,6 +86,15 @@ func (d *deviceIndex) onNodes(class string) (nodes map[string]bool, anywhere, kn
 	return d.nodes[class], d.anywhere[class], d.counts != nil
 }
 
+// serving are the classes that serve the extended resource name; known is
+// false when the inventory could not be read.
+func (d *deviceIndex) serving(name corev1.ResourceName) (classes []string, known bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refresh()
+	return d.extended[name], d.counts != nil
+}
+
 // refresh recounts after a change (d.mu held).
 func (d *deviceIndex) refresh() {
 	if d.dirty {
@@ -128,8 +141,13 @@ func (d *deviceIndex) recount(ctx context.Context) (map[string]int, map[string]b
 	}
 	out := make(map[string]int, len(classes.Items))
 	nodes, anywhere := map[string]map[string]bool{}, map[string]bool{}
+	extended := map[corev1.ResourceName][]string{}
 	for i := range classes.Items {
 		c := &classes.Items[i]
+		extended[corev1.ResourceName(resourcev1.ResourceDeviceClassPrefix+c.Name)] = append(extended[corev1.ResourceName(resourcev1.ResourceDeviceClassPrefix+c.Name)], c.Name)
+		if n := c.Spec.ExtendedResourceName; n != nil {
+			extended[corev1.ResourceName(*n)] = append(extended[corev1.ResourceName(*n)], c.Name)
+		}
 		for node, ss := range byNode {
 			if n := dra.CountClassIn(ctx, d.cel, c, ss, nil).Total; n > 0 {
 				if nodes[c.Name] == nil {
@@ -146,6 +164,6 @@ func (d *deviceIndex) recount(ctx context.Context) (map[string]int, map[string]b
 		out[c.Name] += n
 		anywhere[c.Name] = n > 0
 	}
-	d.nodes, d.anywhere = nodes, anywhere
+	d.nodes, d.anywhere, d.extended = nodes, anywhere, extended
 	return out, attrs, nil
 }

@@ -61,6 +61,7 @@ func (v *JobValidator) ValidateCreate(ctx context.Context, o runtime.Object) (ad
 				warnings = append(warnings, v.Claims.claimWarnings(ctx, ns, pc.Name, claimSource{pc.ResourceClaimName, pc.ResourceClaimTemplateName})...)
 			}
 			warnings = append(warnings, v.Claims.driverPathWarnings(ctx, ns, r.Path, &r.Template.Spec, v.Nodes)...)
+			warnings = append(warnings, v.Claims.extendedPathWarnings(r.Path, &r.Template.Spec, v.Nodes)...)
 		}
 	}
 	return warnings, err

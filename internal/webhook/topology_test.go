@@ -349,3 +349,80 @@ func TestDriverPathWarnings(t *testing.T) {
 		})
 	}
 }
+
+// The reverse: a Job asking for the device plugin's nvidia.com/gpu whose
+// pods select only a pool whose GPUs a DRA driver publishes (no node there
+// advertises the resource) is warned, naming both pools; one selecting the
+// device-plugin pool is not, nor one whose selected DRA pool publishes a
+// DeviceClass that serves the name (extendedResourceName), nor a resource
+// no node offers at all (the autoscaler's to supply).
+func TestExtendedPathWarnings(t *testing.T) {
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "dra-0-gpu"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: "gpu.nvidia.com", Pool: resourcev1.ResourcePool{Name: "dra-0"}, NodeName: ptr.To("dra-0"),
+		Devices: []resourcev1.Device{{Name: "gpu-0"}},
+	}}
+	nodes := newNodeLabels()
+	for _, n := range []*corev1.Node{
+		builders.MakeNode().Name("dp-0").Label("eks.amazonaws.com/nodegroup", "device-plugin").Capacity("nvidia.com/gpu", "8").Obj(),
+		builders.MakeNode().Name("dra-0").Label("eks.amazonaws.com/nodegroup", "dra").Obj(),
+	} {
+		obj, err := trimNode(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes.handler().OnAdd(obj, true)
+	}
+	for name, tc := range map[string]struct {
+		resource corev1.ResourceName
+		selector map[string]string
+		classes  []client.Object
+		want     string
+	}{
+		"DRA pool asked for the plugin's resource": {resource: "nvidia.com/gpu", selector: map[string]string{"eks.amazonaws.com/nodegroup": "dra"},
+			want: `asks for "nvidia.com/gpu", but its node selection reaches 1 nodes (pools dra), none of which advertises it or publishes a device of a DeviceClass that serves it (pools that do: device-plugin)`},
+		"the device-plugin pool": {resource: "nvidia.com/gpu", selector: map[string]string{"eks.amazonaws.com/nodegroup": "device-plugin"}},
+		"no node selected":       {resource: "nvidia.com/gpu"},
+		"a class serves the name on the DRA pool": {resource: "nvidia.com/gpu", selector: map[string]string{"eks.amazonaws.com/nodegroup": "dra"},
+			classes: []client.Object{builders.ExtendedResourceClass("gpu.nvidia.com", "gpu.nvidia.com", "nvidia.com/gpu")}},
+		"the class's own name on the DRA pool": {resource: "deviceclass.resource.kubernetes.io/gpu.nvidia.com", selector: map[string]string{"eks.amazonaws.com/nodegroup": "dra"},
+			classes: []client.Object{builders.ExtendedResourceClass("gpu.nvidia.com", "gpu.nvidia.com", "other.example.com/gpu")}},
+		"offered nowhere": {resource: "vpc.amazonaws.com/efa", selector: map[string]string{"eks.amazonaws.com/nodegroup": "dra"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(append(tc.classes, slice)...).Build()
+			r := reads{Cached: c, Live: c}
+			v := &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes}, Integration: integrationSet.ForKind("batch/v1", "Job"),
+				Claims: &claimChecks{reads: r, Devices: newDeviceIndex(c, dra.NewCache())}}
+			pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Req(tc.resource, "1").Obj()
+			pod.Spec.NodeSelector = tc.selector
+			warnings, err := v.ValidateCreate(context.Background(), builders.IndexedJob("team-a", "j", 2, pod))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(warnings, "\n")
+			if tc.want == "" && strings.Contains(got, "asks for") || !strings.Contains(got, tc.want) {
+				t.Errorf("warnings %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The webhook keeps of a Node only what admission reads: its name, labels
+// and extended allocatable resources.
+func TestTrimNode(t *testing.T) {
+	n := builders.MakeNode().Name("n").Label("k", "v").Capacity("nvidia.com/gpu", "8").Capacity(corev1.ResourceCPU, "64").
+		Taint("t", "", corev1.TaintEffectNoSchedule).Obj()
+	n.Annotations = map[string]string{"a": "b"}
+	n.Status.Images = []corev1.ContainerImage{{Names: []string{"x"}}}
+	obj, err := trimNode(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*corev1.Node)
+	if got.Name != "n" || got.Labels["k"] != "v" || len(got.Spec.Taints) != 0 || got.Annotations != nil || got.Status.Images != nil || got.Status.Capacity != nil {
+		t.Errorf("trimmed node %+v keeps more than name, labels and extended allocatable", got)
+	}
+	if len(got.Status.Allocatable) != 1 || got.Status.Allocatable.Name("nvidia.com/gpu", "").Value() != 8 {
+		t.Errorf("allocatable %v, want nvidia.com/gpu only", got.Status.Allocatable)
+	}
+}

@@ -8,10 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -138,17 +137,9 @@ func (c *claimChecks) driverPathWarnings(ctx context.Context, ns string, path *f
 	if nodes == nil || len(spec.ResourceClaims) == 0 {
 		return nil
 	}
-	aff := spec.Affinity
-	if len(spec.NodeSelector) == 0 && (aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil) {
-		return nil // every node is reached
-	}
-	required := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: *spec})
-	reached := nodes.matching(func(name string, labels map[string]string) bool {
-		ok, _ := required.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
-		return ok
-	})
+	reached := nodes.reachedBy(spec)
 	if len(reached) == 0 {
-		return nil
+		return nil // every node, or none
 	}
 	var out admission.Warnings
 	for _, pc := range spec.ResourceClaims {
@@ -171,6 +162,94 @@ func (c *claimChecks) driverPathWarnings(ctx context.Context, ns string, path *f
 			publishing := nodes.matching(func(name string, _ map[string]string) bool { return on[name] })
 			out = append(out, fmt.Sprintf("%s: its node selection reaches %d nodes (pools %s), none of which publishes a device of DeviceClass %q (pools that do: %s), so its pods wait for ever — an EKS Auto Mode or device-plugin pool offers no DRA device; select a pool whose DRA driver publishes the class, or ask for the device plugin's extended resource instead (`lockstep preflight` lists each pool's supply)",
 				path.Child("spec", "nodeSelector"), len(reached), poolsOf(reached), class, poolsOf(publishing)))
+		}
+	}
+	return out
+}
+
+// extendedPathWarnings is the reverse of driverPathWarnings: a pod template
+// asking for an extended resource (a device plugin's nvidia.com/gpu) whose
+// required node selection reaches only nodes that advertise none of it and
+// on which no DeviceClass serving that name (extendedResourceName) publishes
+// a device — a pool whose GPUs a DRA driver publishes, asked for the device
+// plugin's resource. It names the pools reached and those that do offer the
+// resource; a resource nothing offers anywhere is left to the autoscaler.
+func (c *claimChecks) extendedPathWarnings(path *field.Path, spec *corev1.PodSpec, nodes *nodeLabels) admission.Warnings {
+	if nodes == nil {
+		return nil
+	}
+	wanted := extendedRequests(path, spec)
+	if len(wanted) == 0 {
+		return nil
+	}
+	reached := nodes.reachedBy(spec)
+	if len(reached) == 0 {
+		return nil // every node, or none
+	}
+	var out admission.Warnings
+	for _, w := range wanted {
+		offering := nodes.advertising(w.name)
+		served := false
+		if c != nil && c.Devices != nil {
+			classes, known := c.Devices.serving(w.name)
+			served = !known // an unreadable inventory warns about nothing
+			for _, class := range classes {
+				on, anywhere, _ := c.Devices.onNodes(class)
+				served = served || anywhere
+				for node, labels := range nodes.matching(func(name string, _ map[string]string) bool { return on[name] }) {
+					offering[node] = labels
+				}
+			}
+		}
+		hit := served
+		for name := range reached {
+			_, ok := offering[name]
+			hit = hit || ok
+		}
+		if hit || len(offering) == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: asks for %q, but its node selection reaches %d nodes (pools %s), none of which advertises it or publishes a device of a DeviceClass that serves it (pools that do: %s), so its pods wait for ever — a pool whose devices a DRA driver publishes advertises no device plugin resource; ask for a ResourceClaim of the driver's DeviceClass, or select a pool running the device plugin (`lockstep preflight` lists each pool's supply)",
+			w.path, w.name, len(reached), poolsOf(reached), poolsOf(offering)))
+	}
+	return out
+}
+
+// extendedRequest is one extended resource a pod template asks for and the
+// first field that asks.
+type extendedRequest struct {
+	name corev1.ResourceName
+	path *field.Path
+}
+
+// extendedRequests are the extended resources the containers of spec ask
+// for (requests or limits), in the order they first appear.
+func extendedRequests(path *field.Path, spec *corev1.PodSpec) []extendedRequest {
+	var out []extendedRequest
+	seen := map[corev1.ResourceName]bool{}
+	add := func(p *field.Path, list corev1.ResourceList) {
+		names := make([]string, 0, len(list))
+		for name := range list {
+			names = append(names, string(name))
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			name := corev1.ResourceName(n)
+			q := list[name]
+			if v1helper.IsExtendedResourceName(name) && !seen[name] && !q.IsZero() {
+				seen[name] = true
+				out = append(out, extendedRequest{name: name, path: p})
+			}
+		}
+	}
+	for _, set := range []struct {
+		field      string
+		containers []corev1.Container
+	}{{"initContainers", spec.InitContainers}, {"containers", spec.Containers}} {
+		for i := range set.containers {
+			p := path.Child("spec", set.field).Index(i).Child("resources")
+			add(p.Child("requests"), set.containers[i].Resources.Requests)
+			add(p.Child("limits"), set.containers[i].Resources.Limits)
 		}
 	}
 	return out
