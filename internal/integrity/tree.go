@@ -81,8 +81,10 @@ func (r *Reconciler) restartTree(ctx context.Context, pg *lockv1.PodGroup, inc *
 	if podgroup.ParentOf(pg) == "" || !lossEnded(inc) {
 		return nil
 	}
+	// Not served (the CRD is missing): no parent exists, the group
+	// restarts alone.
 	composites := &lockv1.CompositePodGroupList{}
-	if err := r.Client.List(ctx, composites, client.InNamespace(pg.Namespace)); err != nil {
+	if err := r.Client.List(ctx, composites, client.InNamespace(pg.Namespace)); err != nil && !meta.IsNoMatchError(err) {
 		return fmt.Errorf("listing CompositePodGroups: %w", err)
 	}
 	byName := map[string]*lockv1.CompositePodGroup{}

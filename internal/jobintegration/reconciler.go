@@ -40,6 +40,9 @@ const (
 	ReasonGangRemoved      = "GangRemoved"
 	ReasonGroupNamed       = "PodGroupNamedByTemplate"
 	ReasonNotControlled    = "NotControlled"
+	// ReasonCompositesNotServed: the job needs a tree and the
+	// CompositePodGroup CRD is not installed.
+	ReasonCompositesNotServed = "CompositePodGroupNotServed"
 )
 
 // Reconciler makes every qualifying job of one integration gangs.
@@ -50,6 +53,12 @@ type Reconciler struct {
 	// Integrations are all integrations Lockstep runs: a job another one
 	// controls (a JobSet's Jobs) is part of that one's gang.
 	Integrations Set
+	// WithoutComposites: the API server does not serve CompositePodGroups
+	// (an upgrade left their CRD out). The reconciler neither watches nor
+	// creates them, and a job whose roles make a tree gets no gang but a
+	// warning event saying why (the process restarts once the CRD is
+	// installed: apidiscovery.RestartWhenServed).
+	WithoutComposites bool
 }
 
 // SetupWithManager watches the integration's jobs (creation, spec and
@@ -70,16 +79,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("jobintegration-"+r.Integration.Name()).
 		For(r.Integration.NewObject(), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&lockv1.PodGroup{}).
 		Owns(&lockv1.Workload{}).
-		Owns(&lockv1.CompositePodGroup{}).
 		Watches(&lockv1.PodGroup{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
-		Watches(&lockv1.Workload{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
-		Watches(&lockv1.CompositePodGroup{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken).
-		Complete(r)
+		Watches(&lockv1.Workload{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken)
+	if !r.WithoutComposites {
+		b = b.Owns(&lockv1.CompositePodGroup{}).
+			Watches(&lockv1.CompositePodGroup{}, handler.EnqueueRequestsFromMapFunc(r.wanting), taken)
+	}
+	return b.Complete(r)
 }
 
 // Reconcile ensures the job's Workload and PodGroups: created and
@@ -113,6 +124,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	pgs, root, wl := desired(j, c.Groups, c.Mode)
+	if root != nil && r.WithoutComposites {
+		r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonCompositesNotServed,
+			"the %s's roles make a scheduling tree, but the API server does not serve CompositePodGroups (%s): no gang is created and its pods wait; apply the CRDs of this Lockstep release (the chart's crds/, which `helm upgrade` does not apply) — the controllers restart by themselves once they are served",
+			kind, lockv1.GroupVersion.String())
+		return ctrl.Result{}, nil
+	}
 	got, err := r.ensure(ctx, j, wl, func(client.Object) bool { return false })
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("workload: %w", err)

@@ -330,3 +330,39 @@ func TestReconcileTree(t *testing.T) {
 		t.Errorf("events (-want,+got):\n%s", diff)
 	}
 }
+
+// Without CompositePodGroups served (an upgrade left their CRD out), a job
+// whose roles make a tree gets no partial gang — no Workload, no child
+// PodGroups hanging under a parent that cannot exist — but a warning event
+// naming the fix.
+func TestReconcileTreeWithoutComposites(t *testing.T) {
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: lockv1.SchedulerName}}
+	rc := &rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "ray", UID: "ray-uid"},
+		Spec: rayv1.RayClusterSpec{HeadGroupSpec: rayv1.HeadGroupSpec{Template: tmpl}, WorkerGroupSpecs: []rayv1.WorkerGroupSpec{
+			{GroupName: "gpu", Replicas: ptr.To[int32](2), MinReplicas: ptr.To[int32](0), Template: tmpl},
+		}},
+	}
+	all := integrations.All()
+	r := &jobintegration.Reconciler{Recorder: &recorder{}, Integration: all.ForKind("ray.io/v1", "RayCluster"), Integrations: all, WithoutComposites: true}
+	r.Client = fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(rc).
+		WithIndex(&rayv1.RayCluster{}, jobintegration.IndexWanted, r.Wanted).Build()
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "ray"}}); err != nil {
+		t.Fatal(err)
+	}
+	groups, workloads := &lockv1.PodGroupList{}, &lockv1.WorkloadList{}
+	if err := r.Client.List(ctx, groups); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client.List(ctx, workloads); err != nil {
+		t.Fatal(err)
+	}
+	if len(groups.Items)+len(workloads.Items) != 0 {
+		t.Errorf("created %d PodGroups and %d Workloads for a tree whose root cannot exist, want none", len(groups.Items), len(workloads.Items))
+	}
+	events := r.Recorder.(*recorder).events
+	if len(events) != 1 || !strings.Contains(events[0], "Warning CompositePodGroupNotServed: the RayCluster's roles make a scheduling tree, but the API server does not serve CompositePodGroups") {
+		t.Errorf("events %q, want one CompositePodGroupNotServed warning", events)
+	}
+}

@@ -37,17 +37,26 @@ func cacheOptions() cache.Options {
 // with the manager and are synced before the first request is answered
 // (controller-runtime waits for registered informers before serving), the
 // pod index by group, the tree index by parent, the device count index and the node label counts.
-func setupCaches(ctx context.Context, mgr ctrl.Manager) (reads, *deviceIndex, *nodeLabels, error) {
+//
+// CompositePodGroups are watched only when served: a webhook started
+// without their CRD (an upgrade left it out) serves everything else,
+// refuses a PodGroup that names a parent, and restarts once they are.
+func setupCaches(ctx context.Context, mgr ctrl.Manager, composites bool) (reads, *deviceIndex, *nodeLabels, error) {
 	c := mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGroup, groupIndexValue); err != nil {
 		return reads{}, nil, nil, err
 	}
-	for _, o := range []client.Object{&lockv1.PodGroup{}, &lockv1.CompositePodGroup{}} {
+	indexed := []client.Object{&lockv1.PodGroup{}}
+	watched := []client.Object{&lockv1.PodGroup{}, &schedulingv1.PriorityClass{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
+	if composites {
+		indexed = append(indexed, &lockv1.CompositePodGroup{})
+		watched = append(watched, &lockv1.CompositePodGroup{})
+	}
+	for _, o := range indexed {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, o, IndexParent, parentIndexValue); err != nil {
 			return reads{}, nil, nil, err
 		}
 	}
-	watched := []client.Object{&lockv1.PodGroup{}, &lockv1.CompositePodGroup{}, &schedulingv1.PriorityClass{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
 	served, err := servedIntegrations(mgr)
 	if err != nil {
 		return reads{}, nil, nil, err

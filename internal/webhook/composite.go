@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sort"
 	"strings"
 
@@ -120,6 +121,11 @@ func (t treeChecks) place(ctx context.Context, ns string, n node, parent string)
 			"a CompositePodGroup cannot be its own parent: a tree cannot be a cycle; name another CompositePodGroup, or remove the field to make this group a root")}, nil
 	}
 	above, cycle, err := t.ancestors(ctx, ns, n, parent)
+	if meta.IsNoMatchError(err) {
+		return field.ErrorList{field.Forbidden(parentPath, fmt.Sprintf(
+			"the API server does not serve CompositePodGroups (%s): a group naming parent %q would wait for ever; apply the CRDs of this Lockstep release (the chart's crds/, which `helm upgrade` does not apply), or remove the field",
+			lockv1.GroupVersion.String(), parent))}, nil
+	}
 	if err != nil || cycle != "" {
 		return cycleError(parent, cycle), err
 	}

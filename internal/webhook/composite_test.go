@@ -9,10 +9,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
@@ -210,5 +212,32 @@ func TestPodGroupInATree(t *testing.T) {
 				t.Errorf("want the refusal to say the parent is fixed at creation, got %v", err)
 			}
 		})
+	}
+}
+
+// A webhook started without CompositePodGroups served (an upgrade left
+// their CRD out) refuses a PodGroup that names a parent, saying the CRD is
+// missing, and admits a flat one.
+func TestPodGroupParentWithoutComposites(t *testing.T) {
+	notServed := interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*lockv1.CompositePodGroup); ok {
+				return &meta.NoKindMatchError{GroupKind: lockv1.GroupVersion.WithKind("CompositePodGroup").GroupKind(), SearchedVersions: []string{"v1beta1"}}
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithInterceptorFuncs(notServed).
+		WithIndex(&lockv1.PodGroup{}, IndexParent, parentIndexValue).Build()
+	v := &PodGroupValidator{reads: reads{Cached: c, Live: c}}
+	_, err := v.ValidateCreate(context.Background(), leaf("g", "root"))
+	if diff := cmp.Diff([]string{"spec.parentCompositePodGroupName"}, causes(err)); diff != "" {
+		t.Errorf("refused fields (-want,+got):\n%s\n%v", diff, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "the API server does not serve CompositePodGroups") {
+		t.Errorf("want the refusal to name the missing CRD, got %v", err)
+	}
+	if _, err := v.ValidateCreate(context.Background(), leaf("flat", "")); err != nil {
+		t.Errorf("a flat PodGroup refused: %v", err)
 	}
 }

@@ -76,7 +76,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	r, devices, nodes, err := setupCaches(ctx, mgr)
+	composites, err := apidiscovery.Serves(client.Discovery(), lockv1.GroupVersion.String(), podgroup.CompositeResource.Resource)
+	if err != nil {
+		return err
+	}
+	if !composites {
+		ctrl.LoggerFrom(ctx).Error(nil, "CompositePodGroups are not served: starting without them; a PodGroup naming a parent is refused until the CRD is installed (apply the chart's crds/, which `helm upgrade` does not), when the webhook restarts by itself",
+			"resource", podgroup.CompositeResource.String())
+		if err := mgr.Add(apidiscovery.RestartWhenServed{Discovery: client.Discovery(), GroupVersion: lockv1.GroupVersion.String(), Resource: podgroup.CompositeResource.Resource}); err != nil {
+			return err
+		}
+	}
+	r, devices, nodes, err := setupCaches(ctx, mgr, composites)
 	if err != nil {
 		return err
 	}

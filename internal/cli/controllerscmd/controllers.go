@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
@@ -28,6 +29,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/job"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Options are the flags of `lockstep controllers`.
@@ -150,6 +152,17 @@ func (o *Options) setupControllers(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
+	composites, err := apidiscovery.Serves(dc, lockv1.GroupVersion.String(), podgroup.CompositeResource.Resource)
+	if err != nil {
+		return err
+	}
+	if !composites {
+		klog.Background().Error(nil, "CompositePodGroups are not served: starting without them; jobs whose roles make a scheduling tree get no gang until the CRD is installed (apply the chart's crds/, which `helm upgrade` does not), when the controllers restart by themselves",
+			"resource", podgroup.CompositeResource.String())
+		if err := mgr.Add(apidiscovery.RestartWhenServed{Discovery: dc, GroupVersion: lockv1.GroupVersion.String(), Resource: podgroup.CompositeResource.Resource}); err != nil {
+			return err
+		}
+	}
 	kube, err := kubernetes.NewForConfig(o.config)
 	if err != nil {
 		return err
@@ -174,7 +187,8 @@ func (o *Options) setupControllers(mgr manager.Manager) error {
 		return err
 	}
 	enabler := &jobintegration.Enabler{Discovery: dc, Integrations: all, Interval: 30 * time.Second, Setup: func(integ jobintegration.Integration) error {
-		r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ, Integrations: all}
+		r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ, Integrations: all,
+			WithoutComposites: !composites}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
