@@ -98,7 +98,11 @@ func taintRuleRow(client kubernetes.Interface) DRAFeature {
 	case served(client, "resource.k8s.io/v1", "devicetaintrules"):
 		row.Cluster, row.Evidence = Served, "resource.k8s.io/v1 devicetaintrules discovered"
 	case served(client, "resource.k8s.io/v1beta2", "devicetaintrules"):
-		row.Cluster, row.Evidence = Served, "resource.k8s.io/v1beta2 devicetaintrules discovered"
+		// Served, but not in the version Lockstep reads: say so rather
+		// than promise what the components do not do.
+		row.Cluster, row.Evidence = Served, "resource.k8s.io/v1beta2 devicetaintrules discovered, not resource.k8s.io/v1"
+		row.Lockstep = "does not read them: Lockstep reads resource.k8s.io/v1 DeviceTaintRules only; slice taints still apply"
+		row.Without = "a device tainted only by a v1beta2 DeviceTaintRule is still allocated by Lockstep; taint it in its ResourceSlice (the driver) or upgrade the control plane"
 	default:
 		row.Cluster, row.Evidence = NotServed, "no devicetaintrules resource in resource.k8s.io"
 	}

@@ -70,6 +70,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	} else {
 		r.add("scheduling.k8s.io/v1beta1 (in-tree gang API)", Info, "not served: the in-tree gang is off (always so on EKS)", "Lockstep's scheduling.lockstep.dev/v1beta1 needs no gate")
 	}
+	r.checkUpgrade(minor, liveUpgradeView(ctx, client, dyn))
 	r.Checks = append(r.Checks, checkJobField(ctx, client, dyn, opts.ProbeNamespace, opts.ProbeTimeout))
 	r.checkLockstep(ctx, client)
 
