@@ -83,6 +83,21 @@ func (c Checker) Room(quotas []corev1.ResourceQuota, pods []*corev1.Pod, pod *co
 	return nil, nil
 }
 
+// Forbids returns the first quota (by name) that admits no pod like pod at
+// all — one whose scopes count it and whose hard limit of pods (pods,
+// count/pods) is 0, as a quota with `scopeSelector: PriorityClass In [x]`
+// and `pods: 0` forbids class x in its namespace — or nil.
+func (c Checker) Forbids(quotas []corev1.ResourceQuota, pod *corev1.Pod) (*Exceeded, error) {
+	bare := pod.DeepCopy()
+	bare.Spec.Containers = []corev1.Container{{Name: "c"}} // only the pod counts, not what it asks for
+	bare.Spec.InitContainers, bare.Spec.Overhead = nil, nil
+	e, err := c.Room(quotas, nil, bare)
+	if err != nil || e == nil || (e.Resource != corev1.ResourcePods && e.Resource != "count/pods") || !e.Hard.IsZero() {
+		return nil, err
+	}
+	return e, nil
+}
+
 // used sums what the pods q counts use of names.
 func (c Checker) used(q *corev1.ResourceQuota, pods []*corev1.Pod, names []corev1.ResourceName) (corev1.ResourceList, error) {
 	used := corev1.ResourceList{}

@@ -81,3 +81,44 @@ func TestNeeded(t *testing.T) {
 		t.Errorf("Needed(3) = %s, want 10", got.String())
 	}
 }
+
+// A quota forbids a pod only when it counts the pod and allows no pod at
+// all: a PriorityClass-scoped `pods: 0` forbids that class, not others; a
+// quota merely full, or limiting what pods request, forbids nothing.
+func TestForbids(t *testing.T) {
+	high := corev1.ScopedResourceSelectorRequirement{ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high"}}
+	zero := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+	pod := func(class string) *corev1.Pod {
+		p := builders.MakePod().Namespace("ml").Name("p").Req("example.com/gpu", "1").Obj()
+		p.Spec.PriorityClassName = class
+		return p
+	}
+	for name, tc := range map[string]struct {
+		quotas []corev1.ResourceQuota
+		class  string
+		want   string
+	}{
+		"pods: 0 for the class":           {quotas: []corev1.ResourceQuota{quota("no-high", zero, high)}, class: "high", want: "no-high"},
+		"count/pods: 0 for the class":     {quotas: []corev1.ResourceQuota{quota("no-high", corev1.ResourceList{"count/pods": resource.MustParse("0")}, high)}, class: "high", want: "no-high"},
+		"pods: 0 for another class":       {quotas: []corev1.ResourceQuota{quota("no-high", zero, high)}, class: "low"},
+		"a pod limit above 0":             {quotas: []corev1.ResourceQuota{quota("few", corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}, high)}, class: "high"},
+		"no GPU left is not a refusal":    {quotas: []corev1.ResourceQuota{quota("gpu", corev1.ResourceList{"requests.example.com/gpu": resource.MustParse("0")}, high)}, class: "high"},
+		"pods: 0 for the whole namespace": {quotas: []corev1.ResourceQuota{quota("none", zero)}, class: "low", want: "none"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := podquota.New(clocktesting.NewFakeClock(time.Unix(0, 0)))
+			got, err := c.Forbids(tc.quotas, pod(tc.class))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name := func() string {
+				if got == nil {
+					return ""
+				}
+				return got.Quota
+			}(); name != tc.want {
+				t.Errorf("forbidden by %q, want %q", name, tc.want)
+			}
+		})
+	}
+}

@@ -47,7 +47,7 @@ func setupCaches(ctx context.Context, mgr ctrl.Manager, composites bool) (reads,
 		return reads{}, nil, nil, err
 	}
 	indexed := []client.Object{&lockv1.PodGroup{}}
-	watched := []client.Object{&lockv1.PodGroup{}, &schedulingv1.PriorityClass{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
+	watched := []client.Object{&lockv1.PodGroup{}, &schedulingv1.PriorityClass{}, &corev1.ResourceQuota{}, &resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimTemplate{}}
 	if composites {
 		indexed = append(indexed, &lockv1.CompositePodGroup{})
 		watched = append(watched, &lockv1.CompositePodGroup{})

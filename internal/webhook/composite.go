@@ -67,6 +67,7 @@ func (v *CompositePodGroupValidator) ValidateCreate(ctx context.Context, c *lock
 	asGroup.Spec.SchedulingConstraints = c.Spec.SchedulingConstraints
 	errs = append(errs, validateTopologyAnnotations(nil, asGroup)...)
 	errs = append(errs, validatePriority(ctx, v.Cached, spec, c.Spec.PriorityClassName, c.Spec.Priority)...)
+	errs = append(errs, classForbiddenByQuota(ctx, v.Cached, ns, spec, c.Spec.PriorityClassName)...)
 	treeErrs, err := treeChecks{v.Cached}.place(ctx, ns, node{name: c.Name, composite: true}, podgroup.CompositeParent(c))
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)

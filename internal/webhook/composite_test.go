@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -239,5 +240,45 @@ func TestPodGroupParentWithoutComposites(t *testing.T) {
 	}
 	if _, err := v.ValidateCreate(context.Background(), leaf("flat", "")); err != nil {
 		t.Errorf("a flat PodGroup refused: %v", err)
+	}
+}
+
+// A PodGroup or CompositePodGroup naming a PriorityClass that a quota of
+// its namespace allows no pod of is refused, naming the quota: the group's
+// priority is its members', and none can have the class there. The same
+// class in a namespace without such a quota, or with a quota for another
+// class, is admitted.
+func TestGroupClassForbiddenByQuota(t *testing.T) {
+	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
+	noHigh := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "no-high"}, Spec: corev1.ResourceQuotaSpec{
+		Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")},
+		ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
+			ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{"high"}}}},
+	}}
+	elsewhere := noHigh.DeepCopy()
+	elsewhere.Namespace = "team-b"
+	for name, tc := range map[string]struct {
+		objs []client.Object
+		want bool
+	}{
+		"forbidden here":            {objs: []client.Object{high, noHigh}, want: true},
+		"no quota":                  {objs: []client.Object{high}},
+		"forbidden in another team": {objs: []client.Object{high, elsewhere}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := treeReads(tc.objs...)
+			c := composite("root", "")
+			c.Spec.PriorityClassName = "high"
+			pg := leaf("g", "")
+			pg.Spec.PriorityClassName = "high"
+			_, errC := (&CompositePodGroupValidator{reads: r}).ValidateCreate(context.Background(), c)
+			_, errG := (&PodGroupValidator{reads: r}).ValidateCreate(context.Background(), pg)
+			for kind, err := range map[string]error{"CompositePodGroup": errC, "PodGroup": errG} {
+				refused := err != nil && strings.Contains(err.Error(), "ResourceQuota no-high of namespace team-a allows no pod of PriorityClass high (pods: 0)")
+				if refused != tc.want {
+					t.Errorf("%s: refused by the quota %v, want %v (%v)", kind, refused, tc.want, err)
+				}
+			}
+		})
 	}
 }

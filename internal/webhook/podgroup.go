@@ -13,12 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/podquota"
 )
 
 // PodGroupValidator rejects PodGroups that can only deadlock, that would
@@ -51,6 +53,7 @@ func (v *PodGroupValidator) ValidateCreate(ctx context.Context, pg *lockv1.PodGr
 	errs = append(errs, validateName(pg.Name)...)
 	errs = append(errs, validateTopologyAt(field.NewPath("spec"), pg.Spec.SchedulingConstraints, "PodGroup")...)
 	errs = append(errs, validateTopologyAnnotations(nil, pg)...)
+	errs = append(errs, classForbiddenByQuota(ctx, v.Cached, ns, field.NewPath("spec"), pg.Spec.PriorityClassName)...)
 	treeErrs, err := treeChecks{v.Cached}.place(ctx, ns, node{name: pg.Name}, podgroup.ParentOf(pg))
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -76,6 +79,9 @@ func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, old, pg *lockv1.
 			fmt.Sprintf("a PodGroup's parentCompositePodGroupName is fixed when it is created (it is %q): restore it, or delete the PodGroup and create it under the parent you want", was)))
 	}
 	errs = append(errs, validateTopologyAnnotations(old, pg)...)
+	if old.Spec.PriorityClassName != pg.Spec.PriorityClassName {
+		errs = append(errs, classForbiddenByQuota(ctx, v.Cached, namespaceOf(ctx, pg.Namespace), field.NewPath("spec"), pg.Spec.PriorityClassName)...)
+	}
 	return v.topologyWarnings("group", pg, specKeyAt), v.validate(ctx, pg, errs)
 }
 
@@ -220,6 +226,35 @@ func (v *PodGroupValidator) ownerJobSize(ctx context.Context, ns string, pg *loc
 		}
 	}
 	return size, ref.Kind + " " + ref.Name, true
+}
+
+// classForbiddenByQuota refuses a group's priorityClassName that a
+// ResourceQuota of its namespace allows no pod of (its scopes count such a
+// pod and its hard pods or count/pods is 0, as `scopeSelector:
+// PriorityClass In [x]` with `pods: 0` does): a group's priority is its
+// members', none of which can have the class there, so the field would be
+// silently ignored. Read from the quota cache; a class the API server's
+// limitedResources configuration keeps to quota-covered namespaces cannot
+// be seen from the API and is left to pod admission.
+func classForbiddenByQuota(ctx context.Context, c client.Reader, ns string, spec *field.Path, className string) field.ErrorList {
+	if className == "" {
+		return nil
+	}
+	quotas := &corev1.ResourceQuotaList{}
+	if err := c.List(ctx, quotas, client.InNamespace(ns)); err != nil {
+		return field.ErrorList{field.InternalError(spec.Child("priorityClassName"), err)}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: corev1.PodSpec{PriorityClassName: className}}
+	e, err := podquota.New(clock.RealClock{}).Forbids(quotas.Items, pod)
+	if err != nil {
+		return field.ErrorList{field.InternalError(spec.Child("priorityClassName"), err)}
+	}
+	if e == nil {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(spec.Child("priorityClassName"), fmt.Sprintf(
+		"ResourceQuota %s of namespace %s allows no pod of PriorityClass %s (%s: %s): a group's priority is its members', and no member can have this class here; use a class this namespace may create pods with, or ask the cluster administrator for quota",
+		e.Quota, ns, className, e.Resource, e.Hard.String()))}
 }
 
 // validatePriority: a named class must exist, and an explicit priority must

@@ -20,9 +20,11 @@ import (
 
 // TestPriorityCannotBeSelfGranted: a user confined to tenant-a, whose quota
 // forbids pods of class system-cluster-critical, names that class on a
-// PodGroup and creates class-less pods for it: the pods are refused (a
-// group's priority is its members'), pods of the class are refused by the
-// quota, and the priority-10000 gang of tenant-b is never preempted.
+// PodGroup or CompositePodGroup: refused, naming the quota; names another
+// class on a PodGroup and creates class-less pods for it: the pods are
+// refused (a group's priority is its members'); pods of the forbidden class
+// are refused by the quota; and the priority-10000 gang of tenant-b is
+// never preempted.
 func TestPriorityCannotBeSelfGranted(t *testing.T) {
 	h := harness.Get(t)
 	nsA, nsB := h.Namespace(t), h.Namespace(t)
@@ -46,18 +48,32 @@ func TestPriorityCannotBeSelfGranted(t *testing.T) {
 	before := h.WaitRunning(t, ctx, nsB, "b", 4)
 
 	alice := newTenant(t, ctx, h, nsA, "alice")
+	// A group naming the class the quota forbids is refused, naming the quota.
 	pg := builders.GangPodGroup(nsA, "a", 4)
 	pg.Spec.PriorityClassName = "system-cluster-critical"
+	err := alice.h.CreatePodGroupErr(ctx, pg)
+	const byQuota = "ResourceQuota no-system-priority of namespace "
+	if err == nil || !strings.Contains(err.Error(), byQuota+nsA+" allows no pod of PriorityClass system-cluster-critical (pods: 0)") {
+		t.Errorf("a PodGroup naming a class the namespace's quota forbids: want a refusal naming the quota, got %v", err)
+	}
+	root := cpg(nsA, "tree", "")
+	root.Spec.PriorityClassName = "system-cluster-critical"
+	if err := createComposite(ctx, h, root, false); err == nil || !strings.Contains(err.Error(), byQuota+nsA) {
+		t.Errorf("a CompositePodGroup naming a class the namespace's quota forbids: want a refusal naming the quota, got %v", err)
+	}
+	// A group naming a class its pods do not have: the class-less pods are
+	// refused (a group's priority is its members').
+	pg.Spec.PriorityClassName = classB
 	if err := alice.h.CreatePodGroupErr(ctx, pg); err != nil {
 		t.Fatalf("alice creating her PodGroup: %v", err)
 	}
 	if _, err := alice.client.ResourceV1().ResourceClaimTemplates(nsA).Create(ctx, builders.ClaimTemplate(nsA, "one-gpu", "gpu.example.com", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := alice.client.CoreV1().Pods(nsA).Create(ctx, gpuPod(nsA, "a-0", "a", ""), metav1.CreateOptions{})
-	for _, want := range []string{"priority 0 differs from PodGroup a's priorityClassName system-cluster-critical (2000000000)", "a group's priority is its members'"} {
+	_, err = alice.client.CoreV1().Pods(nsA).Create(ctx, gpuPod(nsA, "a-0", "a", ""), metav1.CreateOptions{})
+	for _, want := range []string{"priority 0 differs from PodGroup a's priorityClassName " + classB + " (10000)", "a group's priority is its members'"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("a class-less pod of a group naming system-cluster-critical: want a refusal containing %q, got %v", want, err)
+			t.Errorf("a class-less pod of a group naming %s: want a refusal containing %q, got %v", classB, want, err)
 		}
 	}
 	_, err = alice.client.CoreV1().Pods(nsA).Create(ctx, gpuPod(nsA, "a-1", "a", "system-cluster-critical"), metav1.CreateOptions{})
