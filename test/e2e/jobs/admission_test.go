@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -159,7 +158,7 @@ func TestJobNamingAGroupNobodyHasIsWarned(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 2*time.Minute)
-	w := &warnings{}
+	w := &harness.Warnings{}
 	cfg := rest.CopyConfig(h.Config)
 	cfg.WarningHandler = w
 	client, err := kubernetes.NewForConfig(cfg)
@@ -171,52 +170,35 @@ func TestJobNamingAGroupNobodyHasIsWarned(t *testing.T) {
 	if _, err := client.BatchV1().Jobs(ns).Create(ctx, early, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if want := "names PodGroup late, which does not exist: the Job's pods wait, unscheduled, until it is created"; !strings.Contains(w.all(), want) {
-		t.Errorf("warnings %q: want one containing %q", w.all(), want)
+	if want := "names PodGroup late, which does not exist: the Job's pods wait, unscheduled, until it is created"; !strings.Contains(w.All(), want) {
+		t.Errorf("warnings %q: want one containing %q", w.All(), want)
 	}
-	w.msgs = nil
+	w.Reset()
 	late := builders.IndexedJob(ns, "late", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
 	late.Spec.Suspend = ptr.To(true)
 	if _, err := client.BatchV1().Jobs(ns).Create(ctx, late, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if want := "Job early's spec.template.metadata.labels[scheduling.lockstep.dev/pod-group] names PodGroup late, which will be this Job's gang"; !strings.Contains(w.all(), want) {
-		t.Errorf("warnings %q: want one containing %q", w.all(), want)
+	if want := "Job early's spec.template.metadata.labels[scheduling.lockstep.dev/pod-group] names PodGroup late, which will be this Job's gang"; !strings.Contains(w.All(), want) {
+		t.Errorf("warnings %q: want one containing %q", w.All(), want)
 	}
 	// A gang Job nobody names is created without a word about groups.
-	w.msgs = nil
+	w.Reset()
 	alone := builders.IndexedJob(ns, "alone", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
 	alone.Spec.Suspend = ptr.To(true)
 	if _, err := client.BatchV1().Jobs(ns).Create(ctx, alone, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.all(); strings.Contains(got, "PodGroup") {
+	if got := w.All(); strings.Contains(got, "PodGroup") {
 		t.Errorf("a Job nobody names: want no warning about groups, got %q", got)
 	}
-}
-
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, text)
-}
-
-func (w *warnings) all() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.msgs, "\n")
 }
 
 func TestAdmissionWarningsAndDefaults(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 2*time.Minute)
-	w := &warnings{}
+	w := &harness.Warnings{}
 	cfg := rest.CopyConfig(h.Config)
 	cfg.WarningHandler = w
 	client, err := kubernetes.NewForConfig(cfg)
@@ -241,7 +223,7 @@ func TestAdmissionWarningsAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := w.all()
+	got := w.All()
 	for _, want := range []string{
 		"PodGroup " + ns + "/not-yet does not exist yet",
 		`DeviceClass "gpu.exmaple.com" does not exist`,
@@ -265,13 +247,13 @@ func TestAdmissionWarningsAndDefaults(t *testing.T) {
 		}
 	}
 	// A pod that does not target Lockstep is not touched and not warned about.
-	w.msgs = nil
+	w.Reset()
 	plain, err := client.CoreV1().Pods(ns).Create(ctx, builders.MakePod().Namespace(ns).Name("plain").ClaimTemplate("b", "typo").Obj(), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.Spec.SchedulerName != corev1.DefaultSchedulerName || w.all() != "" {
-		t.Errorf("unrelated pod: want default-scheduler and no warnings, got %q and %q", plain.Spec.SchedulerName, w.all())
+	if plain.Spec.SchedulerName != corev1.DefaultSchedulerName || w.All() != "" {
+		t.Errorf("unrelated pod: want default-scheduler and no warnings, got %q and %q", plain.Spec.SchedulerName, w.All())
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +20,6 @@ import (
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
-
-// warnings collects API warnings.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	w.msgs = append(w.msgs, text)
-	w.mu.Unlock()
-}
-
-func (w *warnings) all() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.msgs, "\n")
-}
 
 // TestClaimSharedBeyondItsLimit: 300 pods of a gang share one ResourceClaim
 // (a network-attached device usable from every node), but resource.k8s.io/v1
@@ -71,7 +52,7 @@ func TestClaimSharedBeyondItsLimit(t *testing.T) {
 // sharedClaimGang creates a network-attached device, one claim "shared"
 // for it, and PodGroup "wide" of 300 members sharing it; it returns the
 // admission warnings the members' creation got.
-func sharedClaimGang(t *testing.T, ctx context.Context, h *harness.Harness, ns string, minCount int32) *warnings {
+func sharedClaimGang(t *testing.T, ctx context.Context, h *harness.Harness, ns string, minCount int32) *harness.Warnings {
 	t.Helper()
 	driver := "net-" + ns + ".example.com"
 	slice := &resourcev1.ResourceSlice{
@@ -95,7 +76,7 @@ func sharedClaimGang(t *testing.T, ctx context.Context, h *harness.Harness, ns s
 		t.Fatal(err)
 	}
 	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "wide", minCount))
-	w := &warnings{}
+	w := &harness.Warnings{}
 	cfg := rest.CopyConfig(h.Config)
 	cfg.WarningHandler = w
 	client, err := kubernetes.NewForConfig(cfg)
@@ -113,20 +94,20 @@ func sharedClaimGang(t *testing.T, ctx context.Context, h *harness.Harness, ns s
 
 // notAdmitted: minCount 300 over a claim of 256 reservations is warned at
 // admission and stays Unschedulable, binding nothing.
-func notAdmitted(t *testing.T, ctx context.Context, h *harness.Harness, ns string, w *warnings) {
+func notAdmitted(t *testing.T, ctx context.Context, h *harness.Harness, ns string, w *harness.Warnings) {
 	t.Helper()
 	// The count is of the members the webhook's cache has seen, so the
 	// last warnings may trail the 300 created by a few: any count past the
 	// limit is the warning.
 	warned := regexp.MustCompile(`claim "shared" is shared by (\d+) members of PodGroup wide, whose minCount 300 is more than the 256 pods one ResourceClaim can be reserved for`)
 	maxCount := 0
-	for _, m := range warned.FindAllStringSubmatch(w.all(), -1) {
+	for _, m := range warned.FindAllStringSubmatch(w.All(), -1) {
 		if n, _ := strconv.Atoi(m[1]); n > maxCount {
 			maxCount = n
 		}
 	}
 	if maxCount <= 256 {
-		t.Errorf("want admission warnings about the 256-pod limit from the 257th member on, got %q", tail(w.all(), 600))
+		t.Errorf("want admission warnings about the 256-pod limit from the 257th member on, got %q", tail(w.All(), 600))
 	}
 	var msg string
 	harness.Eventually(t, ctx, "the PodGroup explains the 256-pod limit", func(ctx context.Context) (bool, string, error) {

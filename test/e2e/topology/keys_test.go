@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,18 +20,6 @@ import (
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
-// warnings records the API server's warning headers.
-type warnings struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.got = append(w.got, text)
-}
-
 // TestKeyNoNodeCarries: a PodGroup preferring a key no node carries is
 // admitted with a warning that names it; preflight then reports that key
 // (used, carried by none), the rack key it requires (4 domains, the CPU
@@ -44,7 +31,7 @@ func TestKeyNoNodeCarries(t *testing.T) {
 	pg := builders.GangPodGroup(ns, "blocky", 2)
 	pg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: rack}}}
 	pg.Annotations = map[string]string{lockv1.PreferredTopologyAnnotation: "example.com/block"}
-	w := &warnings{}
+	w := &harness.Warnings{}
 	cfg := rest.CopyConfig(h.Config)
 	cfg.WarningHandler = w
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -59,7 +46,7 @@ func TestKeyNoNodeCarries(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{`metadata.annotations[scheduling.lockstep.dev/preferred-topology]: no node carries the label "example.com/block": this preferred level is never met, the group is placed at its next level; check the key's spelling (` + "`lockstep preflight`" + ` lists the topology keys nodes carry)`}
-	if diff := cmp.Diff(want, w.got); diff != "" {
+	if diff := cmp.Diff(want, w.List()); diff != "" {
 		t.Errorf("admission warnings (-want,+got):\n%s", diff)
 	}
 
