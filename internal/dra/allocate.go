@@ -19,6 +19,19 @@ import (
 // error, an unknown DeviceClass): a SchedulerError, not "does not fit".
 var ErrInvalidClaim = errors.New("invalid claim")
 
+// NodeFailure is the allocator's "fails on this node only"
+// (structured.ErrFailedAllocationOnNode, e.g. an invalid pool among the
+// node's slices): the claims do not fit on this node, for Reason, and other
+// nodes may still be tried — as kube-scheduler's DynamicResources plugin
+// filters the node out rather than failing the pod.
+type NodeFailure struct {
+	// Reason is the allocator's text ("invalid resource pools were
+	// encountered"): the same on every node it applies to, so it counts.
+	Reason string
+}
+
+func (e *NodeFailure) Error() string { return e.Reason }
+
 // Allocator allocates claims against one snapshot. It is not safe for
 // concurrent use (it shares the snapshot, which placement mutates).
 type Allocator struct {
@@ -68,8 +81,10 @@ func New(snap *snapshot.Snapshot, cache *cel.Cache) *Allocator {
 func NewCache() *cel.Cache { return cel.NewCache(1024, cel.Features{}) }
 
 // Allocate computes allocations for the unallocated claims on node. It
-// returns (nil, nil) when they do not fit there, an ErrInvalidClaim-wrapped
-// error when a claim cannot be evaluated. Only the node's own slices and the
+// returns (nil, nil) when they do not fit there, a *NodeFailure when the
+// allocator fails on this node only (they do not fit here, for its reason),
+// an ErrInvalidClaim-wrapped error when a claim or class cannot be
+// evaluated at all. Only the node's own slices and the
 // cluster-wide ones are offered to the allocator, so the cost of one call
 // does not grow with the cluster.
 func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) ([]resourcev1.AllocationResult, error) {
@@ -89,10 +104,13 @@ func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claim
 		return nil, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
 	}
 	results, err := alloc.Allocate(ctx, node.Node, claims)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil, err
+	case errors.Is(err, structured.ErrFailedAllocationOnNode):
+		return nil, &NodeFailure{Reason: err.Error()}
+	default:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
 	}
 	return results, nil

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -239,6 +240,9 @@ func (a *attempt) tryNode(g *group, m Member, ni *snapshot.NodeInfo) (*Assignmen
 			return nil, ReasonDevices, nil
 		}
 		results, err = a.alloc.Allocate(a.ctx, ni, pending)
+		if nf := (*dra.NodeFailure)(nil); errors.As(err, &nf) {
+			return nil, ReasonAllocator + nf.Reason, nil
+		}
 		if err != nil {
 			return nil, "", err
 		}

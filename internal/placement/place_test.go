@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -320,6 +321,70 @@ nodePools:
 			}
 			if len(res.Unplaced) == 0 || res.Unplaced[len(res.Unplaced)-1].Diagnosis.Reasons[ReasonClaimReserved] == 0 {
 				t.Errorf("the pods beyond 256 must say the claim is fully reserved: %d unplaced, last: %v", len(res.Unplaced), res.Unplaced[len(res.Unplaced)-1].Diagnosis)
+			}
+		})
+	}
+}
+
+// One node publishing an invalid pool (two slices of one pool naming the
+// same device) fails allocation on that node only — the allocator's
+// ErrFailedAllocationOnNode — as kube-scheduler's DynamicResources plugin
+// filters the node out: a 2-node cluster places a 2-rank gang on the
+// healthy node, and with the bad node alone the gang is unschedulable,
+// the diagnosis counting the node with the allocator's reason, not an
+// invalid-claim error for the whole unit.
+func TestInvalidPoolFailsOnlyItsNode(t *testing.T) {
+	const twoNodes = `
+nodePools:
+- name: worker
+  count: 2
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+  - driver: gpu.example.com
+    count: 2
+`
+	for name, tc := range map[string]struct {
+		nodes      int // of the two, kept in the snapshot
+		wantPlaced int
+	}{
+		"beside a healthy node": {nodes: 2, wantPlaced: 2},
+		"alone":                 {nodes: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			in := cluster(t, twoNodes)
+			bad := in.Nodes[0].Name
+			in.Nodes = in.Nodes[:tc.nodes]
+			var slices []*resourcev1.ResourceSlice
+			for _, s := range in.Slices {
+				if s.Spec.NodeName == nil || *s.Spec.NodeName != bad {
+					if tc.nodes == 2 {
+						slices = append(slices, s)
+					}
+					continue
+				}
+				twin := s.DeepCopy()
+				twin.Name += "-twin"
+				s.Spec.Pool.ResourceSliceCount, twin.Spec.Pool.ResourceSliceCount = 2, 2
+				slices = append(slices, s, twin)
+			}
+			in.Slices = slices
+			members := gpuGang(&in, "g", 2, "1")
+			snap := snapshot.New(in)
+			res, err := Place(ctx, snap, dra.New(snap, dra.NewCache()), Unit{Members: members, MinCount: 2, Gang: true})
+			if err != nil {
+				t.Fatalf("a node's invalid pool failed the whole unit: %v", err)
+			}
+			if got := placedOn(res); len(res.Assignments) != tc.wantPlaced || got[bad] != 0 {
+				t.Errorf("placed %v, want %d pods and none on %s (its pool is invalid)", got, tc.wantPlaced, bad)
+			}
+			if tc.wantPlaced == 0 {
+				if len(res.Unplaced) == 0 {
+					t.Fatal("nothing placed and no failure reported")
+				}
+				if d := res.Unplaced[0].Diagnosis.String(); !strings.Contains(d, ReasonAllocator+"invalid resource pools were encountered") {
+					t.Errorf("diagnosis %q, want the allocator's reason for the bad node", d)
+				}
 			}
 		})
 	}

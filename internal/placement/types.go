@@ -182,6 +182,9 @@ const (
 	ReasonPorts            = "node(s) didn't have free ports for the requested pod ports"
 	ReasonClaimNode        = "node(s) cannot reach the devices already allocated to the pod's claims"
 	ReasonDevices          = "node(s) had no free devices for the pod's claims"
+	// ReasonAllocator prefixes the DRA allocator's reason for failing on
+	// one node only (dra.NodeFailure: an invalid pool among its slices).
+	ReasonAllocator        = "node(s) could not allocate the pod's claims: "
 	ReasonClaimReserved    = "node(s) cannot take the pod: a claim it shares is already reserved for 256 pods, the most one ResourceClaim allows"
 	reasonTaintPrefix      = "node(s) had untolerated taint "
 	reasonOutsidePrefix    = "node(s) outside the topology domain "
