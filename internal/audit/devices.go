@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/lockstep-dev/lockstep/internal/dra"
 )
 
 // devices counts devices by resource: an extended resource's name
@@ -165,26 +167,13 @@ func classOf(spec resourcev1.ResourceClaimSpec, request, driver string) string {
 	return driver
 }
 
-// requested are the devices a claim spec asks for: each request's count
-// (a firstAvailable request's first choice); a request for All devices of
-// a class counts as one (how many there are is the allocator's).
+// requested are the devices a claim spec asks for (dra.Demands): each
+// request's first choice and its count; a request for All devices of a
+// class counts as one (how many there are is the allocator's).
 func requested(spec resourcev1.ResourceClaimSpec) devices {
 	d := devices{}
-	for _, r := range spec.Devices.Requests {
-		switch {
-		case r.Exactly != nil:
-			d[r.Exactly.DeviceClassName] += count(r.Exactly.AllocationMode, r.Exactly.Count)
-		case len(r.FirstAvailable) > 0:
-			s := r.FirstAvailable[0]
-			d[s.DeviceClassName] += count(s.AllocationMode, s.Count)
-		}
+	for _, r := range dra.Demands(&spec) {
+		d[r.Classes[0]] += max(r.Count, 1)
 	}
 	return d
-}
-
-func count(mode resourcev1.DeviceAllocationMode, n int64) int64 {
-	if mode == resourcev1.DeviceAllocationModeAll || n < 1 {
-		return 1
-	}
-	return n
 }

@@ -63,13 +63,8 @@ func classReports(ctx context.Context, st *state, snap *snapshot.Snapshot, cache
 			if c == nil || c.Status.Allocation != nil {
 				continue
 			}
-			for _, r := range c.Spec.Devices.Requests {
-				if r.Exactly != nil {
-					classes[r.Exactly.DeviceClassName] = true
-				}
-				for _, s := range r.FirstAvailable {
-					classes[s.DeviceClassName] = true
-				}
+			for _, class := range dra.Classes(&c.Spec) {
+				classes[class] = true
 			}
 		}
 	}

@@ -308,38 +308,25 @@ func requestedClasses(claims []*resourcev1.ResourceClaim) []string {
 		if c.Status.Allocation != nil {
 			continue
 		}
-		for _, r := range c.Spec.Devices.Requests {
-			switch {
-			case r.Exactly != nil:
-				out = append(out, r.Exactly.DeviceClassName)
-			case len(r.FirstAvailable) > 0:
-				out = append(out, r.FirstAvailable[0].DeviceClassName)
-			}
+		for _, d := range dra.Demands(&c.Spec) {
+			out = append(out, d.Classes[0]) // the first choice
 		}
 	}
 	return out
 }
 
 // mayFitDevices is a necessary condition checked before the allocator runs:
-// a node-local request for n devices needs n free devices on the node. It
-// answers true whenever it cannot tell (devices outside the node, requests
-// for all devices or alternatives), so it only ever saves work.
+// node-local claims need at least their fewest devices (dra.LeastDevices:
+// the cheapest alternative, none for a request of All) free on the node.
+// It answers true when devices outside the node may serve them, so it only
+// ever saves work.
 func mayFitDevices(snap *snapshot.Snapshot, ni *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) bool {
 	if len(snap.GlobalSlices) > 0 {
 		return true
 	}
 	need := int64(0)
 	for _, c := range claims {
-		for _, r := range c.Spec.Devices.Requests {
-			if r.Exactly == nil || r.Exactly.AllocationMode == resourcev1.DeviceAllocationModeAll {
-				return true
-			}
-			if r.Exactly.Count > 0 {
-				need += r.Exactly.Count
-			} else {
-				need++
-			}
-		}
+		need += dra.LeastDevices(&c.Spec)
 	}
 	return int64(ni.FreeDevices()) >= need
 }

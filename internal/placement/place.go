@@ -543,18 +543,15 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 }
 
 // devicesNeeded is a lower bound of the devices a pod's claims still need:
-// the exact counts of the unallocated claims only it uses.
+// the fewest devices (dra.LeastDevices) of the unallocated claims only it
+// uses.
 func devicesNeeded(pod *corev1.Pod, claims []*resourcev1.ResourceClaim) int {
 	n := 0
 	for _, c := range claims {
 		if c.Status.Allocation != nil || len(c.OwnerReferences) == 0 || c.OwnerReferences[0].UID != pod.UID {
 			continue
 		}
-		for _, r := range c.Spec.Devices.Requests {
-			if r.Exactly != nil && r.Exactly.AllocationMode != resourcev1.DeviceAllocationModeAll {
-				n += int(max(r.Exactly.Count, 1))
-			}
-		}
+		n += int(dra.LeastDevices(&c.Spec))
 	}
 	return n
 }

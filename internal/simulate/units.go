@@ -13,6 +13,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -395,9 +396,9 @@ func (w *world) classesOf(pods []*corev1.Pod) []string {
 				continue
 			}
 			t := w.wl.ClaimTemplates[types.NamespacedName{Namespace: p.Namespace, Name: *rc.ResourceClaimTemplateName}]
-			for _, r := range t.Spec.Spec.Devices.Requests {
-				if r.Exactly != nil && !slices.Contains(out, r.Exactly.DeviceClassName) {
-					out = append(out, r.Exactly.DeviceClassName)
+			for _, c := range dra.Classes(&t.Spec.Spec) {
+				if !slices.Contains(out, c) {
+					out = append(out, c)
 				}
 			}
 		}
@@ -447,33 +448,9 @@ func (w *world) deviceCount(p *corev1.Pod) int64 {
 		if t == nil {
 			continue
 		}
-		for _, r := range t.Spec.Spec.Devices.Requests {
-			n += requestCount(r)
-		}
+		n += dra.LeastDevices(&t.Spec.Spec)
 	}
 	return n
-}
-
-func requestCount(r resourcev1.DeviceRequest) int64 {
-	if e := r.Exactly; e != nil {
-		if e.AllocationMode == resourcev1.DeviceAllocationModeAll {
-			return 0
-		}
-		return max(e.Count, 1)
-	}
-	var least int64 = -1
-	for _, s := range r.FirstAvailable {
-		c := int64(1)
-		if s.AllocationMode == resourcev1.DeviceAllocationModeAll {
-			c = 0
-		} else if s.Count > 0 {
-			c = s.Count
-		}
-		if least < 0 || c < least {
-			least = c
-		}
-	}
-	return max(least, 0)
 }
 
 // holds is how many pods of demand d node ni can take now (for a

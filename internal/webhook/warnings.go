@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -39,7 +40,7 @@ func (c *claimChecks) claimWarnings(ctx context.Context, ns, name string, src cl
 	}
 	var warnings admission.Warnings
 	what := fmt.Sprintf("claim %q", name)
-	for _, class := range requestedClasses(spec) {
+	for _, class := range dra.Classes(spec) {
 		switch n, exists := c.Devices.count(class); {
 		case !exists:
 			warnings = append(warnings, fmt.Sprintf("%s: DeviceClass %q does not exist: the pod cannot be scheduled until it does (check the name, or install the DRA driver that provides it)", what, class))
@@ -66,19 +67,6 @@ func (c *claimChecks) claimSpec(ctx context.Context, ns string, src claimSource)
 		return &cl.Spec, nil
 	}
 	return nil, nil
-}
-
-func requestedClasses(spec *resourcev1.ResourceClaimSpec) []string {
-	var classes []string
-	for _, r := range spec.Devices.Requests {
-		if r.Exactly != nil {
-			classes = append(classes, r.Exactly.DeviceClassName)
-		}
-		for _, s := range r.FirstAvailable {
-			classes = append(classes, s.DeviceClassName)
-		}
-	}
-	return classes
 }
 
 // sharedClaimWarnings warns when the pod shares a named ResourceClaim with
@@ -147,7 +135,7 @@ func (c *claimChecks) driverPathWarnings(ctx context.Context, ns string, path *f
 		if err != nil || cs == nil {
 			continue
 		}
-		for _, class := range requestedClasses(cs) {
+		for _, class := range dra.Classes(cs) {
 			on, anywhere, known := c.Devices.onNodes(class)
 			if !known || anywhere || len(on) == 0 {
 				continue // unknown, not node-bound, or none at all (claimWarnings says so)
