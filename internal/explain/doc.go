@@ -14,7 +14,10 @@
 // group belongs to: the tree resolved from its root as the scheduler
 // resolves it (podgroup.RootOf, podgroup.ResolveTree), the scheduler's
 // decision for the root (decide.DecideTree) with the root's arithmetic
-// (placement.TreeSummary), and each node drawn with its verdict.
+// (placement.TreeSummary), and each node drawn with its verdict. Any other
+// target whose group hangs in a tree (a PodGroup with a parent, its pod,
+// its job) is answered from that same tree decision (treeRun): the
+// scheduler never decides a tree's group alone, so neither does explain.
 //
 // What explain cannot read as the scheduler does (DeviceTaintRules the user
 // may not list) it says in Report.Notes. The scheduler's assumptions of

@@ -15,6 +15,10 @@ type Report struct {
 	Answer string `json:"answer"`
 	// Unit is what was explained, e.g. "PodGroup ml-team/train-b".
 	Unit string `json:"unit"`
+	// Tree is the root of the scheduling tree the unit's group hangs in
+	// (e.g. "CompositePodGroup ml/job"): the scheduler decides that tree
+	// as one unit, and so does the answer.
+	Tree string `json:"tree,omitempty"`
 	// Condition is the group's PodGroupInitiallyScheduled condition.
 	Condition *metav1.Condition `json:"condition,omitempty"`
 	// State is the group's Running condition: what it is doing now.

@@ -73,12 +73,26 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		return r, nil
 	}
 	members := r.claimStates(st, u)
-	// The scheduler's own decision (decide.Decide) on the scheduler's own
-	// view of the cycle (cycle.State); evidence reads the same view again
-	// (a unit that fits stays placed in the first).
-	d := decide.Decide(ctx, st.snapshot(ctx, u.key, u.priority), st.cycle.CEL, decide.Input{Unit: u.Unit, Priority: u.priority, Preemption: func() (*decide.Preemption, error) {
-		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
-	}})
+	// The scheduler's own decision (decide.Decide, or DecideTree for a
+	// group in a tree: it never decides such a group alone) on the
+	// scheduler's own view of the cycle (cycle.State); evidence reads the
+	// same view again (a unit that fits stays placed in the first).
+	var d decide.Decision
+	var tr *treeRun
+	if parent := parentOf(u); parent != "" {
+		run := st.decideTree(ctx, listComposites(ctx, dyn, u.Group.Namespace), u.Group.Namespace, parent)
+		tr = &run
+		r.Tree = run.label
+		if answer, done := treeLeafAnswer(u, run); done {
+			r.Answer = answer
+			return r, nil
+		}
+		d = run.d.Leaf(run.leaf(u.Group.Name))
+	} else {
+		d = decide.Decide(ctx, st.snapshot(ctx, u.key, u.priority), st.cycle.CEL, decide.Input{Unit: u.Unit, Priority: u.priority, Preemption: func() (*decide.Preemption, error) {
+			return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
+		}})
+	}
 	if d.Kind == decide.Error {
 		r.Answer = fmt.Sprintf("%s cannot be evaluated (SchedulerError): %v", u.label, d.Err)
 		return r, nil
@@ -95,6 +109,9 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		r.Notes = append(r.Notes, fmt.Sprintf("the topology domains could not be evaluated: %v", err))
 	}
 	r.Answer = decisionAnswer(u, d)
+	if tr != nil {
+		r.Answer = fmt.Sprintf("%s is a group of the scheduling tree %s, which the scheduler places as one unit: %s", u.label, tr.label, tr.answer)
+	}
 	switch d.Kind {
 	case decide.Bind:
 		r.Reasons = waitingReasons(d.Outcome)
@@ -103,6 +120,29 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		r.Preemption = preemptionNote(d)
 	}
 	return r, nil
+}
+
+// parentOf is the CompositePodGroup the unit's group hangs under ("" for
+// a flat group or a lone pod).
+func parentOf(u *unit) string {
+	if u.Group == nil {
+		return ""
+	}
+	return podgroup.ParentOf(u.Group)
+}
+
+// treeLeafAnswer answers for a group of a tree whose decision has no leaf
+// for it — no root, nothing pending, or a tree that waits before placement —
+// with the tree's own answer (done); otherwise the leaf's decision is
+// reported as a flat group's would be, under the tree's answer.
+func treeLeafAnswer(u *unit, tr treeRun) (string, bool) {
+	if tr.root != nil && tr.decided && tr.leaf(u.Group.Name) != nil {
+		return "", false
+	}
+	if tr.root == nil {
+		return fmt.Sprintf("%s is not scheduled: it hangs under %s, which has no root: %s", u.label, tr.label, tr.answer), true
+	}
+	return fmt.Sprintf("%s is a group of the scheduling tree %s, which the scheduler places as one unit: %s", u.label, tr.label, tr.answer), true
 }
 
 // decisionAnswer words the scheduler's decision for the unit.

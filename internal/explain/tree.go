@@ -68,57 +68,105 @@ func RunTree(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 		return nil, err
 	}
 	composites := listComposites(ctx, dyn, ns)
-	byName := map[string]*lockv1.CompositePodGroup{}
+	found := false
 	for _, c := range composites {
-		byName[c.Name] = c
+		found = found || c.Name == name
 	}
-	asked := byName[name]
-	if asked == nil {
+	if !found {
 		return nil, fmt.Errorf("CompositePodGroup %s/%s not found: `lockstep get compositepodgroups -n %s` lists those there are", ns, name, ns)
 	}
-	r := &TreeReport{Notes: st.notes}
-	root, _, why := podgroup.RootOf(name, func(n string) *lockv1.CompositePodGroup { return byName[n] })
-	if root == nil {
-		r.Tree, r.Answer = "CompositePodGroup "+ns+"/"+name, fmt.Sprintf("CompositePodGroup %s/%s is not scheduled: %s", ns, name, why)
+	tr := st.decideTree(ctx, composites, ns, name)
+	r := &TreeReport{Tree: tr.label, Notes: st.notes, Answer: tr.answer}
+	if tr.root == nil {
 		return r, nil
 	}
-	r.Tree = "CompositePodGroup " + ns + "/" + root.Name
-	if root.Name != name {
+	if tr.root.Name != name {
 		r.Asked = "CompositePodGroup " + ns + "/" + name
 	}
-	r.Condition = meta.FindStatusCondition(root.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled)
+	r.Condition = meta.FindStatusCondition(tr.root.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled)
+	r.Root = tr.report
+	if tr.decided && (tr.d.Kind == decide.Unschedulable || tr.d.Kind == decide.Preempt) {
+		r.Preemption = preemptionNote(decide.Decision{Kind: tr.d.Kind, Plan: tr.d.Plan, Reason: tr.d.Reason})
+	}
+	return r, nil
+}
+
+// treeRun is the scheduler's decision for the tree a CompositePodGroup is
+// part of, as explain reports it: for `explain compositepodgroup` and for
+// any other target whose group hangs in a tree — the scheduler never
+// decides a tree's group alone, so neither does explain.
+type treeRun struct {
+	// label names the root ("CompositePodGroup ns/root"), or the node
+	// asked about when it has no root; root is nil then.
+	label string
+	root  *lockv1.CompositePodGroup
+	tu    *podgroup.TreeUnit
+	// decided: d is the tree's decision (false when nothing is pending or
+	// there is no root).
+	decided bool
+	d       decide.TreeDecision
+	answer  string
+	report  *TreeNodeReport
+}
+
+// decideTree decides the tree of CompositePodGroup ns/name (one of
+// composites) as the scheduler does: from its root, over every group of
+// the namespace that names a parent.
+func (st *state) decideTree(ctx context.Context, composites []*lockv1.CompositePodGroup, ns, name string) treeRun {
+	byName := map[string]*lockv1.CompositePodGroup{}
+	var inNS []*lockv1.CompositePodGroup
+	for _, c := range composites {
+		if c.Namespace == ns {
+			byName[c.Name] = c
+			inNS = append(inNS, c)
+		}
+	}
+	root, _, why := podgroup.RootOf(name, func(n string) *lockv1.CompositePodGroup { return byName[n] })
+	if root == nil {
+		label := "CompositePodGroup " + ns + "/" + name
+		return treeRun{label: label, answer: fmt.Sprintf("%s is not scheduled: %s", label, why)}
+	}
+	tr := treeRun{label: "CompositePodGroup " + ns + "/" + root.Name, root: root}
 	var groups []*lockv1.PodGroup
 	for _, g := range st.groups {
 		if g.Namespace == ns && podgroup.ParentOf(g) != "" {
 			groups = append(groups, g)
 		}
 	}
-	tu := podgroup.ResolveTree(root, composites, groups, st.pods, nil)
+	tr.tu = podgroup.ResolveTree(root, inNS, groups, st.pods, nil)
 	var pods []*corev1.Pod
-	for _, u := range tu.Root.Leaves() {
+	for _, u := range tr.tu.Root.Leaves() {
 		pods = append(pods, u.Pods...)
 	}
 	prio, _ := podgroup.Priority(pods)
-	if tu.Waiting == "" && tu.Root.Pending() == 0 {
-		r.Answer = fmt.Sprintf("%s is not pending: every member of its groups is bound", r.Tree)
-		r.Root = nodeReport(tu.Root, nil, nil, "bound")
-		return r, nil
+	if tr.tu.Waiting == "" && tr.tu.Root.Pending() == 0 {
+		tr.answer = fmt.Sprintf("%s is not pending: every member of its groups is bound", tr.label)
+		tr.report = nodeReport(tr.tu.Root, nil, nil, "bound")
+		return tr
 	}
 	key := queue.TreeKey(ns, root.Name).String()
-	d := decide.DecideTree(ctx, st.snapshot(ctx, key, prio), st.cycle.CEL, decide.TreeInput{Tree: tu, Priority: prio, Preemption: func() (*decide.Preemption, error) {
+	tr.decided = true
+	tr.d = decide.DecideTree(ctx, st.snapshot(ctx, key, prio), st.cycle.CEL, decide.TreeInput{Tree: tr.tu, Priority: prio, Preemption: func() (*decide.Preemption, error) {
 		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
 	}})
 	unplaced := "not reached" // by the search: an earlier sibling or level failed
-	if d.Kind == decide.Wait {
+	if tr.d.Kind == decide.Wait {
 		unplaced = "not attempted: the tree waits"
 	}
-	r.Root = nodeReport(tu.Root, byTree(d), d.Result.Verdicts, unplaced)
-	r.Answer = treeAnswer(r.Tree, d)
-	switch {
-	case d.Kind == decide.Unschedulable || d.Kind == decide.Preempt:
-		r.Preemption = preemptionNote(decide.Decision{Kind: d.Kind, Plan: d.Plan, Reason: d.Reason})
+	tr.report = nodeReport(tr.tu.Root, byTree(tr.d), tr.d.Result.Verdicts, unplaced)
+	tr.answer = treeAnswer(tr.label, tr.d)
+	return tr
+}
+
+// leaf is the placement node of PodGroup name in the decision, nil when
+// the decision has none (the tree waits before placement).
+func (tr treeRun) leaf(name string) *placement.TreeNode {
+	for n, u := range tr.d.Units {
+		if u.Group != nil && u.Group.Name == name {
+			return n
+		}
 	}
-	return r, nil
+	return nil
 }
 
 // listComposites are the CompositePodGroups of ns ("": every namespace),

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -134,5 +135,38 @@ func TestRunTree(t *testing.T) {
 				t.Logf("%s\n%s", r.Answer, strings.Join(r.Root.Lines(), "\n"))
 			}
 		})
+	}
+}
+
+// TestExplainGroupAgreesWithItsTree: the scheduler never decides a tree's
+// group alone, and neither does explain. Two rack-bound worker groups under
+// a zone-bound root, with one free rack per zone: each group would fit
+// alone (a free rack), the tree fits nowhere (no zone has two). Explaining
+// a worker group, its pod or the root gives the tree's answer — pending,
+// with the root's arithmetic — never "fits now".
+func TestExplainGroupAgreesWithItsTree(t *testing.T) {
+	kube, dyn := treeCluster(t, 2)
+	for _, node := range []string{"n1", "n3"} { // one rack of each zone taken
+		p := builders.MakePod().Namespace("other").Name("busy-"+node).Node(node).Req(corev1.ResourceCPU, "4").Obj()
+		p.UID, p.Status.Phase = types.UID("busy-"+node), corev1.PodRunning
+		if err := kube.Tracker().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tree, err := RunTree(context.Background(), kube, dyn, "ml", "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tree.Answer, "CompositePodGroup ml/job is pending") {
+		t.Fatalf("the tree: answer %q, want it pending (no zone has two free racks)", tree.Answer)
+	}
+	for _, target := range []Target{{Kind: "podgroup", Namespace: "ml", Name: "w0"}, {Kind: "pod", Namespace: "ml", Name: "w1-0"}, {Kind: "podgroup", Namespace: "ml", Name: "head"}} {
+		r, err := Run(context.Background(), kube, dyn, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(r.Answer, "fits now") || !strings.Contains(r.Answer, tree.Answer) || r.Tree != "CompositePodGroup ml/job" {
+			t.Errorf("%s %s: answer %q (tree %q), want the tree's answer %q", target.Kind, target.Name, r.Answer, r.Tree, tree.Answer)
+		}
 	}
 }

@@ -60,6 +60,9 @@ func partly(n int) string {
 func printReport(out io.Writer, r *explain.Report, wide bool) {
 	fmt.Fprintln(out, r.Answer)
 	fmt.Fprintln(out)
+	if r.Tree != "" {
+		fmt.Fprintf(out, "%s is in the tree of %s, which the scheduler places as one unit (`explain compositepodgroup` draws it).\n", r.Unit, r.Tree)
+	}
 	if r.Condition != nil {
 		fmt.Fprintf(out, "1. Condition PodGroupInitiallyScheduled=%s (%s): %s\n", r.Condition.Status, r.Condition.Reason, r.Condition.Message)
 	} else {
