@@ -36,6 +36,26 @@ func (t *Tree) Walk(f func(*Tree)) {
 	}
 }
 
+// BoundWhole reports whether the tree's bound members meet every gang
+// need on their own — each leaf at least its minCount (and one pod), each
+// composite at least minGroupCount such children (one for a basic one) —
+// and, for a composite, how many of its children do (counted of of).
+func (t *Tree) BoundWhole() (ok bool, counted, of int) {
+	if u := t.Unit; u != nil {
+		return u.Bound > 0 && u.Bound >= u.MinCount(), 0, 0
+	}
+	for _, c := range t.Children {
+		if whole, _, _ := c.BoundWhole(); whole {
+			counted++
+		}
+	}
+	need := 1
+	if gang, n := CompositeGang(t.Composite); gang {
+		need = max(int(n), 1)
+	}
+	return counted >= need, counted, len(t.Children)
+}
+
 // Leaves are the tree's PodGroups' units.
 func (t *Tree) Leaves() []*Unit {
 	var out []*Unit
@@ -203,6 +223,10 @@ func treeWaiting(t *Tree) (string, string) {
 			if ready(c) {
 				count++
 			}
+		}
+		if count < need && why == "" {
+			// No child waits: the composite has too few of them.
+			why = fmt.Sprintf("%s has %d of minGroupCount %d groups; none is placed until %d exist", n.Name(), count, need, need)
 		}
 		return count >= need
 	}

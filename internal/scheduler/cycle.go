@@ -52,6 +52,9 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 		// recording, or a group bound before incarnations existed.
 		s.recordIncarnation(ctx, u, nil)
 	}
+	if u != nil && len(u.Pending) == 0 {
+		s.reportBound(ctx, u)
+	}
 	// Nothing to place: done — unless members wait for their gates, which
 	// the group's condition says (a group with no pods yet is not written).
 	if u == nil || len(u.Pending) == 0 && u.Gated == 0 {

@@ -98,6 +98,19 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, d decide.Decision
 	s.recorder.Eventf(u.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
 }
 
+// reportBound writes the condition a group with nothing pending has earned
+// when no one wrote it — a scheduler that died between binding the group
+// and writing its status: InitiallyScheduled=True once its bound members
+// reach minCount. A condition that is True already is left as it is, so a
+// running gang costs no write.
+func (s *Scheduler) reportBound(ctx context.Context, u *unit) {
+	if u.Group == nil || u.Bound == 0 || u.Bound < u.MinCount() || meta.IsStatusConditionTrue(u.Group.Status.Conditions, lockv1.PodGroupInitiallyScheduled) {
+		return
+	}
+	s.setCondition(ctx, u.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+		fmt.Sprintf("%d of %d pods placed (minCount %d)", u.Bound, len(u.Members), u.MinCount()))
+}
+
 // related is the group as an event's related object; nil (not a typed nil)
 // for a lone pod.
 func (u *unit) related() runtime.Object {

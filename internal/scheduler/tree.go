@@ -49,6 +49,7 @@ func (s *Scheduler) scheduleTree(ctx context.Context, it queue.Item) {
 		}
 	}
 	if tu.Waiting == "" && tu.Root.Pending() == 0 {
+		s.reportTreeBound(ctx, k, tu.Root)
 		s.state.Cache.DropNomination(k.String())
 		s.queue.Done(k)
 		return
@@ -252,6 +253,28 @@ func (s *Scheduler) bindTree(ctx context.Context, t *unit, d decide.TreeDecision
 	} else {
 		s.queue.Unschedulable(t.key)
 	}
+}
+
+// reportTreeBound writes, for a tree with nothing pending, the conditions
+// its bound members earn that no one wrote — a scheduler that died between
+// binding the tree and writing its status: each leaf's as a bound group's
+// (reportBound), each composite whose children meet its minGroupCount
+// InitiallyScheduled=True. A condition that is True already is left as it
+// is, so a running tree costs no write.
+func (s *Scheduler) reportTreeBound(ctx context.Context, k queue.Key, t *podgroup.Tree) {
+	t.Walk(func(n *podgroup.Tree) {
+		if n.Unit != nil {
+			s.reportBound(ctx, &unit{key: k, Unit: n.Unit})
+			return
+		}
+		whole, counted, of := n.BoundWhole()
+		if !whole || meta.IsStatusConditionTrue(n.Composite.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled) {
+			return
+		}
+		_, need := podgroup.CompositeGang(n.Composite)
+		s.setCompositeCondition(ctx, n.Composite, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+			fmt.Sprintf("%d of %d groups placed (minGroupCount %d)", counted, of, max(need, 1)))
+	})
 }
 
 // reportTree writes what a tree that is not admitted means: each

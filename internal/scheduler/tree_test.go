@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -149,5 +150,52 @@ func TestStartsWithoutCompositePodGroups(t *testing.T) {
 	f.run(queue.GroupKey("ml", "w1"))
 	if got := condition(f.group("ml", "w1")); !strings.HasPrefix(got, "False/WaitingForParent: waiting for CompositePodGroup job") {
 		t.Errorf("w1 condition %q, want it waiting for its parent", got)
+	}
+}
+
+// A scheduler that died between binding a tree and writing its status
+// leaves the root and each leaf with their old condition. The next cycle of
+// the tree — nothing pending — writes what the bound members earned: each
+// leaf's incarnation and Scheduled condition, the root's, and nothing is
+// bound again. A flat group in the same state gets its condition too.
+func TestBoundTreeStatusAfterACrash(t *testing.T) {
+	stale := metav1.Condition{Type: lockv1.PodGroupInitiallyScheduled, Status: metav1.ConditionFalse, Reason: lockv1.PodGroupReasonUnschedulable, Message: "old"}
+	objs := tree(2, 2, 2)
+	for _, o := range objs {
+		switch g := o.(type) {
+		case *lockv1.CompositePodGroup:
+			g.Status.Conditions = []metav1.Condition{{Type: lockv1.CompositePodGroupInitiallyScheduled, Status: metav1.ConditionFalse, Reason: lockv1.PodGroupReasonUnschedulable, Message: "old"}}
+		case *lockv1.PodGroup:
+			g.Status.Conditions = []metav1.Condition{stale}
+		}
+	}
+	// objs: the root, then w1 with its 2 pods and claims, then w2 with its.
+	running(objs[1:6], "gpu-0", 0)
+	running(objs[6:11], "gpu-1", 0)
+	flat := builders.GangPodGroup("ml", "flat", 1)
+	flat.Status.Conditions = []metav1.Condition{stale}
+	pod := builders.MakePod().Namespace("ml").Name("flat-0").Scheduler(lockv1.SchedulerName).Member("flat").Node("gpu-1").Obj()
+	pod.UID, pod.Status.Phase = "ml-flat-0", corev1.PodRunning
+	objs = append(objs, flat, pod)
+	f := newFixture(t, twoNodes, objs...)
+	f.run(queue.TreeKey("ml", "job"))
+	f.run(queue.GroupKey("ml", "flat"))
+	if n := len(only(f.writes(), "pods/binding")); n != 0 {
+		t.Errorf("%d bindings of pods already bound", n)
+	}
+	if got, want := compositeCondition(f.compositeOf("ml", "job")), "True/Scheduled: 2 of 2 groups placed (minGroupCount 2)"; got != want {
+		t.Errorf("root condition %q, want %q", got, want)
+	}
+	for _, g := range []string{"w1", "w2"} {
+		pg := f.group("ml", g)
+		if got := condition(pg); got != "True/Scheduled: 2 of 2 pods placed (minCount 2)" {
+			t.Errorf("%s: condition %q", g, got)
+		}
+		if inc := pg.Status.Incarnation; inc == nil || len(inc.Members) != 2 {
+			t.Errorf("%s: incarnation %+v, want its 2 members", g, inc)
+		}
+	}
+	if got := condition(f.group("ml", "flat")); got != "True/Scheduled: 1 of 1 pods placed (minCount 1)" {
+		t.Errorf("flat group: condition %q", got)
 	}
 }
