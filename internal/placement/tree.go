@@ -309,7 +309,36 @@ func TreeSummary(ctx context.Context, snap *snapshot.Snapshot, res TreeResult, r
 		parts = append([]string{"no placement of the tree found within the search budget; one may exist"}, parts...)
 	}
 	if len(parts) == 0 {
-		return ""
+		return unreachedSummary(snap, root)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// unreachedSummary says why a tree none of whose nodes was reached does
+// not fit: a required topology key no node carries (no domain to try), or
+// that no domain of the root's topology was found.
+func unreachedSummary(snap *snapshot.Snapshot, root *TreeNode) string {
+	var missing []string
+	root.Walk(func(n *TreeNode) {
+		t := n.Topology
+		if n.Leaf != nil {
+			t = n.Leaf.Topology
+		}
+		for _, key := range t.Required {
+			carried := false
+			for _, ni := range snap.Nodes {
+				if _, ok := ni.Node.Labels[key]; ok {
+					carried = true
+					break
+				}
+			}
+			if !carried {
+				missing = append(missing, fmt.Sprintf("%s requires topology key %s, which no node carries", n.Name, key))
+			}
+		}
+	})
+	if len(missing) > 0 {
+		return strings.Join(missing, "; ") + ": no domain can hold the tree; label the nodes, or remove the constraint"
+	}
+	return fmt.Sprintf("%s: no topology domain (%s) holds the tree", root.Name, root.Topology)
 }

@@ -199,3 +199,20 @@ func TestBoundTreeStatusAfterACrash(t *testing.T) {
 		t.Errorf("flat group: condition %q", got)
 	}
 }
+
+// A tree whose root requires a topology key no node carries is never
+// reached by placement; its condition says why — the key, the node it is
+// missing from — never an empty message.
+func TestTreeWithAKeyNoNodeCarriesSaysSo(t *testing.T) {
+	objs := tree(2, 2, 2)
+	objs[0].(*lockv1.CompositePodGroup).Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: "example.com/none"}}}
+	f := newFixture(t, twoNodes, objs...)
+	f.run(queue.TreeKey("ml", "job"))
+	const want = "CompositePodGroup ml/job requires topology key example.com/none, which no node carries"
+	if got := compositeCondition(f.compositeOf("ml", "job")); !strings.Contains(got, want) {
+		t.Errorf("root condition %q, want it to say %q", got, want)
+	}
+	if got := condition(f.group("ml", "w1")); !strings.Contains(got, want) {
+		t.Errorf("leaf condition %q, want it to say %q", got, want)
+	}
+}
