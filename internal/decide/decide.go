@@ -68,6 +68,10 @@ type Preemption struct {
 	// InProgress, when set, says this unit's earlier preemption is still
 	// under way (its victims terminating): no new one is planned.
 	InProgress string
+	// Expired: the unit's earlier nomination ran out (its victims went, or
+	// did not go by its deadline). The decision says so (DropNomination)
+	// and the executor drops it: the callback only reads.
+	Expired bool
 }
 
 // Decision is what one cycle decided for a unit.
@@ -89,6 +93,10 @@ type Decision struct {
 	// Wait ("" for WaitingForPods).
 	Reason, WaitReason string
 	Err                error
+	// DropNomination: the unit's earlier nomination ran out
+	// (Preemption.Expired); the executor drops it before acting on the
+	// decision (a new plan nominates again).
+	DropNomination bool
 }
 
 // Decide decides one unit on snap. A unit that is placed stays placed in
@@ -127,35 +135,35 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 		d.Reason = "preemptionPolicy Never (" + who + "): no preemption"
 		return d
 	}
-	d.Kind, d.Reason, d.Plan, d.Err = preempt(ctx, snap, cache, in, preemption.Input{Unit: pu})
+	d.Kind, d.Reason, d.Plan, d.DropNomination, d.Err = preempt(ctx, snap, cache, in, preemption.Input{Unit: pu})
 	return d
 }
 
 // preempt searches what a unit (or tree) that does not fit may preempt:
 // target names it, in gives the candidates. Unschedulable with a reason
 // when preemption is not considered or cannot help.
-func preempt(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in Input, target preemption.Input) (Kind, string, *preemption.Plan, error) {
+func preempt(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in Input, target preemption.Input) (Kind, string, *preemption.Plan, bool, error) {
 	if in.Preemption == nil {
-		return Unschedulable, "", nil, nil
+		return Unschedulable, "", nil, false, nil
 	}
 	p, err := in.Preemption()
 	switch {
 	case err != nil:
-		return Error, "", nil, fmt.Errorf("preemption candidates: %w", err)
+		return Error, "", nil, false, fmt.Errorf("preemption candidates: %w", err)
 	case p == nil:
-		return Unschedulable, "", nil, nil
+		return Unschedulable, "", nil, false, nil
 	case p.InProgress != "":
-		return Preempt, p.InProgress, nil, nil
+		return Preempt, p.InProgress, nil, false, nil
 	}
 	target.Priority, target.Candidates, target.PDBs, target.Stuck = in.Priority, p.Candidates, p.PDBs, p.Stuck
 	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), target)
 	switch {
 	case err != nil:
-		return Error, "", nil, fmt.Errorf("preemption search: %w", err)
+		return Error, "", nil, p.Expired, fmt.Errorf("preemption search: %w", err)
 	case plan == nil:
-		return Unschedulable, "preemption cannot help: " + why, nil, nil
+		return Unschedulable, "preemption cannot help: " + why, nil, p.Expired, nil
 	}
-	return Preempt, "", plan, nil
+	return Preempt, "", plan, p.Expired, nil
 }
 
 // Topology is a group's constraint: its required keys

@@ -40,13 +40,15 @@ type TreeDecision struct {
 	// Reason and WaitReason as Decision's.
 	Reason, WaitReason string
 	Err                error
+	// DropNomination as Decision's.
+	DropNomination bool
 }
 
 // Leaf is the Decision of one leaf of a tree decision: its unit, result
 // and outcome, as a flat group's decision would have them.
 func (d TreeDecision) Leaf(n *placement.TreeNode) Decision {
 	res := d.Result.Leaves[n]
-	return Decision{Kind: d.Kind, Unit: *n.Leaf, Result: res, Outcome: placement.Judge(*n.Leaf, res), Summary: d.Summary, Plan: d.Plan, Reason: d.Reason}
+	return Decision{Kind: d.Kind, Unit: *n.Leaf, Result: res, Outcome: placement.Judge(*n.Leaf, res), Summary: d.Summary, Plan: d.Plan, Reason: d.Reason, DropNomination: d.DropNomination}
 }
 
 // DecideTree decides one scheduling tree on snap, all or nothing at its
@@ -82,7 +84,7 @@ func DecideTree(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, 
 		d.Reason = "preemptionPolicy Never (" + who + "): no preemption"
 		return d
 	}
-	d.Kind, d.Reason, d.Plan, d.Err = preempt(ctx, snap, cache, Input{Priority: in.Priority, Preemption: in.Preemption}, preemption.Input{Tree: root})
+	d.Kind, d.Reason, d.Plan, d.DropNomination, d.Err = preempt(ctx, snap, cache, Input{Priority: in.Priority, Preemption: in.Preemption}, preemption.Input{Tree: root})
 	return d
 }
 

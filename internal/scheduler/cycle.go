@@ -81,8 +81,7 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 	switch d.Kind {
 	case decide.Wait:
 		logger.V(2).Info("Unit waits", "reason", d.Reason)
-		u.Waiting, u.WaitReason = d.Reason, d.WaitReason
-		s.reportWaiting(ctx, u)
+		s.reportWaiting(ctx, u, d.Reason, d.WaitReason)
 		// Pod, claim and PodGroup events bring the unit back.
 		s.queue.Wait(k)
 	case decide.Error:
@@ -101,6 +100,9 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		s.state.Cache.DropNomination(k.String())
 		s.goBind(ctx, func(ctx context.Context) { s.bindUnit(ctx, u, d, start) })
 	default: // Unschedulable, Preempt
+		if d.DropNomination {
+			s.state.Cache.DropNomination(k.String())
+		}
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
 		s.reportPlaced(ctx, u, d, note)
 		s.observe(start, metrics.ResultUnschedulable)

@@ -159,12 +159,13 @@ func (s *Scheduler) checkNomination(k queue.Key) nominationCheck {
 // way. Victims that did not go by the deadline are planned around.
 func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, nc nominationCheck) (*decide.Preemption, error) {
 	var stuck sets.Set[types.UID]
+	expired := false
 	if nom := nc.nom; nom != nil {
 		left := nc.left
 		if len(left) > 0 && s.clock.Now().Before(nom.Deadline) {
 			return &decide.Preemption{InProgress: fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.Victims), len(left))}, nil
 		}
-		s.state.Cache.DropNomination(u.key.String())
+		expired = true // the executor drops it (Decision.DropNomination)
 		if len(left) > 0 {
 			stuck = sets.New(left...)
 			klog.FromContext(ctx).Info("Preemption victims did not go in time; planning again without them", "stuck", len(left))
@@ -178,7 +179,7 @@ func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, nc nominationC
 	if err != nil {
 		return nil, err
 	}
-	return &decide.Preemption{Candidates: cands, PDBs: pdbs, Stuck: stuck}, nil
+	return &decide.Preemption{Candidates: cands, PDBs: pdbs, Stuck: stuck, Expired: expired}, nil
 }
 
 // nominatedNodes maps each pod of a unit's nomination to the node held for

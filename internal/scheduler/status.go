@@ -26,18 +26,17 @@ const (
 	eventWaiting          = "WaitingForPodGroup"
 )
 
-func (s *Scheduler) reportWaiting(ctx context.Context, u *unit) {
+func (s *Scheduler) reportWaiting(ctx context.Context, u *unit, why, reason string) {
 	if u.Group == nil {
 		for _, p := range u.Pending {
-			s.recorder.Eventf(p, nil, corev1.EventTypeNormal, eventWaiting, "Scheduling", u.Waiting)
+			s.recorder.Eventf(p, nil, corev1.EventTypeNormal, eventWaiting, "Scheduling", why)
 		}
 		return
 	}
-	reason := u.WaitReason
 	if reason == "" {
 		reason = lockv1.PodGroupReasonWaitingForPods
 	}
-	s.setCondition(ctx, u.Group, metav1.ConditionFalse, reason, u.Waiting)
+	s.setCondition(ctx, u.Group, metav1.ConditionFalse, reason, why)
 }
 
 func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {

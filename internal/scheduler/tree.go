@@ -163,7 +163,7 @@ func (s *Scheduler) executeTree(ctx context.Context, t *unit, d decide.TreeDecis
 		s.setCompositeCondition(ctx, t.root, metav1.ConditionFalse, waitReason(d.WaitReason), d.Reason)
 		for _, leaf := range t.tree.Root.Leaves() {
 			if leaf.Waiting != "" {
-				s.reportWaiting(ctx, &unit{key: k, Unit: leaf})
+				s.reportWaiting(ctx, &unit{key: k, Unit: leaf}, leaf.Waiting, leaf.WaitReason)
 			}
 		}
 		s.queue.Wait(k)
@@ -182,6 +182,9 @@ func (s *Scheduler) executeTree(ctx context.Context, t *unit, d decide.TreeDecis
 		s.state.Cache.DropNomination(k.String())
 		s.goBind(ctx, func(ctx context.Context) { s.bindTree(ctx, t, d, start) })
 	default: // Unschedulable, Preempt
+		if d.DropNomination {
+			s.state.Cache.DropNomination(k.String())
+		}
 		note, victimsGoing := s.preempt(ctx, t, prio, decide.Decision{Kind: d.Kind, Plan: d.Plan, Reason: d.Reason})
 		s.reportTree(ctx, t, d, note)
 		s.observeTree(start, metrics.ResultUnschedulable)
