@@ -140,15 +140,40 @@ func listIn(l dynamiclister.Lister, ns string) interface {
 	return l.Namespace(ns)
 }
 
-// treeOrder is a tree's priority (its members' lowest) and age (its root's).
+// treeOrder is a tree's priority (the lowest of its members') and age (its
+// root's). The queue calls it, sometimes under its lock: it only reads the
+// caches — it never resolves the tree nor queues anything (a key that is
+// not a root orders as its own composite; scheduleTree requeues its root).
 func (s *Scheduler) treeOrder(k queue.Key) (int32, time.Time) {
-	root, tu, err := s.resolveTree(k)
-	if err != nil || tu == nil {
+	root, err := s.composite(k.Namespace, k.Name)
+	if err != nil {
 		return 0, time.Time{}
 	}
+	composites, err := s.composites(k.Namespace)
+	if err != nil {
+		return 0, root.CreationTimestamp.Time
+	}
+	under := map[string]bool{root.Name: true}
+	get := s.compositeGetter(k.Namespace)
+	for _, c := range composites {
+		if r, _, _ := podgroup.RootOf(c.Name, get); r != nil && r.Name == root.Name {
+			under[c.Name] = true
+		}
+	}
+	objs, err := s.listers.podGroups.Namespace(k.Namespace).List(labels.Everything())
+	if err != nil {
+		return 0, root.CreationTimestamp.Time
+	}
 	var pods []*corev1.Pod
-	for _, u := range tu.Root.Leaves() {
-		pods = append(pods, u.Pods...)
+	for _, o := range objs {
+		pg, err := podgroup.FromUnstructured(o)
+		if err != nil || !under[podgroup.ParentOf(pg)] {
+			continue
+		}
+		members, err := s.groupPods(pg.Namespace, pg.Name)
+		if err == nil {
+			pods = append(pods, members...)
+		}
 	}
 	prio, _ := podgroup.Priority(pods)
 	return prio, root.CreationTimestamp.Time

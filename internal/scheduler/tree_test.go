@@ -216,3 +216,28 @@ func TestTreeWithAKeyNoNodeCarriesSaysSo(t *testing.T) {
 		t.Errorf("leaf condition %q, want it to say %q", got, want)
 	}
 }
+
+// The queue's order function only reads: ordering a composite that is not
+// a root queues nothing (it used to resolve the tree and queue its root
+// from inside the queue's callback), and a tree orders by its members'
+// lowest priority and its root's age.
+func TestTreeOrderIsPure(t *testing.T) {
+	objs := tree(2, 2, 2)
+	child := &lockv1.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "inner"},
+		Spec: lockv1.CompositePodGroupSpec{ParentCompositePodGroupName: ptr.To("job"), SchedulingPolicy: lockv1.CompositePodGroupSchedulingPolicy{Gang: &lockv1.CompositeGangSchedulingPolicy{MinGroupCount: 1}}}}
+	pg := builders.GangPodGroup("ml", "low", 1)
+	pg.Spec.ParentCompositePodGroupName = ptr.To("inner")
+	objs = append(objs, child, pg)
+	objs = append(objs, gpuPods("ml", "low", "low", 1, -5)...)
+	f := newFixture(t, twoNodes, objs...)
+	before, _ := f.queue.Len()
+	if prio, _ := f.s.order(queue.TreeKey("ml", "inner")); prio != -5 {
+		t.Errorf("inner composite ordered at priority %d, want its members' -5", prio)
+	}
+	if prio, _ := f.s.order(queue.TreeKey("ml", "job")); prio != -5 {
+		t.Errorf("tree ordered at priority %d, want its lowest member's -5", prio)
+	}
+	if after, _ := f.queue.Len(); after != before {
+		t.Errorf("ordering queued %d keys", after-before)
+	}
+}
