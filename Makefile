@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/lockstep-dev/lockstep/internal/version.Lockstep=$(VERSION)
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify image plugin fmt clean
+.PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify lint image plugin fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37), kwok,
 ## and the controllers of the projects the integration tests run (JobSet, LWS, Kueue, Kubeflow training and MPI operators, KubeRay: hack/integrations)
@@ -70,9 +70,16 @@ sizing: build
 	LOCKSTEP_SIZING_NODES=1000 $(GO) test -tags sizing -count=1 -timeout 60m -v -run TestSizing ./test/sizing/
 	LOCKSTEP_SIZING_NODES=5000 $(GO) test -tags sizing -count=1 -timeout 60m -v -run TestSizing ./test/sizing/
 
-## unit: tests that need no cluster
+## unit: tests that need no cluster, with the race detector
 unit:
-	$(GO) test -short ./internal/...
+	$(GO) test -race -short ./internal/...
+
+## lint: golangci-lint (govet, staticcheck with its doc-comment checks, errcheck, unused: .golangci.yml)
+## and Kubernetes' logcheck (structured logging with klog/logr), both pinned in hack/lint
+lint:
+	hack/build-tools.sh golangci-lint logcheck
+	$(BIN)/golangci-lint run ./...
+	$(BIN)/logcheck ./...
 
 ## demo: the main job, on the local control plane; builds only what it runs (lockstep, the
 ## Kubernetes binaries, etcd, kwok and the JobSet controller), each step saying what and how long;
@@ -91,8 +98,8 @@ bench: build
 	$(GO) test -tags bench -count=1 -timeout 60m -v -run . ./test/bench/...   # 100 nodes in 5 racks, 3 zones: (a), (b), existing pods + write ceiling, (f) 10 trees (zone over 2 racks; kube-scheduler's CompositePodGroup beside Lockstep); LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds a build
 	LOCKSTEP_BENCH_NODES=1000 $(GO) test -tags bench -count=1 -timeout 90m -v -run . ./test/bench/throughput/   # 1,000 nodes in 50 racks: (c), (d), (e) 20 rack-bound gangs × 32 (kube-scheduler's TopologyAwareWorkloadScheduling beside Lockstep)
 
-## verify: generated code fresh, formatting, vet, tidy modules — fails on any difference
-verify: generate
+## verify: generated code fresh, formatting, vet, lint, tidy modules — fails on any difference
+verify: generate lint
 	@git diff --exit-code -- api config/crd internal/client charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- api config/crd internal/client charts)" || { git status --porcelain --untracked-files=all -- api config/crd internal/client charts; echo "untracked generated files: commit them"; exit 1; }
 	$(BIN)/helm lint charts/lockstep
@@ -104,6 +111,7 @@ verify: generate
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/k8s && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/tools && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd hack/lint && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	for m in hack/integrations/*/; do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
 
 fmt:

@@ -4,6 +4,7 @@
 #     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
 #   kwok, controller-gen, client-gen, helm, ociimage  (module hack/tools)
 #   krew, validate-krew-manifest          (module hack/krew)
+#   golangci-lint, logcheck               (module hack/lint; only when named: `make lint`)
 #   <name>-controller                     (modules hack/integrations/<name>: the
 #     peers' controllers the integration tests run, each at its go.mod's version)
 # A binary is rebuilt only when the version recorded beside it differs.
@@ -103,6 +104,13 @@ for name in krew validate-krew-manifest; do
   wanted "$name" || continue
   v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
   stale "$name" "$v" && step build_in "$root/hack/krew" "$name" "$v" "sigs.k8s.io/krew/cmd/$name" "-s -w" "$name"
+done
+# The linters `make lint` runs (module hack/lint), built only when named: no test needs them.
+for tool in golangci-lint:github.com/golangci/golangci-lint/v2:github.com/golangci/golangci-lint/v2/cmd/golangci-lint logcheck:sigs.k8s.io/logtools:sigs.k8s.io/logtools/logcheck; do
+  IFS=: read -r name mod pkg <<<"$tool"
+  [[ $only == *" $name "* ]] || continue
+  v=$(modversion "$root/hack/lint" "$mod")
+  stale "$name" "$v" && step build_in "$root/hack/lint" "$name" "$v" "$pkg" "-s -w" "$name"
 done
 # Other projects' controllers (module hack/integrations/<name> each, so that
 # their dependencies meet neither Lockstep's nor each other's).

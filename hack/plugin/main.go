@@ -39,7 +39,7 @@ func main() {
 
 func run(tag, out, tmplPath, license string, platforms []string) error {
 	if tag == "" || len(platforms) == 0 {
-		return fmt.Errorf("usage: plugin -tag TAG [-out DIR] OS/ARCH=BINARY...")
+		return fmt.Errorf("usage: plugin -tag TAG [-out DIR] OS/ARCH=BINARY …")
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err

@@ -43,5 +43,5 @@ func (r RestartWhenServed) Start(ctx context.Context) error {
 	return fmt.Errorf("%s %s is served now: exiting so that the restarted process watches it", r.Resource, r.GroupVersion)
 }
 
-// NeedLeaderElection: every replica watches for the kind.
+// NeedLeaderElection is false: every replica watches for the kind.
 func (RestartWhenServed) NeedLeaderElection() bool { return false }

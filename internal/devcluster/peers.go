@@ -273,16 +273,16 @@ var KubeRayController = Controller{
 // it), tied to this process when the cluster is, its log beside the
 // cluster's. It returns once the controller is ready and its webhooks
 // answer; stop stops it.
-func (cl *Cluster) StartController(ctx context.Context, c Controller, root string) (stop func(), err error) {
-	p, ports, err := cl.prepareController(ctx, c, root)
+func (c *Cluster) StartController(ctx context.Context, ctl Controller, root string) (stop func(), err error) {
+	p, ports, err := c.prepareController(ctx, ctl, root)
 	if err != nil {
 		return nil, err
 	}
-	if err := cl.launch(p, cl.state.Tied); err != nil {
+	if err := c.launch(p, c.state.Tied); err != nil {
 		return nil, err
 	}
 	stop = func() { _ = p.stop(15 * time.Second) }
-	if err := waitServing(ctx, c, ports, p.exited, p.Log); err != nil {
+	if err := waitServing(ctx, ctl, ports, p.exited, p.Log); err != nil {
 		stop()
 		return nil, err
 	}
@@ -292,17 +292,17 @@ func (cl *Cluster) StartController(ctx context.Context, c Controller, root strin
 // prepareController installs what c needs before it starts — CRDs, its
 // namespace, serving certificates, webhook configurations, Secrets, files,
 // its configuration — and returns the process to start.
-func (cl *Cluster) prepareController(ctx context.Context, c Controller, root string) (*process, ControllerPorts, error) {
+func (c *Cluster) prepareController(ctx context.Context, ctl Controller, root string) (*process, ControllerPorts, error) {
 	var p ControllerPorts
-	bin := filepath.Join(root, "bin", c.Name+"-controller")
+	bin := filepath.Join(root, "bin", ctl.Name+"-controller")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, p, fmt.Errorf("%s: %w (make build builds it)", bin, err)
 	}
-	modDir, err := moduleDir(root, c)
+	modDir, err := moduleDir(root, ctl)
 	if err != nil {
 		return nil, p, err
 	}
-	cfg, err := cl.RESTConfig()
+	cfg, err := c.RESTConfig()
 	if err != nil {
 		return nil, p, err
 	}
@@ -310,86 +310,86 @@ func (cl *Cluster) prepareController(ctx context.Context, c Controller, root str
 	if err != nil {
 		return nil, p, err
 	}
-	if err := cl.installCRDs(ctx, c, root, modDir); err != nil {
+	if err := c.installCRDs(ctx, ctl, root, modDir); err != nil {
 		return nil, p, err
 	}
-	if c.Namespace != "" {
-		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}, metav1.CreateOptions{})
+	if ctl.Namespace != "" {
+		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ctl.Namespace}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, p, err
 		}
 	}
-	dir := filepath.Join(cl.Dir(), c.Name)
-	p = ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: c.Namespace, dir: dir}
+	dir := filepath.Join(c.Dir(), ctl.Name)
+	p = ControllerPorts{CertDir: filepath.Join(dir, "certs"), Namespace: ctl.Namespace, dir: dir}
 	if p.Webhook, err = freePort(); err != nil {
 		return nil, p, err
 	}
 	if p.Health, err = freePort(); err != nil {
 		return nil, p, err
 	}
-	if c.HealthPort != 0 {
-		p.Health = c.HealthPort
+	if ctl.HealthPort != 0 {
+		p.Health = ctl.HealthPort
 	}
 	caPEM, pair, err := writeServingCert(p.CertDir)
 	if err != nil {
 		return nil, p, err
 	}
-	for _, d := range c.FixedCertDirs {
+	for _, d := range ctl.FixedCertDirs {
 		if err := writePair(d, pair); err != nil {
-			return nil, p, fmt.Errorf("%s reads a certificate from %s: %w", c.Name, d, err)
+			return nil, p, fmt.Errorf("%s reads a certificate from %s: %w", ctl.Name, d, err)
 		}
 	}
-	env := append([]string{"KUBECONFIG=" + cl.Kubeconfig()}, c.Env...)
-	if c.TempDirCerts {
+	env := append([]string{"KUBECONFIG=" + c.Kubeconfig()}, ctl.Env...)
+	if ctl.TempDirCerts {
 		tmp := filepath.Join(dir, "tmp")
 		if err := writePair(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), pair); err != nil {
 			return nil, p, err
 		}
 		env = append(env, "TMPDIR="+tmp)
 	}
-	if c.Webhooks != "" {
-		if err := installWebhooks(ctx, client, c, filepath.Join(modDir, c.Webhooks), caPEM, p.Webhook); err != nil {
+	if ctl.Webhooks != "" {
+		if err := installWebhooks(ctx, client, ctl, filepath.Join(modDir, ctl.Webhooks), caPEM, p.Webhook); err != nil {
 			return nil, p, err
 		}
 	}
-	for _, name := range c.Secrets {
-		_, err := client.CoreV1().Secrets(c.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	for _, name := range ctl.Secrets {
+		_, err := client.CoreV1().Secrets(ctl.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, p, err
 		}
 	}
-	for name, content := range c.Files {
+	for name, content := range ctl.Files {
 		if err := os.WriteFile(p.File(name), []byte(content), 0o644); err != nil {
 			return nil, p, err
 		}
 	}
-	args := c.Args
-	if c.Config != nil {
+	args := ctl.Args
+	if ctl.Config != nil {
 		cfgPath := filepath.Join(dir, "config.yaml")
-		if err := os.WriteFile(cfgPath, []byte(c.Config(p)), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, []byte(ctl.Config(p)), 0o644); err != nil {
 			return nil, p, err
 		}
 		args = append([]string{"--config=" + cfgPath}, args...)
 	}
-	if c.Flags != nil {
-		args = append(c.Flags(p), args...)
+	if ctl.Flags != nil {
+		args = append(ctl.Flags(p), args...)
 	}
-	name := c.Name + "-controller"
-	return &process{Name: name, Binary: bin, Args: args, Env: env, Log: cl.layout.log(name)}, p, nil
+	name := ctl.Name + "-controller"
+	return &process{Name: name, Binary: bin, Args: args, Env: env, Log: c.layout.log(name)}, p, nil
 }
 
 // installCRDs applies c's CRDs from its module and waits until they are
 // established.
-func (cl *Cluster) installCRDs(ctx context.Context, c Controller, root, modDir string) error {
+func (c *Cluster) installCRDs(ctx context.Context, ctl Controller, root, modDir string) error {
 	kubectl := func(args ...string) error {
-		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", cl.Kubeconfig()}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig()}, args...)...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return nil
 	}
 	var crds []string
-	for _, f := range c.CRDs {
+	for _, f := range ctl.CRDs {
 		crds = append(crds, "-f", filepath.Join(modDir, f))
 	}
 	if err := kubectl(append([]string{"apply", "--server-side", "--force-conflicts"}, crds...)...); err != nil {

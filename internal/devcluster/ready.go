@@ -142,7 +142,7 @@ func createNode(ctx context.Context, client kubernetes.Interface, n *corev1.Node
 		created, err = client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("Node %s: %w", n.Name, err)
+		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	if len(created.Status.Capacity) > 0 {
 		return nil
@@ -150,7 +150,7 @@ func createNode(ctx context.Context, client kubernetes.Interface, n *corev1.Node
 	created.Status.Capacity = n.Status.Capacity
 	created.Status.Allocatable = n.Status.Allocatable
 	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("Node %s status: %w", n.Name, err)
+		return fmt.Errorf("node %s status: %w", n.Name, err)
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	toolscache "k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/utils/clock"
@@ -200,7 +199,7 @@ func (st *state) groupPriority(pg *lockv1.PodGroup) int32 {
 // written: explain never binds.
 func loadFilters(ctx context.Context, client kubernetes.Interface) (*kubefilter.Filters, error) {
 	factory := informers.NewSharedInformerFactory(client, 0)
-	add := func(store cache.Indexer, objs []runtime.Object) error {
+	add := func(store toolscache.Indexer, objs []runtime.Object) error {
 		for _, o := range objs {
 			if err := store.Add(o); err != nil {
 				return err
@@ -209,7 +208,7 @@ func loadFilters(ctx context.Context, client kubernetes.Interface) (*kubefilter.
 		return nil
 	}
 	lists := []struct {
-		store cache.Indexer
+		store toolscache.Indexer
 		list  func() (runtime.Object, error)
 	}{
 		{factory.Core().V1().Namespaces().Informer().GetIndexer(), func() (runtime.Object, error) {

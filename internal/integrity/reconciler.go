@@ -210,7 +210,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.apply(ctx, pg, vd); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			// A stale cache: again, rate-limited, without logging an error.
+			return ctrl.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: RequeueAfter would drop the rate limiter's backoff
 		}
 		return ctrl.Result{}, err
 	}
@@ -220,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.restartTree(ctx, pg, inc); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: as above
 		}
 		return ctrl.Result{}, err
 	}

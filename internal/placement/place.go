@@ -28,7 +28,7 @@ import (
 // excludes is not used.
 const reasonCapacityFmt = "node(s) are %s capacity, which the group's capacity-types (%s) exclude"
 
-// ErrMissingClaim: a member names a claim the snapshot does not have yet
+// ErrMissingClaim means a member names a claim the snapshot does not have yet
 // (e.g. kube-controller-manager has not created it from its template).
 var ErrMissingClaim = errors.New("resource claim not in snapshot")
 

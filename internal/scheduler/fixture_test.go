@@ -203,11 +203,7 @@ func (f *fixture) writes() []string {
 		}
 		name := ""
 		switch a := a.(type) {
-		case clienttesting.CreateAction:
-			if m, err := metaName(a.GetObject()); err == nil {
-				name = m
-			}
-		case clienttesting.UpdateAction:
+		case clienttesting.CreateAction: // updates too: they have the same methods
 			if m, err := metaName(a.GetObject()); err == nil {
 				name = m
 			}

@@ -260,18 +260,16 @@ type jobRun struct {
 	runSince time.Duration
 
 	// What the report reads.
-	started, done    bool
-	startAt, doneAt  time.Duration
-	startSeq         int
-	startNodes       []string
-	restarts         int
-	preempted        int
-	preemptions      int
-	workLostSeconds  float64 // device-seconds of runs cut short by preemption
-	heldIdleSeconds  float64
-	firstBindAt      time.Duration
-	everBound        bool
-	lastIdleChangeAt time.Duration
+	started, done   bool
+	startAt, doneAt time.Duration
+	startSeq        int
+	startNodes      []string
+	restarts        int
+	preempted       int
+	preemptions     int
+	workLostSeconds float64 // device-seconds of runs cut short by preemption
+	firstBindAt     time.Duration
+	everBound       bool
 }
 
 // podRun is one pod of a job.

@@ -65,12 +65,6 @@ func webhookMatches(t *testing.T, w admissionv1.ValidatingWebhook, req request) 
 	return matches(t, w.Name, w.MatchConditions, w.FailurePolicy, req)
 }
 
-// mutatingWebhookMatches is webhookMatches for a mutating webhook.
-func mutatingWebhookMatches(t *testing.T, w admissionv1.MutatingWebhook, req request) bool {
-	t.Helper()
-	return matches(t, w.Name, w.MatchConditions, w.FailurePolicy, req)
-}
-
 // matches compiles and runs match conditions as the API server's webhook
 // accessors do (k8s.io/apiserver/pkg/admission/plugin/webhook).
 func matches(t *testing.T, name string, conds []admissionv1.MatchCondition, fp *admissionv1.FailurePolicyType, req request) bool {

@@ -101,7 +101,7 @@ func (r *rotator) sync(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		s, err := r.client.CoreV1().Secrets(r.secret.Namespace).Get(ctx, r.secret.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("Secret %s does not exist: the Helm chart (or `lockstep dev up`) creates it, empty; the webhook only fills it", r.secret)
+			return fmt.Errorf("secret %s does not exist: the Helm chart (or `lockstep dev up`) creates it, empty; the webhook only fills it", r.secret)
 		}
 		if err != nil {
 			return err

@@ -30,7 +30,7 @@ type JobValidator struct {
 	Claims *claimChecks
 }
 
-var _ admission.CustomValidator = (*JobValidator)(nil)
+var _ admission.CustomValidator = (*JobValidator)(nil) //nolint:staticcheck // SA1019: one validator for every integration's kind; the typed Validator[T] needs one type per kind
 
 func (v *JobValidator) wrap(o runtime.Object) (jobintegration.GenericJob, error) {
 	obj, ok := o.(client.Object)
@@ -259,7 +259,7 @@ type JobDefaulter struct {
 	DropsSchedulingGroup bool
 }
 
-var _ admission.CustomDefaulter = JobDefaulter{}
+var _ admission.CustomDefaulter = JobDefaulter{} //nolint:staticcheck // SA1019: one validator for every integration's kind; the typed Validator[T] needs one type per kind
 
 // Default implements admission.CustomDefaulter.
 func (d JobDefaulter) Default(_ context.Context, o runtime.Object) error {

@@ -121,8 +121,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
 	srv.Register(pathComposite, admission.WithValidator[*lockv1.CompositePodGroup](scheme, &CompositePodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
 	for _, integ := range integrationSet {
-		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}, Integration: integ, Claims: claims}))
-		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ, DropsSchedulingGroup: !servesSchedulingGroup}))
+		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}, Integration: integ, Claims: claims})) //nolint:staticcheck // SA1019: see JobValidator
+		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ, DropsSchedulingGroup: !servesSchedulingGroup}))                                            //nolint:staticcheck // SA1019: see JobValidator
 	}
 	if err := addProbes(mgr, srv, rot); err != nil {
 		return err

@@ -169,25 +169,25 @@ func (o *Options) setupControllers(mgr manager.Manager) error {
 	}
 	all := integrations.All()
 	integrityCtl := &integrity.Reconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), Kube: kube,
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), Kube: kube, //nolint:staticcheck // SA1019: core/v1 events, which the integrations' tests and users' kubectl describe read; moving to events/v1 is its own change
 		NodeGrace: o.NodeGrace, TaintRules: taintRules, Integrations: all,
 	}
 	if err := integrityCtl.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	quotas := &jobintegration.QuotaReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-pod-quota"), Integrations: all}
+	quotas := &jobintegration.QuotaReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-pod-quota"), Integrations: all} //nolint:staticcheck // SA1019: core/v1 events, which the integrations' tests and users' kubectl describe read; moving to events/v1 is its own change
 	if err := quotas.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&job.Releaser{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	kueueGroups := &kueuegroup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("lockstep-kueue-pod-groups")}
+	kueueGroups := &kueuegroup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("lockstep-kueue-pod-groups")} //nolint:staticcheck // SA1019: core/v1 events, which the integrations' tests and users' kubectl describe read; moving to events/v1 is its own change
 	if err := kueueGroups.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	enabler := &jobintegration.Enabler{Discovery: dc, Integrations: all, Interval: 30 * time.Second, Setup: func(integ jobintegration.Integration) error {
-		r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ, Integrations: all,
+		r := &jobintegration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-" + integ.Name()), Integration: integ, Integrations: all, //nolint:staticcheck // SA1019: core/v1 events, which the integrations' tests and users' kubectl describe read; moving to events/v1 is its own change
 			WithoutComposites: !composites}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
