@@ -45,6 +45,8 @@ const (
 // node the caches do not show for sure); Decide makes every choice.
 type Reconciler struct {
 	Client client.Client
+	// HoldPodInformer is a fault-test hook (holdPodInformer); "" is off.
+	HoldPodInformer string
 	// Reader reads from the API server, not a cache; SetupWithManager
 	// defaults it to the manager's.
 	Reader   client.Reader
@@ -123,7 +125,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.ctl, r.cache = ctl, mgr.GetCache()
-	return holdPodInformer(ctx, mgr.GetCache())
+	return holdPodInformer(ctx, mgr.GetCache(), r.HoldPodInformer)
 }
 
 // WatchOwners watches the jobs of one integration (their suspension,

@@ -12,17 +12,15 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// EnvHoldPodInformer is a test hook for fault tests. When it names a file,
-// the pod informer of the controllers' cache, after a list or watch fails
-// (the API server went away), does not try again while that file exists:
-// a pod cache far behind the PodGroup cache, as client-go's back-off can
-// leave one after an API server restart. It creates <file>.held when it
-// starts holding, so a test knows the fault took.
-const EnvHoldPodInformer = "LOCKSTEP_TEST_HOLD_POD_INFORMER"
-
-// holdPodInformer installs the hook when EnvHoldPodInformer is set.
-func holdPodInformer(ctx context.Context, c crcache.Cache) error {
-	path := os.Getenv(EnvHoldPodInformer)
+// holdPodInformer installs the fault-test hook Reconciler.HoldPodInformer
+// (the hidden flag --test-hold-pod-informer of `lockstep controllers`):
+// when it names a file, the pod informer of the controllers' cache, after a
+// list or watch fails (the API server went away), does not try again while
+// that file exists — a pod cache far behind the PodGroup cache, as
+// client-go's back-off can leave one after an API server restart. It
+// creates <file>.held when it starts holding, so a test knows the fault
+// took.
+func holdPodInformer(ctx context.Context, c crcache.Cache, path string) error {
 	if path == "" {
 		return nil
 	}
@@ -34,7 +32,7 @@ func holdPodInformer(ctx context.Context, c crcache.Cache) error {
 		SetWatchErrorHandlerWithContext(toolscache.WatchErrorHandlerWithContext) error
 	})
 	if !ok {
-		return fmt.Errorf("%s: the pod informer (%T) takes no watch error handler", EnvHoldPodInformer, inf)
+		return fmt.Errorf("--test-hold-pod-informer: the pod informer (%T) takes no watch error handler", inf)
 	}
 	return h.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *toolscache.Reflector, err error) {
 		toolscache.DefaultWatchErrorHandler(ctx, r, err)
@@ -42,7 +40,7 @@ func holdPodInformer(ctx context.Context, c crcache.Cache) error {
 			return
 		}
 		logger := klog.FromContext(ctx)
-		logger.Info("Test hook: holding the pod informer back", "env", EnvHoldPodInformer, "file", path)
+		logger.Info("Test hook: holding the pod informer back", "file", path)
 		if f, err := os.Create(path + ".held"); err == nil {
 			_ = f.Close()
 		}
@@ -56,6 +54,6 @@ func holdPodInformer(ctx context.Context, c crcache.Cache) error {
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		logger.Info("Test hook: pod informer released", "env", EnvHoldPodInformer)
+		logger.Info("Test hook: pod informer released", "file", path)
 	})
 }

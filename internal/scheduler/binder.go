@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -27,11 +26,6 @@ import (
 // bindWorkers bounds the writes in flight for one unit.
 const bindWorkers = 16
 
-// EnvCrashAfterBinds is a test hook: when set to N, the scheduler process
-// exits right after its N-th successful binding ("0" exits after the claim
-// phase, before any binding), to prove crash safety in e2e tests.
-const EnvCrashAfterBinds = "LOCKSTEP_TEST_CRASH_AFTER_BINDS"
-
 // errClaimWrite marks a failure of the claim phase.
 var errClaimWrite = errors.New("writing claim allocations")
 
@@ -45,16 +39,12 @@ type binder struct {
 	clock  clock.WithTicker
 	// claimIndex is the claim informer's indexer (extendedOwnerIndex).
 	claimIndex cache.Indexer
-	crashAt    int64 // -1: off
+	crashAt    int64 // Options.CrashAfterBinds; negative: off
 	binds      atomic.Int64
 }
 
-func newBinder(client kubernetes.Interface, c *snapshot.Cache, clk clock.WithTicker) *binder {
-	b := &binder{client: client, cache: c, clock: clk, crashAt: -1}
-	if v, err := strconv.ParseInt(os.Getenv(EnvCrashAfterBinds), 10, 64); err == nil {
-		b.crashAt = v
-	}
-	return b
+func newBinder(client kubernetes.Interface, c *snapshot.Cache, clk clock.WithTicker, crashAt int64) *binder {
+	return &binder{client: client, cache: c, clock: clk, crashAt: crashAt}
 }
 
 // claimWrite is everything this cycle writes to one claim.
@@ -379,7 +369,7 @@ func (b *binder) bindPods(ctx context.Context, asgs []placement.Assignment) map[
 
 func (b *binder) maybeCrash(logger klog.Logger, n int64) {
 	if b.crashAt >= 0 && n == b.crashAt {
-		logger.Info("Test hook: exiting mid-binding", "env", EnvCrashAfterBinds, "binds", n)
+		logger.Info("Test hook: exiting mid-binding (--test-crash-after-binds)", "binds", n)
 		klog.Flush()
 		os.Exit(3)
 	}

@@ -29,7 +29,7 @@ func TestFailedClaimPhaseForgetsItsAssumptions(t *testing.T) {
 		return true, nil, errors.New("status.reservedFor: Forbidden: may not be specified when `allocated` is not set")
 	})
 	a := snapshot.NewCache(time.Minute, features.Default(), clock.RealClock{})
-	b := newBinder(client, a, clock.RealClock{})
+	b := newBinder(client, a, clock.RealClock{}, -1)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
 	stale := claim.DeepCopy()
 	stale.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "n", Device: "0"}}}}

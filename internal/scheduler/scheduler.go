@@ -63,6 +63,11 @@ type Options struct {
 	// Clock times nominations, binding conditions, assumptions and
 	// backoff; nil means the real clock.
 	Clock clock.WithTickerAndDelayedExecution
+	// CrashAfterBinds is a fault-test hook (the hidden flag
+	// --test-crash-after-binds): when set to N, the process exits right
+	// after its N-th successful binding (0: after the claim phase, before
+	// any binding). nil: off. Fault tests prove crash safety with it.
+	CrashAfterBinds *int64
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.
@@ -146,7 +151,11 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		metrics:   metrics.NewScheduler(),
 	}
 	s.state = &cycle.State{Cache: snapshot.NewCache(time.Minute, opts.Features, opts.Clock), CEL: dra.NewCache(), Clock: opts.Clock}
-	s.binder = newBinder(client, s.state.Cache, opts.Clock)
+	crashAt := int64(-1)
+	if opts.CrashAfterBinds != nil {
+		crashAt = *opts.CrashAfterBinds
+	}
+	s.binder = newBinder(client, s.state.Cache, opts.Clock, crashAt)
 	s.podStatus = newPodStatusWriter(client, opts.Clock)
 	s.queue = queue.New(opts.Clock, s.order)
 	s.broadcast = events.NewBroadcaster(newPacedSink(&events.EventSinkImpl{Interface: client.EventsV1()}))

@@ -41,6 +41,8 @@ type Options struct {
 	// gang restarts whole.
 	NodeGrace               time.Duration
 	MetricsAddr, HealthAddr string
+	// HoldPodInformer is the fault-test hook of --test-hold-pod-informer.
+	HoldPodInformer string
 	// config is the controllers' client configuration (Complete).
 	config *rest.Config
 }
@@ -76,6 +78,9 @@ func newCommand(o *Options) *cobra.Command {
 	f.DurationVar(&o.NodeGrace, "node-not-ready-grace", o.NodeGrace, "how long a gang member's node may be NotReady before the gang restarts whole")
 	f.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "host:port to serve /healthz and /readyz on; 0 disables it")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "host:port to serve Prometheus /metrics on (controller-runtime's reconcile metrics); 0 disables it")
+	// A fault-test hook, hidden from --help.
+	f.StringVar(&o.HoldPodInformer, "test-hold-pod-informer", "", "fault tests only: while this file exists, the pod informer does not retry a failed list or watch")
+	_ = f.MarkHidden("test-hold-pod-informer")
 	return cmd
 }
 
@@ -170,7 +175,7 @@ func (o *Options) setupControllers(mgr manager.Manager) error {
 	all := integrations.All()
 	integrityCtl := &integrity.Reconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("lockstep-gang-integrity"), Kube: kube, //nolint:staticcheck // SA1019: core/v1 events, which the integrations' tests and users' kubectl describe read; moving to events/v1 is its own change
-		NodeGrace: o.NodeGrace, TaintRules: taintRules, Integrations: all,
+		NodeGrace: o.NodeGrace, TaintRules: taintRules, Integrations: all, HoldPodInformer: o.HoldPodInformer,
 	}
 	if err := integrityCtl.SetupWithManager(mgr); err != nil {
 		return err

@@ -22,6 +22,8 @@ type Options struct {
 	QPS       float32
 	Burst     int
 	Scheduler scheduler.Options
+	// crashAfterBinds is --test-crash-after-binds (negative: off).
+	crashAfterBinds int64
 	// config is the scheduler's client configuration (Complete).
 	config *rest.Config
 }
@@ -32,7 +34,7 @@ func NewOptions() *Options {
 		LeaderElect: true, LeaseNamespace: "lockstep-system", LeaseName: "lockstep-scheduler",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		MetricsAddr: ":8080", HealthAddr: ":8083",
-	}}
+	}, crashAfterBinds: -1}
 }
 
 // NewCommand returns `lockstep scheduler`.
@@ -68,6 +70,9 @@ func newCommand(o *Options) *cobra.Command {
 	f.DurationVar(&o.Scheduler.RenewDeadline, "leader-elect-renew-deadline", o.Scheduler.RenewDeadline, "how long the leader retries renewing before giving up")
 	f.DurationVar(&o.Scheduler.RetryPeriod, "leader-elect-retry-period", o.Scheduler.RetryPeriod, "how often to try to acquire or renew")
 	f.Var(podgroup.DefaultCapacityTypesFlag{}, "default-capacity-types", podgroup.DefaultCapacityTypesUsage)
+	// A fault-test hook, hidden from --help: exit after the N-th binding.
+	f.Int64Var(&o.crashAfterBinds, "test-crash-after-binds", o.crashAfterBinds, "fault tests only: exit right after the N-th successful binding (0: after the claim phase); negative: off")
+	_ = f.MarkHidden("test-crash-after-binds")
 	return cmd
 }
 
@@ -80,6 +85,9 @@ func (o *Options) Complete() error {
 	o.config = rest.CopyConfig(o.Client.Config)
 	o.config.QPS, o.config.Burst = o.QPS, o.Burst
 	o.config.UserAgent = "lockstep-scheduler"
+	if o.crashAfterBinds >= 0 {
+		o.Scheduler.CrashAfterBinds = &o.crashAfterBinds
+	}
 	return nil
 }
 

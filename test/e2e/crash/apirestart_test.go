@@ -32,7 +32,7 @@ import (
 // evicted. Once the pod informer is back, a member really deleted restarts
 // its gang whole — a real loss is still found.
 //
-// The fault: the controllers run with the EnvHoldPodInformer hook, which
+// The fault: the controllers run with the --test-hold-pod-informer hook, which
 // holds the pod informer after a failed list or watch while a file exists;
 // the controllers' right to list and watch pods is withdrawn across the
 // restart, so the pod informer's first watch after it fails (403) and is held.
@@ -45,7 +45,7 @@ func TestAPIServerRestartWithPodCacheBehindLosesNoGang(t *testing.T) {
 	h.OneGPUTemplate(ctx, t, ns)
 	hold := filepath.Join(t.TempDir(), "hold-pod-informer")
 	h.StartScheduler(t, "scheduler-api-restart", nil, "--leader-elect=false")
-	h.StartControllers(t, "controllers-api-restart", []string{integrity.EnvHoldPodInformer + "=" + hold}, "--leader-elect=false")
+	h.StartControllers(t, "controllers-api-restart", nil, "--leader-elect=false", "--test-hold-pod-informer="+hold)
 
 	before := []string{"before-a", "before-b"}
 	for _, g := range before {

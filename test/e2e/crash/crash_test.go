@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -96,7 +95,7 @@ func TestCrashMidBindingLeavesGangWholeOrNothing(t *testing.T) {
 			ctx := harness.Context(t, 4*time.Minute)
 			createGang(t, ctx, h, ns, "big", gangSize)
 
-			crashy := h.StartScheduler(t, "crashy-"+tc.crashAfterBinds, []string{scheduler.EnvCrashAfterBinds + "=" + tc.crashAfterBinds}, "--leader-elect=false")
+			crashy := h.StartScheduler(t, "crashy-"+tc.crashAfterBinds, nil, "--leader-elect=false", "--test-crash-after-binds="+tc.crashAfterBinds)
 			select {
 			case <-crashy.Done:
 			case <-ctx.Done():

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
-	"github.com/lockstep-dev/lockstep/internal/scheduler"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -47,7 +46,7 @@ func TestCrashAfterExtendedResourceClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	crashy := h.StartScheduler(t, "crashy-ext", []string{scheduler.EnvCrashAfterBinds + "=0"}, "--leader-elect=false")
+	crashy := h.StartScheduler(t, "crashy-ext", nil, "--leader-elect=false", "--test-crash-after-binds=0")
 	select {
 	case <-crashy.Done:
 	case <-ctx.Done():
