@@ -1,10 +1,18 @@
 // Package decide is one scheduling decision as a value: from a snapshot and
-// a unit (a PodGroup or a lone pod, resolved by podgroup.Resolve) to what
-// should happen — bind these assignments, preempt with this plan, wait for
-// this reason, unschedulable with this summary, or an error. It writes
-// nothing and keeps no state: the scheduler's executor turns a Decision
-// into API writes and exactly one queue transition; explain, the
-// benchmarks and the golden scenario tests call the same function.
+// a unit to what should happen — bind these assignments, preempt with this
+// plan, wait for this reason, unschedulable with this summary, or an error.
+// Decide takes a flat unit (a PodGroup or a lone pod, podgroup.Resolve);
+// DecideTree a scheduling tree (podgroup.ResolveTree), placed all or nothing
+// from its root (placement.PlaceTree), each leaf's part readable as a flat
+// decision (TreeDecision.Leaf). Preemption is searched only for what does
+// not fit, through a callback that reads (the candidates, or that an
+// earlier preemption is still under way); what the executor must do about
+// an earlier nomination travels in the decision (DropNomination).
+//
+// It writes nothing and keeps no state: the scheduler's executor turns a
+// decision into API writes and exactly one queue transition; explain,
+// simulate, the benchmarks and the golden scenario tests (testdata/) call
+// the same functions.
 package decide
 
 import (

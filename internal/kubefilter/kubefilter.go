@@ -7,6 +7,10 @@
 // (k8s.io/kubernetes/pkg/scheduler), so that their semantics are
 // kube-scheduler's and not a re-implementation.
 //
+// Differential tests (differential_test.go, dra_differential_test.go,
+// volume_differential_test.go) compare Lockstep's answers with
+// kube-scheduler's own on generated pods and clusters.
+//
 // A View is one cycle's pods: built from the bound pods, told of every pod
 // the cycle assumes, reserves or removes (so a gang's members placed earlier
 // in a cycle count as existing pods for the members placed after them), and

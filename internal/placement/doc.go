@@ -22,9 +22,25 @@
 //     otherwise every tentative placement is rolled back and, for a gang of
 //     several signatures, up to maxOrders other signature orders are tried
 //     before giving up. A basic group or lone pod binds whatever fits.
-//  5. With topology keys, a gang is tried in each domain (the nodes sharing
-//     one value of every key), smallest domain first, and placed in the
-//     first that admits it.
+//  5. With topology (topology.PlanFor: required label keys, preferred levels
+//     narrowest first, a device attribute whose values are domains too), a
+//     gang is tried domain by domain — the narrowest preferred level first,
+//     the tightest domain first — and placed in the first that admits it; a
+//     running gang stays in the domain it runs in. An elastic gang (minCount
+//     below its pending members) takes the domain that holds the most of
+//     them (placeElastic). Members that hold no device may use a
+//     device-attribute domain's open nodes (CPU nodes carrying no device
+//     with the attribute).
+//  6. A unit's capacity types (Unit.CapacityTypes: on-demand, reserved, spot)
+//     leave nodes of other types out, counted in the diagnosis.
+//  7. Devices are allocated by the DRA allocator of
+//     k8s.io/dynamic-resource-allocation/structured, per node; a failure it
+//     reports for one node only (an invalid pool) filters that node out, as
+//     kube-scheduler's DynamicResources plugin does.
+//
+// A scheduling tree (PlaceTree) is placed top-down, each node inside its
+// parent's domain, siblings searched with backtracking within a budget;
+// TreeSummary words the best attempt when it does not fit.
 //
 // For a homogeneous gang whose pods need only node-local resources and no
 // inter-pod constraints, the greedy fill is complete: placing a pod on one
