@@ -77,9 +77,23 @@ func Classes(spec *resourcev1.ResourceClaimSpec) []string {
 // of each request's Least (requests for All devices count 0). A lower
 // bound for necessary-condition checks.
 func LeastDevices(spec *resourcev1.ResourceClaimSpec) int64 {
+	// Demands' Least, without building the demands: it runs per member
+	// and node in placement's prechecks.
 	var n int64
-	for _, d := range Demands(spec) {
-		n += d.Least
+	for _, r := range spec.Devices.Requests {
+		switch {
+		case r.Exactly != nil:
+			c, _ := count(r.Exactly.AllocationMode, r.Exactly.Count)
+			n += c
+		case len(r.FirstAvailable) > 0:
+			least := int64(-1)
+			for _, s := range r.FirstAvailable {
+				if c, _ := count(s.AllocationMode, s.Count); least < 0 || c < least {
+					least = c
+				}
+			}
+			n += least
+		}
 	}
 	return n
 }
