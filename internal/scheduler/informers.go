@@ -184,7 +184,7 @@ func (s *Scheduler) onClaimAdd(obj any) {
 		}
 		if p, err := s.listers.pods.Pods(c.Namespace).Get(o.Name); err == nil && p.UID == o.UID {
 			if podgroup.Ours(p) && podgroup.Pending(p) {
-				s.queue.Add(unitKey(p))
+				s.queue.Add(s.unitKey(p))
 			}
 			return
 		}
@@ -208,7 +208,7 @@ func (s *Scheduler) onPod(obj any) {
 		return
 	}
 	if podgroup.Ours(pod) && podgroup.Pending(pod) {
-		s.queue.Add(unitKey(pod))
+		s.queue.Add(s.unitKey(pod))
 		return
 	}
 	s.podStatus.forget(pod.UID)
@@ -282,7 +282,7 @@ func (s *Scheduler) onPodDelete(obj any) {
 	}
 	if podgroup.Ours(pod) && podgroup.GroupOf(pod) != "" {
 		// The group may now lack members; re-evaluate its status.
-		s.queue.Add(unitKey(pod))
+		s.queue.Add(s.unitKey(pod))
 	}
 }
 
@@ -291,7 +291,7 @@ func (s *Scheduler) onPodGroup(obj any) {
 	if !ok {
 		return
 	}
-	s.queue.Add(queue.GroupKey(u.GetNamespace(), u.GetName()))
+	s.queue.Add(s.groupKey(u.GetNamespace(), u.GetName()))
 }
 
 // onComposite queues the tree a CompositePodGroup is part of (its root's;

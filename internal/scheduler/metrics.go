@@ -44,7 +44,7 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 		if !podgroup.Ours(p) || !podgroup.Pending(p) || c.s.assumed(p) {
 			continue
 		}
-		k := unitKey(p)
+		k := c.s.unitKey(p)
 		if seen[k] {
 			continue
 		}

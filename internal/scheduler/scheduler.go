@@ -295,7 +295,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	}
 	for _, p := range pods {
 		if podgroup.Ours(p) && podgroup.Pending(p) {
-			s.queue.Add(unitKey(p))
+			s.queue.Add(s.unitKey(p))
 		}
 	}
 	// Every group once, so bound members left unrecorded by a crash are
@@ -337,7 +337,7 @@ func (s *Scheduler) order(k queue.Key) (int32, time.Time) {
 
 // unitOf names a pod's unit and gives its priority (restored nominations).
 func (s *Scheduler) unitOf(p *corev1.Pod) (string, int32) {
-	k := unitKey(p)
+	k := s.unitKey(p)
 	prio, _ := s.order(k)
 	return k.String(), prio
 }

@@ -241,3 +241,28 @@ func TestTreeOrderIsPure(t *testing.T) {
 		t.Errorf("ordering queued %d keys", after-before)
 	}
 }
+
+// A pod of a group that hangs in a tree is keyed by its tree's root — the
+// queue and restored nominations see one unit, not the group and then its
+// tree — a pod of a flat group by its group, a lone pod by itself, and a
+// group whose tree has no root by the group (its cycle says why it waits).
+func TestPodsAreKeyedByTheirRoot(t *testing.T) {
+	objs := tree(2, 2, 2)
+	orphan := builders.GangPodGroup("ml", "orphan", 1)
+	orphan.Spec.ParentCompositePodGroupName = ptr.To("gone")
+	objs = append(objs, orphan, builders.GangPodGroup("ml", "flat", 1))
+	f := newFixture(t, twoNodes, objs...)
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want queue.Key
+	}{
+		{builders.MakePod().Namespace("ml").Name("w1-0").Member("w1").Obj(), queue.TreeKey("ml", "job")},
+		{builders.MakePod().Namespace("ml").Name("o-0").Member("orphan").Obj(), queue.GroupKey("ml", "orphan")},
+		{builders.MakePod().Namespace("ml").Name("f-0").Member("flat").Obj(), queue.GroupKey("ml", "flat")},
+		{builders.MakePod().Namespace("ml").Name("alone").Obj(), queue.PodKey("ml", "alone")},
+	} {
+		if got := f.s.unitKey(tc.pod); got != tc.want {
+			t.Errorf("pod %s: key %v, want %v", tc.pod.Name, got, tc.want)
+		}
+	}
+}
