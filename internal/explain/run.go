@@ -80,7 +80,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	var d decide.Decision
 	var tr *treeRun
 	if parent := parentOf(u); parent != "" {
-		run := st.decideTree(ctx, listComposites(ctx, dyn, u.Group.Namespace), u.Group.Namespace, parent)
+		run := st.decideTree(ctx, st.compositesIn(u.Group.Namespace), u.Group.Namespace, parent)
 		tr = &run
 		r.Tree = run.label
 		if answer, done := treeLeafAnswer(u, run); done {

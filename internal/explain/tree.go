@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,7 +68,7 @@ func RunTree(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 	if err != nil {
 		return nil, err
 	}
-	composites := listComposites(ctx, dyn, ns)
+	composites := st.compositesIn(ns)
 	found := false
 	for _, c := range composites {
 		found = found || c.Name == name
@@ -156,6 +157,20 @@ func (st *state) decideTree(ctx context.Context, composites []*lockv1.CompositeP
 	tr.report = nodeReport(tr.tu.Root, byTree(tr.d), tr.d.Result.Verdicts, unplaced)
 	tr.answer = treeAnswer(tr.label, tr.d)
 	return tr
+}
+
+// compositesIn are the CompositePodGroups of ns that load read, sorted by
+// name (podgroup.ResolveTree orders children itself): explain lists them
+// once.
+func (st *state) compositesIn(ns string) []*lockv1.CompositePodGroup {
+	var out []*lockv1.CompositePodGroup
+	for _, c := range st.composites {
+		if c.Namespace == ns {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // leaf is the placement node of PodGroup name in the decision, nil when
