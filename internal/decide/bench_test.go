@@ -130,7 +130,7 @@ func BenchmarkDecide(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				u := podgroup.Resolve(pg, "ml", pg.Name, pods, nil)
-				d := Decide(ctx, st.Snapshot(ctx, key, 0), st.CEL, Input{Unit: u})
+				d := Decide(ctx, st.Snapshot(ctx, key, 0), st.CEL, Input{Unit: podgroup.Single(u)})
 				if d.Kind != Bind || len(d.Result.Assignments) != tc.size {
 					b.Fatalf("%s: placed %d of %d (%s)", d.Kind, len(d.Result.Assignments), tc.size, d.Summary)
 				}
@@ -165,7 +165,7 @@ func BenchmarkDecideManyGangs(b *testing.B) {
 		b.StartTimer()
 		for _, g := range gangs {
 			u := podgroup.Resolve(g.pg, "ml", g.pg.Name, g.pods, nil)
-			d := Decide(ctx, st.Snapshot(ctx, queue.GroupKey("ml", g.pg.Name).String(), 0), st.CEL, Input{Unit: u})
+			d := Decide(ctx, st.Snapshot(ctx, queue.GroupKey("ml", g.pg.Name).String(), 0), st.CEL, Input{Unit: podgroup.Single(u)})
 			if d.Kind != Bind {
 				b.Fatalf("%s: %s %s", g.pg.Name, d.Kind, d.Summary)
 			}

@@ -1,18 +1,19 @@
 // Package decide is one scheduling decision as a value: from a snapshot and
 // a unit to what should happen — bind these assignments, preempt with this
 // plan, wait for this reason, unschedulable with this summary, or an error.
-// Decide takes a flat unit (a PodGroup or a lone pod, podgroup.Resolve);
-// DecideTree a scheduling tree (podgroup.ResolveTree), placed all or nothing
-// from its root (placement.PlaceTree), each leaf's part readable as a flat
-// decision (TreeDecision.Leaf). Preemption is searched only for what does
-// not fit, through a callback that reads (the candidates, or that an
+// Every unit is a scheduling tree (podgroup.ResolveTree); a flat PodGroup
+// or a lone pod is a tree of one leaf (podgroup.Single), placed exactly as
+// placement.Place places it. Decide places the tree all or nothing from
+// its root (placement.PlaceTree); each leaf's part reads as a single
+// leaf's decision (Decision.Leaf). Preemption is searched only for what
+// does not fit, through a callback that reads (the candidates, or that an
 // earlier preemption is still under way); what the executor must do about
 // an earlier nomination travels in the decision (DropNomination).
 //
 // It writes nothing and keeps no state: the scheduler's executor turns a
 // decision into API writes and exactly one queue transition; explain,
 // simulate, the benchmarks and the golden scenario tests (testdata/) call
-// the same functions.
+// the same function.
 package decide
 
 import (
@@ -57,8 +58,11 @@ const (
 
 // Input is what a decision reads besides the snapshot.
 type Input struct {
-	Unit *podgroup.Unit
-	// Priority is the unit's (its members').
+	// Unit is the unit to place: a scheduling tree (podgroup.ResolveTree),
+	// or a flat PodGroup or lone pod as a tree of one leaf
+	// (podgroup.Single).
+	Unit *podgroup.TreeUnit
+	// Priority is the unit's (its members' lowest).
 	Priority int32
 	// Preemption, when set, is called only for a unit that does not fit,
 	// for what a preemption search needs; nil (or a nil result) means
@@ -85,8 +89,17 @@ type Preemption struct {
 // Decision is what one cycle decided for a unit.
 type Decision struct {
 	Kind Kind
-	// Unit is the unit as placement saw it; Result what placement gave
-	// (assignments for Bind; what did not fit otherwise); Outcome what the
+	// Root is the unit as placement saw it (nil when it waits before
+	// placement): a tree, whose leaves are PodGroups' (or a lone pod's)
+	// units. Nodes maps each of its nodes back to the resolved tree (a
+	// leaf's podgroup.Unit is Nodes[n].Unit). Tree is what placement gave:
+	// each leaf's result, each node's verdict.
+	Root  *placement.TreeNode
+	Nodes map[*placement.TreeNode]*podgroup.Tree
+	Tree  placement.TreeResult
+	// Unit, Result and Outcome are one leaf's: the root's when the unit is
+	// a single leaf, the leaf's in a decision Leaf returns. Result has the
+	// leaf's assignments (Bind) or what did not fit; Outcome what the
 	// result means (placement.Judge): admitted or not, who waits.
 	Unit    placement.Unit
 	Result  placement.Result
@@ -107,45 +120,87 @@ type Decision struct {
 	DropNomination bool
 }
 
-// Decide decides one unit on snap. A unit that is placed stays placed in
-// snap (the caller assumes it); one that is not leaves snap as it found it.
+// Decide decides one unit on snap, all or nothing at its root
+// (placement.PlaceTree; a single leaf is placed as placement.Place places
+// it). A unit that is placed stays placed in snap (the caller assumes it);
+// one that is not leaves snap as it found it, and is offered preemption as
+// a whole.
 func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in Input) Decision {
-	u := in.Unit
-	if u.Waiting != "" {
-		return Decision{Kind: Wait, Reason: u.Waiting, WaitReason: u.WaitReason}
+	t := in.Unit
+	if t.Waiting != "" {
+		return Decision{Kind: Wait, Reason: t.Waiting, WaitReason: t.WaitReason}
 	}
-	members, missing := Members(snap, u)
+	d := Decision{Nodes: map[*placement.TreeNode]*podgroup.Tree{}}
+	root, missing := d.node(snap, t.Root)
 	if missing != "" {
 		return Decision{Kind: Wait, Reason: missing}
 	}
-	pu := placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group), CapacityTypes: podgroup.GroupCapacityTypes(u.Group, podgroup.DefaultCapacityTypes)}
-	if !pu.Topology.IsZero() {
-		pu.Running = Running(snap, u.Placed)
+	d.Root = root
+	res, err := placement.PlaceTree(ctx, snap, dra.New(snap, cache), root)
+	if root.Leaf != nil {
+		d.Unit, d.Result = *root.Leaf, res.Leaves[root]
 	}
-	res, err := placement.Place(ctx, snap, dra.New(snap, cache), pu)
-	d := Decision{Unit: pu, Result: res}
 	if err != nil {
 		d.Kind, d.Err = Error, err
 		return d
 	}
-	d.Outcome = placement.Judge(pu, res)
-	d.Summary = placement.Summary(ctx, snap, cache, d.Outcome)
-	if d.Outcome.Admitted {
+	d.Tree = res
+	if root.Leaf != nil {
+		d.Outcome = placement.Judge(d.Unit, d.Result)
+		d.Summary = placement.Summary(ctx, snap, cache, d.Outcome)
+	} else if !res.Admitted {
+		d.Summary = placement.TreeSummary(ctx, snap, res, root, func(n *placement.TreeNode, r placement.Result) string {
+			return placement.Summary(ctx, snap, cache, placement.Judge(*n.Leaf, r))
+		})
+	}
+	if res.Admitted {
 		// What was placed binds; members that did not fit stay pending
-		// (Outcome.Waiting) and join the incarnation as they fit.
+		// (each leaf's Outcome.Waiting) and join the incarnation as they
+		// fit.
 		d.Kind = Bind
 		return d
 	}
 	// Not admitted: placement left snap as it found it, so preemption
 	// searches the cluster as it is.
 	d.Kind = Unschedulable
-	if who := preemption.Forbidden(u.Group, u.Pending); who != "" {
+	if who := forbidsPreemption(t.Root); who != "" {
 		d.Reason = "preemptionPolicy Never (" + who + "): no preemption"
 		return d
 	}
-	d.Kind, d.Reason, d.Plan, d.DropNomination, d.Err = preempt(ctx, snap, cache, in, preemption.Input{Unit: pu})
+	target := preemption.Input{Tree: root}
+	if root.Leaf != nil {
+		target = preemption.Input{Unit: *root.Leaf}
+	}
+	d.Kind, d.Reason, d.Plan, d.DropNomination, d.Err = preempt(ctx, snap, cache, in, target)
 	return d
 }
+
+// Leaf is the decision of one leaf of d: its unit, result and outcome, as
+// a single leaf's decision has them, and the whole decision's kind,
+// summary, plan and reasons.
+func (d Decision) Leaf(n *placement.TreeNode) Decision {
+	l := d
+	l.Unit, l.Result = *n.Leaf, d.Tree.Leaves[n]
+	l.Outcome = placement.Judge(l.Unit, l.Result)
+	return l
+}
+
+// Leaves are the leaves of the decision's tree, in tree order (none for a
+// unit that waits before placement).
+func (d Decision) Leaves() []*placement.TreeNode {
+	var out []*placement.TreeNode
+	if d.Root != nil {
+		d.Root.Walk(func(n *placement.TreeNode) {
+			if n.Leaf != nil {
+				out = append(out, n)
+			}
+		})
+	}
+	return out
+}
+
+// Assignments are every leaf's assignments.
+func (d Decision) Assignments() []placement.Assignment { return d.Tree.Assignments() }
 
 // preempt searches what a unit (or tree) that does not fit may preempt:
 // target names it, in gives the candidates. Unschedulable with a reason

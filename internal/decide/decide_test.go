@@ -228,7 +228,7 @@ func (r *runner) unit(ud pods) {
 	}
 	snap := r.st.Snapshot(r.ctx, key.String(), ud.Priority)
 	before := fingerprint(snap)
-	d := Decide(r.ctx, snap, r.st.CEL, Input{Unit: u, Priority: ud.Priority, Preemption: r.preemption})
+	d := Decide(r.ctx, snap, r.st.CEL, Input{Unit: podgroup.Single(u), Priority: ud.Priority, Preemption: r.preemption})
 	describe(&r.out, ud.Name, d)
 	if d.Kind != Bind {
 		r.unchanged(ud.Name, d.Kind, before, snap)

@@ -48,7 +48,7 @@ nodePools:
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				u := podgroup.Resolve(pg, "ml", pg.Name, pods, nil)
-				d := Decide(ctx, st.Snapshot(ctx, key, 0), st.CEL, Input{Unit: u})
+				d := Decide(ctx, st.Snapshot(ctx, key, 0), st.CEL, Input{Unit: podgroup.Single(u)})
 				if d.Kind == Bind {
 					b.Fatalf("the huge gang fit: %s", d.Summary)
 				}

@@ -61,7 +61,7 @@ func composite(name, parent string, s treeSpec, i int) *lockv1.CompositePodGroup
 
 // tree decides a scheduling tree unit: its objects are built and added to
 // the cache, the tree resolved (podgroup.RootOf, ResolveTree) and decided
-// (DecideTree).
+// (Decide).
 func (r *runner) tree(ud pods) {
 	var composites []*lockv1.CompositePodGroup
 	var groups []*lockv1.PodGroup
@@ -104,22 +104,22 @@ func (r *runner) tree(ud pods) {
 	tu := podgroup.ResolveTree(root, composites, groups, pods, nil)
 	snap := r.st.Snapshot(r.ctx, queue.GroupKey("ns", root.Name).String(), ud.Priority)
 	before := fingerprint(snap)
-	d := DecideTree(r.ctx, snap, r.st.CEL, TreeInput{Tree: tu, Priority: ud.Priority, Preemption: r.preemption})
+	d := Decide(r.ctx, snap, r.st.CEL, Input{Unit: tu, Priority: ud.Priority, Preemption: r.preemption})
 	describeTree(&r.out, ud.Name, d)
 	if d.Kind != Bind {
 		r.unchanged(ud.Name, d.Kind, before, snap)
 		return
 	}
-	r.assume(d.Result.Assignments())
+	r.assume(d.Assignments())
 }
 
 // describeTree writes a tree decision: its kind, each node's verdict and
 // domain, each leaf's assignments, the summary and reasons.
-func describeTree(out *strings.Builder, name string, d TreeDecision) {
+func describeTree(out *strings.Builder, name string, d Decision) {
 	fmt.Fprintf(out, "%s: %s (tree)\n", name, d.Kind)
 	if d.Root != nil && d.Kind != Wait {
 		d.Root.Walk(func(n *placement.TreeNode) {
-			v, ok := d.Result.Verdicts[n]
+			v, ok := d.Tree.Verdicts[n]
 			if !ok {
 				return
 			}
@@ -133,7 +133,7 @@ func describeTree(out *strings.Builder, name string, d TreeDecision) {
 	var lines []string
 	var asgs []placement.Assignment
 	if d.Kind == Bind {
-		asgs = d.Result.Assignments()
+		asgs = d.Assignments()
 	}
 	if d.Plan != nil {
 		asgs = d.Plan.Placement.Assignments

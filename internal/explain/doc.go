@@ -13,7 +13,7 @@
 // For a CompositePodGroup (RunTree) it explains the scheduling tree the
 // group belongs to: the tree resolved from its root as the scheduler
 // resolves it (podgroup.RootOf, podgroup.ResolveTree), the scheduler's
-// decision for the root (decide.DecideTree) with the root's arithmetic
+// decision for the root (decide.Decide of the tree) with the root's arithmetic
 // (placement.TreeSummary), and each node drawn with its verdict. Any other
 // target whose group hangs in a tree (a PodGroup with a parent, its pod,
 // its job) is answered from that same tree decision (treeRun): the

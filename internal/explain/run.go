@@ -73,8 +73,8 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		return r, nil
 	}
 	members := r.claimStates(st, u)
-	// The scheduler's own decision (decide.Decide, or DecideTree for a
-	// group in a tree: it never decides such a group alone) on the
+	// The scheduler's own decision (decide.Decide of the unit, or of its
+	// tree for a group in a tree: it never decides such a group alone) on the
 	// scheduler's own view of the cycle (cycle.State); evidence reads the
 	// same view again (a unit that fits stays placed in the first).
 	var d decide.Decision
@@ -89,9 +89,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		}
 		d = run.d.Leaf(run.leaf(u.Group.Name))
 	} else {
-		d = decide.Decide(ctx, st.snapshot(ctx, u.key, u.priority), st.cycle.CEL, decide.Input{Unit: u.Unit, Priority: u.priority, Preemption: func() (*decide.Preemption, error) {
-			return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
-		}})
+		d = st.decide(ctx, u.key, podgroup.Single(u.Unit), u.priority)
 	}
 	if d.Kind == decide.Error {
 		r.Answer = fmt.Sprintf("%s cannot be evaluated (SchedulerError): %v", u.label, d.Err)
@@ -179,6 +177,15 @@ func preemptionNote(d decide.Decision) string {
 		out += fmt.Sprintf(" (violating PodDisruptionBudget %s: no other choice)", strings.Join(plan.ViolatedPDBs, ", "))
 	}
 	return out
+}
+
+// decide is the scheduler's decision for the unit (a flat one, or a tree)
+// named key, on the scheduler's view of the cycle (cycle.State), with
+// preemption considered as the scheduler considers it.
+func (st *state) decide(ctx context.Context, key string, tu *podgroup.TreeUnit, prio int32) decide.Decision {
+	return decide.Decide(ctx, st.snapshot(ctx, key, prio), st.cycle.CEL, decide.Input{Unit: tu, Priority: prio, Preemption: func() (*decide.Preemption, error) {
+		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
+	}})
 }
 
 // candidates are the running units, as the scheduler lists them (a victim

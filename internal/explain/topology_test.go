@@ -112,7 +112,7 @@ func topologyCase(t *testing.T, n int, required, preferred []string, device stri
 	}
 	ctx := klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2))))
 	st := &cycle.State{Cache: snapshot.CacheFrom(in), CEL: dra.NewCache(), Clock: clock.RealClock{}}
-	input := decide.Input{Unit: podgroup.Resolve(pg, "ml", "train", pods, nil)}
+	input := decide.Input{Unit: podgroup.Single(podgroup.Resolve(pg, "ml", "train", pods, nil))}
 	if len(priority) > 0 {
 		input.Priority = priority[0]
 		input.Preemption = func() (*decide.Preemption, error) {

@@ -58,7 +58,7 @@ type TreeNodeReport struct {
 }
 
 // RunTree explains the scheduling tree the CompositePodGroup ns/name is
-// part of: the scheduler's own decision for its root (decide.DecideTree on
+// part of: the scheduler's own decision for its root (decide.Decide on
 // the view the scheduler's cycle builds), each node's verdict and the
 // root's arithmetic.
 func RunTree(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, ns, name string) (*TreeReport, error) {
@@ -87,7 +87,7 @@ func RunTree(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 	r.Condition = meta.FindStatusCondition(tr.root.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled)
 	r.Root = tr.report
 	if tr.decided && (tr.d.Kind == decide.Unschedulable || tr.d.Kind == decide.Preempt) {
-		r.Preemption = preemptionNote(decide.Decision{Kind: tr.d.Kind, Plan: tr.d.Plan, Reason: tr.d.Reason})
+		r.Preemption = preemptionNote(tr.d)
 	}
 	return r, nil
 }
@@ -105,7 +105,7 @@ type treeRun struct {
 	// decided: d is the tree's decision (false when nothing is pending or
 	// there is no root).
 	decided bool
-	d       decide.TreeDecision
+	d       decide.Decision
 	answer  string
 	report  *TreeNodeReport
 }
@@ -147,14 +147,12 @@ func (st *state) decideTree(ctx context.Context, composites []*lockv1.CompositeP
 	}
 	key := queue.TreeKey(ns, root.Name).String()
 	tr.decided = true
-	tr.d = decide.DecideTree(ctx, st.snapshot(ctx, key, prio), st.cycle.CEL, decide.TreeInput{Tree: tr.tu, Priority: prio, Preemption: func() (*decide.Preemption, error) {
-		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
-	}})
+	tr.d = st.decide(ctx, key, tr.tu, prio)
 	unplaced := "not reached" // by the search: an earlier sibling or level failed
 	if tr.d.Kind == decide.Wait {
 		unplaced = "not attempted: the tree waits"
 	}
-	tr.report = nodeReport(tr.tu.Root, byTree(tr.d), tr.d.Result.Verdicts, unplaced)
+	tr.report = nodeReport(tr.tu.Root, byTree(tr.d), tr.d.Tree.Verdicts, unplaced)
 	tr.answer = treeAnswer(tr.label, tr.d)
 	return tr
 }
@@ -176,8 +174,8 @@ func (st *state) compositesIn(ns string) []*lockv1.CompositePodGroup {
 // leaf is the placement node of PodGroup name in the decision, nil when
 // the decision has none (the tree waits before placement).
 func (tr treeRun) leaf(name string) *placement.TreeNode {
-	for n, u := range tr.d.Units {
-		if u.Group != nil && u.Group.Name == name {
+	for n, t := range tr.d.Nodes {
+		if t.Unit != nil && t.Unit.Group != nil && t.Unit.Group.Name == name {
 			return n
 		}
 	}
@@ -215,12 +213,12 @@ func listComposites(ctx context.Context, dyn dynamic.Interface, ns string) []*lo
 }
 
 // treeAnswer words the scheduler's decision for the tree.
-func treeAnswer(tree string, d decide.TreeDecision) string {
+func treeAnswer(tree string, d decide.Decision) string {
 	switch d.Kind {
 	case decide.Wait:
 		return fmt.Sprintf("%s is waiting: %s", tree, d.Reason)
 	case decide.Bind:
-		return fmt.Sprintf("%s fits now (%d pods placeable): the scheduler places it on its next attempt", tree, len(d.Result.Assignments()))
+		return fmt.Sprintf("%s fits now (%d pods placeable): the scheduler places it on its next attempt", tree, len(d.Assignments()))
 	case decide.Error:
 		return fmt.Sprintf("%s cannot be evaluated (SchedulerError): %v", tree, d.Err)
 	}
@@ -228,7 +226,7 @@ func treeAnswer(tree string, d decide.TreeDecision) string {
 }
 
 // byTree maps the decision's placement nodes back to the tree's.
-func byTree(d decide.TreeDecision) map[*podgroup.Tree]*placement.TreeNode {
+func byTree(d decide.Decision) map[*podgroup.Tree]*placement.TreeNode {
 	out := map[*podgroup.Tree]*placement.TreeNode{}
 	for n, t := range d.Nodes {
 		out[t] = n

@@ -101,6 +101,9 @@ func SimulateTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 }
 
 func placeTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, root *TreeNode, dry bool) (TreeResult, error) {
+	if root.Leaf != nil {
+		return placeLeaf(ctx, snap, alloc, root, dry)
+	}
 	p := &treePlacer{ctx: ctx, snap: snap, alloc: alloc, j: &journal{}, budget: treeBudget,
 		leaves: map[*TreeNode]Result{}, verdicts: map[*TreeNode]Verdict{}, failed: map[*TreeNode]Result{},
 		most: map[*TreeNode]Verdict{},
@@ -129,6 +132,25 @@ func placeTree(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocato
 		p.j.rewind(0)
 	}
 	return res, nil
+}
+
+// placeLeaf places a tree that is one leaf — a flat PodGroup, or a lone
+// pod — exactly as Place does: in its own topology's domains over the
+// whole cluster (there is no parent domain to stay in), admitted when
+// Judge says so.
+func placeLeaf(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, root *TreeNode, dry bool) (TreeResult, error) {
+	res, err := place(ctx, snap, alloc, *root.Leaf, dry, nil)
+	if err != nil {
+		return TreeResult{}, err
+	}
+	admitted := Judge(*root.Leaf, res).Admitted
+	out := TreeResult{Admitted: admitted, Leaves: map[*TreeNode]Result{root: res},
+		Verdicts:        map[*TreeNode]Verdict{root: {Counts: admitted, Domain: res.Domain}},
+		SearchExhausted: !admitted && res.SearchExhausted}
+	if !admitted {
+		out.Failed = map[*TreeNode]Result{root: res}
+	}
+	return out, nil
 }
 
 // treePlacer is one tree's search. leaves and verdicts are the current

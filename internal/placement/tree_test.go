@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"sort"
 	"testing"
 
@@ -218,4 +219,93 @@ func TestTreeBasicLeafHasNoMinimum(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A flat unit is a tree of one leaf: PlaceTree of that tree places it
+// exactly as Place does — the same assignments, the same failures and
+// domain, the same admission (Judge's) and the same snapshot afterwards —
+// for gangs that fit, that do not, with required and preferred topology,
+// and for a basic group of which nothing fits (not admitted, where a leaf
+// under a composite counts with nothing).
+func TestSingleLeafTreeIsPlacedAsPlace(t *testing.T) {
+	rack := topology.Constraint{Required: []string{"rack"}}
+	for _, tc := range []struct {
+		name string
+		unit func(in *snapshot.Input) Unit
+	}{
+		{"gang fits", func(in *snapshot.Input) Unit {
+			return Unit{Members: gpuGang(in, "g", 6, "1"), MinCount: 6, Gang: true}
+		}},
+		{"gang too big", func(in *snapshot.Input) Unit {
+			return Unit{Members: gpuGang(in, "g", 20, "1"), MinCount: 20, Gang: true}
+		}},
+		{"gang in one rack", func(in *snapshot.Input) Unit {
+			return Unit{Members: gpuGang(in, "g", 4, "1"), MinCount: 4, Gang: true, Topology: rack}
+		}},
+		{"gang no rack holds", func(in *snapshot.Input) Unit {
+			return Unit{Members: gpuGang(in, "g", 10, "1"), MinCount: 10, Gang: true, Topology: rack}
+		}},
+		{"elastic gang, preferred rack in a zone", func(in *snapshot.Input) Unit {
+			return Unit{Members: gpuGang(in, "g", 8, "1"), MinCount: 4, Gang: true,
+				Topology: topology.Constraint{Required: []string{"zone"}, Preferred: []string{"rack"}}}
+		}},
+		{"basic, partly fits", func(in *snapshot.Input) Unit {
+			return Unit{Members: gpuGang(in, "g", 20, "1"), MinCount: 1}
+		}},
+		{"basic, nothing fits", func(in *snapshot.Input) Unit {
+			return Unit{Members: gpuGang(in, "g", 2, "64"), MinCount: 1}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			in := cluster(t, twoRacks)
+			takeGPUs(&in, "a-0", 2)
+			u := tc.unit(&in)
+
+			flat := snapshot.New(in)
+			want, err := Place(ctx, flat, dra.New(flat, dra.NewCache()), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := snapshot.New(in)
+			root := &TreeNode{Name: "PodGroup ns/g", Leaf: &u}
+			got, err := PlaceTree(ctx, snap, dra.New(snap, dra.NewCache()), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := Judge(u, want).Admitted; got.Admitted != a {
+				t.Errorf("admitted %t, Place's unit is %t", got.Admitted, a)
+			}
+			if diff := cmp.Diff(describeResult(want), describeResult(got.Leaves[root])); diff != "" {
+				t.Errorf("the leaf's result differs from Place's (-Place,+PlaceTree):\n%s", diff)
+			}
+			if diff := cmp.Diff(usage(flat), usage(snap)); diff != "" {
+				t.Errorf("the snapshot differs afterwards (-Place,+PlaceTree):\n%s", diff)
+			}
+		})
+	}
+}
+
+// describeResult is a result as comparable text: each assignment, each
+// failure's diagnosis, the domain, how many fit and whether the search ran
+// out.
+func describeResult(r Result) []string {
+	var out []string
+	for _, a := range r.Assignments {
+		out = append(out, a.Pod.Name+" → "+a.Node)
+	}
+	for _, f := range r.Unplaced {
+		out = append(out, f.Pod.Name+": "+f.Diagnosis.String())
+	}
+	sort.Strings(out)
+	return append(out, "domain "+r.Domain, fmt.Sprintf("placeable %d, exhausted %t", r.Placeable, r.SearchExhausted))
+}
+
+// usage is what each node of snap has taken: CPU and free devices.
+func usage(snap *snapshot.Snapshot) []string {
+	var out []string
+	for _, ni := range snap.Nodes {
+		out = append(out, fmt.Sprintf("%s cpu=%d free=%d", ni.Node.Name, ni.Requested.MilliCPU, ni.FreeDevices()))
+	}
+	return out
 }

@@ -19,13 +19,18 @@ type Tree struct {
 	Children  []*Tree
 }
 
-// Name is how messages name the node: "CompositePodGroup ns/name" or
-// "PodGroup ns/name".
+// Name is how messages name the node: "CompositePodGroup ns/name",
+// "PodGroup ns/name", or for a lone pod "pod ns/name".
 func (t *Tree) Name() string {
-	if t.Composite != nil {
+	switch {
+	case t.Composite != nil:
 		return "CompositePodGroup " + t.Composite.Namespace + "/" + t.Composite.Name
+	case t.Unit.Group != nil:
+		return "PodGroup " + t.Unit.Group.Namespace + "/" + t.Unit.Group.Name
+	case len(t.Unit.Pods) > 0:
+		return "pod " + t.Unit.Pods[0].Namespace + "/" + t.Unit.Pods[0].Name
 	}
-	return "PodGroup " + t.Unit.Group.Namespace + "/" + t.Unit.Group.Name
+	return "pod"
 }
 
 // Walk calls f for t and every node under it, parents first.
@@ -83,6 +88,21 @@ type TreeUnit struct {
 	// Waiting explains why the tree waits ("" if it can be attempted);
 	// WaitReason is the condition reason for it.
 	Waiting, WaitReason string
+}
+
+// Single is a flat unit — a PodGroup outside any tree, or a lone pod — as
+// the tree it is: one leaf, waiting when the unit does.
+func Single(u *Unit) *TreeUnit {
+	return &TreeUnit{Root: &Tree{Unit: u}, Waiting: u.Waiting, WaitReason: u.WaitReason}
+}
+
+// Flat is the unit of a tree that is one leaf; nil for a tree of
+// CompositePodGroups.
+func (t *TreeUnit) Flat() *Unit {
+	if t.Root.Composite != nil {
+		return nil
+	}
+	return t.Root.Unit
 }
 
 // CompositeGang reports whether a CompositePodGroup admits its children

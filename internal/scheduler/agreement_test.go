@@ -19,12 +19,12 @@ import (
 // without preemption (what explain's answer must match).
 func (f *fixture) decideNow(k queue.Key) decide.Decision {
 	f.t.Helper()
-	u, err := f.s.resolveUnit(k)
+	u, err := f.s.resolve(k)
 	if err != nil || u == nil {
 		f.t.Fatalf("resolving %s: %v", k, err)
 	}
 	prio, _ := f.s.order(k)
-	return decide.Decide(f.ctx, f.s.state.Snapshot(f.ctx, k.String(), prio), f.s.state.CEL, decide.Input{Unit: u.Unit, Priority: prio})
+	return decide.Decide(f.ctx, f.s.state.Snapshot(f.ctx, k.String(), prio), f.s.state.CEL, decide.Input{Unit: u.tree, Priority: prio})
 }
 
 // explainGroup runs `lockstep explain podgroup` against the fixture's API.

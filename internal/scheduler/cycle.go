@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -17,47 +18,77 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
-// unit is a queue key resolved against the caches (podgroup.Resolve); for
-// a tree (podgroup.ResolveTree), tree and its root are set and Unit is
-// empty.
+// unit is a queue key resolved against the caches: the tree it places
+// (podgroup.ResolveTree; a flat PodGroup or a lone pod is a tree of one
+// leaf, podgroup.Single) and, for a tree of CompositePodGroups, its root.
 type unit struct {
-	key queue.Key
-	*podgroup.Unit
+	key  queue.Key
 	tree *podgroup.TreeUnit
 	root *lockv1.CompositePodGroup
 }
 
-// records reports whether the unit's group keeps incarnations (Lockstep's
-// PodGroups; the in-tree API has no such status).
-func (u *unit) records() bool { return u.Group != nil && !podgroup.Upstream(u.Group) }
+// group is one leaf of a unit as its reports see it: a PodGroup's (or a
+// lone pod's) members, under the unit's key and root.
+type group struct {
+	key queue.Key
+	*podgroup.Unit
+	root *lockv1.CompositePodGroup
+}
 
-// scheduleOne runs one cycle for a unit and reports the outcome to the queue.
-func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
-	if it.Key.Kind == queue.Tree {
-		s.scheduleTree(ctx, it)
-		return
+// leaves are the unit's groups, in tree order.
+func (u *unit) leaves() []*group {
+	var out []*group
+	for _, l := range u.tree.Root.Leaves() {
+		out = append(out, &group{key: u.key, Unit: l, root: u.root})
 	}
+	return out
+}
+
+// idle reports whether the unit has nothing to place and nothing to say:
+// no member pending, and no wait to report — a flat group (or pod) waits
+// silently until it has members to place or gated ones (a group with no
+// pods yet is not written), a tree says on its root why it waits.
+func (u *unit) idle() bool {
+	if f := u.tree.Flat(); f != nil {
+		return len(f.Pending) == 0 && f.Gated == 0
+	}
+	return u.tree.Waiting == "" && u.tree.Root.Pending() == 0
+}
+
+// records reports whether the group keeps incarnations (Lockstep's
+// PodGroups; the in-tree API has no such status).
+func (g *group) records() bool { return g.Group != nil && !podgroup.Upstream(g.Group) }
+
+// scheduleOne runs one cycle for a unit — a flat group, a lone pod or a
+// scheduling tree, all by the same path — and reports the outcome to the
+// queue.
+func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	k := it.Key
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "unit", k)
 	ctx = klog.NewContext(ctx, logger)
 	start := s.clock.Now()
-	u, err := s.resolveUnit(k)
+	u, err := s.resolve(k)
 	if err != nil {
 		logger.Error(err, "Resolving unit")
 		s.queue.Retry(k)
 		return
 	}
-	if u != nil && len(u.Pending) == 0 && u.records() && podgroup.Unrecorded(u.Group.Status.Incarnation, u.Pods) > 0 {
-		// Bound members nobody recorded: a crash between binding and
-		// recording, or a group bound before incarnations existed.
-		s.recordIncarnation(ctx, u, nil)
+	if u == nil {
+		s.state.Cache.DropNomination(k.String())
+		s.queue.Done(k)
+		return
 	}
-	if u != nil && len(u.Pending) == 0 {
+	for _, g := range u.leaves() {
+		if g.records() && len(g.Pending) == 0 && podgroup.Unrecorded(g.Group.Status.Incarnation, g.Pods) > 0 {
+			// Bound members nobody recorded: a crash between binding and
+			// recording, or a group bound before incarnations existed.
+			s.recordIncarnation(ctx, g, nil)
+		}
+	}
+	if u.tree.Root.Pending() == 0 {
 		s.reportBound(ctx, u)
 	}
-	// Nothing to place: done — unless members wait for their gates, which
-	// the group's condition says (a group with no pods yet is not written).
-	if u == nil || len(u.Pending) == 0 && u.Gated == 0 {
+	if u.idle() {
 		s.state.Cache.DropNomination(k.String())
 		s.queue.Done(k)
 		return
@@ -65,11 +96,11 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	nc := s.checkNomination(k) // before the snapshot: see checkNomination
 	decideStart := s.clock.Now()
 	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
-	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.Unit, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
+	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.tree, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
 		return s.preemptionInput(ctx, u, nc)
 	}})
 	s.metrics.AlgorithmDuration.Observe(s.clock.Since(decideStart).Seconds())
-	logger.V(1).Info("Decided", "decision", d.Kind, "pending", len(u.Pending), "bound", u.Bound, "placed", len(d.Result.Assignments), "placeable", d.Result.Placeable, "took", s.clock.Since(start))
+	logger.V(1).Info("Decided", "decision", d.Kind, "pending", u.tree.Root.Pending(), "placed", len(d.Assignments()), "took", s.clock.Since(start))
 	s.execute(ctx, u, d, start, it.Priority)
 }
 
@@ -81,11 +112,11 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 	switch d.Kind {
 	case decide.Wait:
 		logger.V(2).Info("Unit waits", "reason", d.Reason)
-		s.reportWaiting(ctx, u, d.Reason, d.WaitReason)
+		s.reportWaiting(ctx, u, d)
 		// Pod, claim and PodGroup events bring the unit back.
 		s.queue.Wait(k)
 	case decide.Error:
-		s.observe(start, metrics.ResultError)
+		s.observe(u, start, metrics.ResultError)
 		s.reportError(ctx, u, d.Err)
 		if d.MissingClaim() {
 			s.queue.Wait(k)
@@ -96,17 +127,17 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		// The binding cycle: the writes run while the next units are
 		// decided; the unit stays in flight until they are done. The
 		// placement is assumed first, so those cycles see it taken.
-		s.binder.assume(d.Result.Assignments)
+		s.binder.assume(d.Assignments())
 		s.state.Cache.DropNomination(k.String())
-		s.goBind(ctx, func(ctx context.Context) { s.bindUnit(ctx, u, d, start) })
+		s.goBind(ctx, func(ctx context.Context) { s.bind(ctx, u, d, start) })
 	default: // Unschedulable, Preempt
 		if d.DropNomination {
 			s.state.Cache.DropNomination(k.String())
 		}
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
-		s.reportPlaced(ctx, u, d, note)
-		s.observe(start, metrics.ResultUnschedulable)
-		s.countDeviceFailures(d.Outcome)
+		s.reportUnplaced(ctx, u, d, note)
+		s.observe(u, start, metrics.ResultUnschedulable)
+		s.countDeviceFailures(d)
 		if victimsGoing {
 			// Pod and claim events announce the victims' departure.
 			s.queue.WaitFor(k, victimPoll)
@@ -116,33 +147,58 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 	}
 }
 
-// bindUnit is a unit's binding cycle: the bindings, the incarnation, the
-// statuses and events, and the queue transition.
-func (s *Scheduler) bindUnit(ctx context.Context, u *unit, d decide.Decision, start time.Time) {
+// bind is a unit's binding cycle: the bindings, each group's incarnation
+// and status, each composite's condition, events, and the queue
+// transition.
+func (s *Scheduler) bind(ctx context.Context, u *unit, d decide.Decision, start time.Time) {
 	logger := klog.FromContext(ctx)
 	k := u.key
-	bound, err := s.binder.bind(ctx, d.Result.Assignments)
-	if len(bound) > 0 && u.records() {
-		// Record what is bound even when part failed: the next cycle
-		// binds the rest into the same incarnation, and if it cannot,
-		// the integrity controller sees a gang short of minCount.
-		s.recordIncarnation(ctx, u, bound)
+	bound, err := s.binder.bind(ctx, d.Assignments())
+	boundUIDs := make(map[types.UID]bool, len(bound))
+	for _, p := range bound {
+		boundUIDs[p.UID] = true
+	}
+	leaves := d.Leaves()
+	for _, n := range leaves {
+		g := &group{key: k, Unit: d.Nodes[n].Unit, root: u.root}
+		var mine []*corev1.Pod
+		for _, a := range d.Tree.Leaves[n].Assignments {
+			if boundUIDs[a.Pod.UID] {
+				mine = append(mine, a.Pod)
+			}
+		}
+		if len(mine) > 0 && g.records() {
+			// Record what is bound even when part failed: the next cycle
+			// binds the rest into the same incarnation, and if it cannot,
+			// the integrity controller sees a gang short of minCount.
+			s.recordIncarnation(ctx, g, mine)
+		}
 	}
 	if err != nil {
-		s.observe(start, metrics.ResultError)
+		s.observe(u, start, metrics.ResultError)
 		s.metrics.WriteErrors.WithLabelValues(writeKind(err)).Inc()
 		logger.Error(err, "Binding failed; unit requeued")
 		s.reportError(ctx, u, err)
 		s.queue.Retry(k)
 		return
 	}
-	s.reportPlaced(ctx, u, d, "")
-	s.observe(start, metrics.ResultScheduled)
-	if !d.Outcome.Complete() {
-		s.countDeviceFailures(d.Outcome)
-		s.queue.Unschedulable(k)
-	} else {
+	complete := true
+	for _, n := range leaves {
+		g, ld := &group{key: k, Unit: d.Nodes[n].Unit, root: u.root}, d.Leaf(n)
+		if ld.Outcome.Admitted {
+			s.groupPlaced(ctx, g, ld, "")
+		}
+		if !ld.Outcome.Complete() && len(g.Pending) > 0 {
+			complete = false
+		}
+	}
+	s.reportComposites(ctx, u, d, len(bound))
+	s.observe(u, start, metrics.ResultScheduled)
+	if complete {
 		s.queue.Done(k)
+	} else {
+		s.countDeviceFailures(d)
+		s.queue.Unschedulable(k)
 	}
 }
 
@@ -168,24 +224,25 @@ func (s *Scheduler) goBind(ctx context.Context, f func(context.Context)) {
 // checks on its victims again.
 const victimPoll = 5 * time.Second
 
-func (s *Scheduler) observe(start time.Time, result string) {
+// observe records a unit's attempt (a tree's also as a tree's).
+func (s *Scheduler) observe(u *unit, start time.Time, result string) {
 	s.metrics.Attempts.WithLabelValues(result).Inc()
 	s.metrics.AttemptDuration.WithLabelValues(result).Observe(s.clock.Since(start).Seconds())
+	if u.root != nil {
+		s.metrics.TreeAttempts.WithLabelValues(result).Inc()
+	}
 }
 
-// observeTree records a tree's attempt, as a unit's and as a tree's.
-func (s *Scheduler) observeTree(start time.Time, result string) {
-	s.observe(start, result)
-	s.metrics.TreeAttempts.WithLabelValues(result).Inc()
-}
-
-// countDeviceFailures counts, once per class, units that failed on devices.
-func (s *Scheduler) countDeviceFailures(o placement.Outcome) {
+// countDeviceFailures counts, once per class, units that failed on
+// devices (in any of their leaves).
+func (s *Scheduler) countDeviceFailures(d decide.Decision) {
 	classes := map[string]bool{}
-	for _, f := range o.Waiting {
-		if f.Diagnosis.Reasons[placement.ReasonDevices] > 0 {
-			for _, c := range f.Diagnosis.DeviceClasses {
-				classes[c] = true
+	for _, n := range d.Leaves() {
+		for _, f := range d.Leaf(n).Outcome.Waiting {
+			if f.Diagnosis.Reasons[placement.ReasonDevices] > 0 {
+				for _, c := range f.Diagnosis.DeviceClasses {
+					classes[c] = true
+				}
 			}
 		}
 	}
@@ -207,9 +264,14 @@ func writeKind(err error) string {
 	return "binding"
 }
 
-// resolveUnit reads a unit from the caches; nil means nothing to do.
-func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
-	if k.Kind == queue.Pod {
+// resolve reads the unit k names from the caches — a lone pod, a flat
+// PodGroup, or the tree rooted at a CompositePodGroup; nil means nothing
+// to do (gone, or placed with another unit).
+func (s *Scheduler) resolve(k queue.Key) (*unit, error) {
+	switch k.Kind {
+	case queue.Tree:
+		return s.resolveTree(k)
+	case queue.Pod:
 		p, err := s.listers.pods.Pods(k.Namespace).Get(k.Name)
 		if err != nil {
 			return nil, ignoreNotFound(err)
@@ -220,7 +282,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 			// placed with its group, never alone.
 			return nil, nil
 		}
-		return &unit{key: k, Unit: podgroup.ResolvePod(p, s.assumedNode)}, nil
+		return &unit{key: k, tree: podgroup.Single(podgroup.ResolvePod(p, s.assumedNode))}, nil
 	}
 	pods, err := s.groupPods(k.Namespace, k.Name)
 	if err != nil {
@@ -230,7 +292,7 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	u := &unit{key: k, Unit: podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode)}
+	g := podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode)
 	if parent := podgroup.ParentOf(pg); parent != "" {
 		// A group of a tree is placed with its tree, never alone; while
 		// its tree has no root, it waits, saying why.
@@ -239,9 +301,9 @@ func (s *Scheduler) resolveUnit(k queue.Key) (*unit, error) {
 			s.queue.Add(queue.TreeKey(k.Namespace, root.Name))
 			return nil, nil
 		}
-		u.Waiting, u.WaitReason = why, reason
+		g.Waiting, g.WaitReason = why, reason
 	}
-	return u, nil
+	return &unit{key: k, tree: podgroup.Single(g)}, nil
 }
 
 // groupPods are the pods that name group ns/name, from the pod cache.

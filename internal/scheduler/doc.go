@@ -5,6 +5,13 @@
 // evictions and a nomination), PodGroup conditions, pod conditions and
 // events, and exactly one queue transition.
 //
+// One path. Every unit is a scheduling tree: a lone pod or a flat
+// PodGroup is a tree of one leaf, a CompositePodGroup's tree is keyed by
+// its root (pods and groups map to that key through the caches, unitKey).
+// resolve reads it, scheduleOne decides it, execute and bind carry the
+// decision out; the reports write each group's conditions as a flat
+// group's and, for a tree, each composite's.
+//
 // Crash safety. Writes for a unit go in phases, each finished for every
 // member before the next starts: volumes (PersistentVolume bindings), then
 // claims (claims for extended resources created; every allocation and

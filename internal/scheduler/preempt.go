@@ -38,36 +38,39 @@ const (
 // waits for them before the preemptor plans again.
 const nominationSlack = 60 * time.Second
 
-// name is how events name the unit.
+// name is how events name the unit: its tree's root, its PodGroup, or its
+// pod.
 func (u *unit) name() string {
-	switch {
-	case u.root != nil:
+	if u.root != nil {
 		return fmt.Sprintf("CompositePodGroup %s/%s", u.root.Namespace, u.root.Name)
-	case u.Group != nil:
-		return fmt.Sprintf("PodGroup %s/%s", u.Group.Namespace, u.Group.Name)
 	}
-	return fmt.Sprintf("pod %s/%s", u.Pending[0].Namespace, u.Pending[0].Name)
+	return u.tree.Root.Name()
 }
 
 // object is what the unit's events are about: its tree's root, its
 // PodGroup, or its pod.
 func (u *unit) object() runtime.Object {
+	f := u.tree.Flat()
 	switch {
 	case u.root != nil:
 		return u.root
-	case u.Group != nil:
-		return u.Group
+	case f.Group != nil:
+		return f.Group
 	}
-	return u.Pending[0]
+	return f.Pending[0]
 }
 
-// pending counts the members the unit places (a tree's, every leaf's).
-func (u *unit) pending() int {
-	if u.tree != nil {
-		return u.tree.Root.Pending()
+// related is the unit's root or PodGroup as an event's related object;
+// nil (not a typed nil) for a lone pod.
+func (u *unit) related() runtime.Object {
+	if f := u.tree.Flat(); f != nil && f.Group == nil {
+		return nil
 	}
-	return len(u.Pending)
+	return u.object()
 }
+
+// pending counts the members the unit places (in every leaf).
+func (u *unit) pending() int { return u.tree.Root.Pending() }
 
 // preempt carries out the preemption part of a decision for a unit that
 // did not fit: it evicts the plan's victims and nominates the unit for

@@ -135,7 +135,7 @@ func TestNominationIsJudgedBeforeTheSnapshot(t *testing.T) {
 	f.waitFor("the victims' claims gone", func() bool {
 		return len(f.s.victimsLeft(f.s.state.Cache.Nomination(k.String()))) == 0
 	})
-	u, err := f.s.resolveUnit(k)
+	u, err := f.s.resolve(k)
 	if err != nil || u == nil {
 		t.Fatalf("resolving the unit: %v", err)
 	}

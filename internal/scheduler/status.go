@@ -26,27 +26,48 @@ const (
 	eventWaiting          = "WaitingForPodGroup"
 )
 
-func (s *Scheduler) reportWaiting(ctx context.Context, u *unit, why, reason string) {
-	if u.Group == nil {
-		for _, p := range u.Pending {
+// reportWaiting writes why a unit waits before placement: a flat group's
+// condition (a lone pod's event); for a tree, its root's condition and the
+// condition of each group that waits on its own.
+func (s *Scheduler) reportWaiting(ctx context.Context, u *unit, d decide.Decision) {
+	if f := u.tree.Flat(); f != nil {
+		s.groupWaiting(ctx, &group{key: u.key, Unit: f}, d.Reason, d.WaitReason)
+		return
+	}
+	s.setCompositeCondition(ctx, u.root, metav1.ConditionFalse, waitReason(d.WaitReason), d.Reason)
+	for _, g := range u.leaves() {
+		if g.Waiting != "" {
+			s.groupWaiting(ctx, g, g.Waiting, g.WaitReason)
+		}
+	}
+}
+
+func (s *Scheduler) groupWaiting(ctx context.Context, g *group, why, reason string) {
+	if g.Group == nil {
+		for _, p := range g.Pending {
 			s.recorder.Eventf(p, nil, corev1.EventTypeNormal, eventWaiting, "Scheduling", why)
 		}
 		return
 	}
-	if reason == "" {
-		reason = lockv1.PodGroupReasonWaitingForPods
-	}
-	s.setCondition(ctx, u.Group, metav1.ConditionFalse, reason, why)
+	s.setCondition(ctx, g.Group, metav1.ConditionFalse, waitReason(reason), why)
 }
 
+// reportError writes that the unit could not be decided or bound: on its
+// root (a tree's), its PodGroup, or its pod.
 func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 	msg := "scheduler error: " + err.Error()
-	if u.Group != nil {
-		s.setCondition(ctx, u.Group, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
-		s.recorder.Eventf(u.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
+	if u.root != nil {
+		s.setCompositeCondition(ctx, u.root, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
+		s.recorder.Eventf(u.root, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
 		return
 	}
-	for _, p := range u.Pending {
+	g := &group{key: u.key, Unit: u.tree.Flat()}
+	if g.Group != nil {
+		s.setCondition(ctx, g.Group, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
+		s.recorder.Eventf(g.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", msg)
+		return
+	}
+	for _, p := range g.Pending {
 		// The condition carries the current message (events with the same
 		// reason are folded into a series that keeps the first note).
 		if s.podStatus.set(p, podReasonSchedulerError, msg, p.Status.NominatedNodeName) {
@@ -59,11 +80,23 @@ func (s *Scheduler) reportError(ctx context.Context, u *unit, err error) {
 // that could not be scheduled because of an error.
 const podReasonSchedulerError = "SchedulerError"
 
-// reportPlaced writes what a decision means for the unit (its Outcome):
-// the PodGroup condition, a pod condition for each member left pending,
-// and events. note (preemption's outcome) is appended to the message of a
-// unit that did not fit.
-func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, d decide.Decision, note string) {
+// reportUnplaced writes what a decision that admits nothing means (it
+// does not fit, or preempts): for a flat unit its group's and pods'
+// conditions (groupPlaced), for a tree its composites', groups' and pods'
+// (reportTree). note (preemption's outcome) is appended to the message.
+func (s *Scheduler) reportUnplaced(ctx context.Context, u *unit, d decide.Decision, note string) {
+	if f := u.tree.Flat(); f != nil {
+		s.groupPlaced(ctx, &group{key: u.key, Unit: f}, d, note)
+		return
+	}
+	s.reportTree(ctx, u, d, note)
+}
+
+// groupPlaced writes what a decision means for one group (its leaf's
+// Outcome): the PodGroup condition, a pod condition for each member left
+// pending, and events. note (preemption's outcome) is appended to the
+// message of a group that did not fit.
+func (s *Scheduler) groupPlaced(ctx context.Context, g *group, d decide.Decision, note string) {
 	o := d.Outcome
 	for _, a := range d.Result.Assignments {
 		s.recorder.Eventf(a.Pod, nil, corev1.EventTypeNormal, eventScheduled, "Binding", "Successfully assigned %s/%s to %s", a.Pod.Namespace, a.Pod.Name, a.Node)
@@ -73,51 +106,64 @@ func (s *Scheduler) reportPlaced(ctx context.Context, u *unit, d decide.Decision
 		msg += "; " + note
 	}
 	if len(o.Waiting) > 0 {
-		nominated := s.nominatedNodes(u.key)
+		nominated := s.nominatedNodes(g.key)
 		for _, f := range o.Waiting {
-			pm := podMessage(u, d, f, note)
+			pm := podMessage(g, d, f, note)
 			// Condition and event only when the pod's message changes: a
 			// unit retried for an hour writes nothing new.
 			if s.setPodUnschedulable(f.Pod, pm, nominated[f.Pod.UID]) {
-				s.recorder.Eventf(f.Pod, u.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", pm)
+				s.recorder.Eventf(f.Pod, g.related(), corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", pm)
 			}
 		}
 	}
-	if u.Group == nil {
+	if g.Group == nil {
 		return
 	}
 	if o.Admitted {
-		placed := u.Bound + len(d.Result.Assignments)
-		s.setCondition(ctx, u.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, o.Total, u.MinCount()))
-		s.recorder.Eventf(u.Group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(d.Result.Assignments), placed, o.Total)
+		placed := g.Bound + len(d.Result.Assignments)
+		s.setCondition(ctx, g.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, o.Total, g.MinCount()))
+		s.recorder.Eventf(g.Group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(d.Result.Assignments), placed, o.Total)
 		return
 	}
-	s.setCondition(ctx, u.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
-	s.recorder.Eventf(u.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
+	s.setCondition(ctx, g.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
+	s.recorder.Eventf(g.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
 }
 
-// reportBound writes the condition a group with nothing pending has earned
-// when no one wrote it — a scheduler that died between binding the group
-// and writing its status: InitiallyScheduled=True once its bound members
-// reach minCount. A condition that is True already is left as it is, so a
-// running gang costs no write.
+// reportBound writes the conditions a unit with nothing pending has earned
+// when no one wrote them — a scheduler that died between binding the unit
+// and writing its status: each group's InitiallyScheduled=True once its
+// bound members reach minCount, each composite's once its children meet
+// its minGroupCount. A condition that is True already is left as it is,
+// so a running unit costs no write.
 func (s *Scheduler) reportBound(ctx context.Context, u *unit) {
-	if u.Group == nil || u.Bound == 0 || u.Bound < u.MinCount() || meta.IsStatusConditionTrue(u.Group.Status.Conditions, lockv1.PodGroupInitiallyScheduled) {
-		return
-	}
-	s.setCondition(ctx, u.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-		fmt.Sprintf("%d of %d pods placed (minCount %d)", u.Bound, len(u.Members), u.MinCount()))
+	u.tree.Root.Walk(func(n *podgroup.Tree) {
+		if g := n.Unit; g != nil {
+			if g.Group == nil || g.Bound == 0 || g.Bound < g.MinCount() || meta.IsStatusConditionTrue(g.Group.Status.Conditions, lockv1.PodGroupInitiallyScheduled) {
+				return
+			}
+			s.setCondition(ctx, g.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+				fmt.Sprintf("%d of %d pods placed (minCount %d)", g.Bound, len(g.Members), g.MinCount()))
+			return
+		}
+		whole, counted, of := n.BoundWhole()
+		if !whole || meta.IsStatusConditionTrue(n.Composite.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled) {
+			return
+		}
+		_, need := podgroup.CompositeGang(n.Composite)
+		s.setCompositeCondition(ctx, n.Composite, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+			fmt.Sprintf("%d of %d groups placed (minGroupCount %d)", counted, of, max(need, 1)))
+	})
 }
 
-// related is the group as an event's related object; nil (not a typed nil)
-// for a lone pod.
-func (u *unit) related() runtime.Object {
+// related is the group's tree root or PodGroup as an event's related
+// object; nil (not a typed nil) for a lone pod.
+func (g *group) related() runtime.Object {
 	switch {
-	case u.root != nil:
-		return u.root
-	case u.Group != nil:
-		return u.Group
+	case g.root != nil:
+		return g.root
+	case g.Group != nil:
+		return g.Group
 	}
 	return nil
 }
@@ -129,19 +175,19 @@ func (u *unit) related() runtime.Object {
 // gang of thousands is not rewritten pod by pod as nodes fill and drain:
 // a gang below minCount speaks for the whole gang; a member that waits on
 // its own (a basic group's, a gang's beyond minCount) gives its own cause.
-func podMessage(u *unit, d decide.Decision, f placement.Failure, note string) string {
+func podMessage(g *group, d decide.Decision, f placement.Failure, note string) string {
 	o := d.Outcome
 	switch {
-	case u.Group == nil && note != "":
+	case g.Group == nil && note != "":
 		return f.Diagnosis.String() + "; " + note
-	case u.Group == nil:
+	case g.Group == nil:
 		return f.Diagnosis.String()
-	case u.Gang() && (!o.MinCountMet() || f.ForGang()):
-		return fmt.Sprintf("PodGroup %s: %s", u.Group.Name, gangCause(d))
-	case u.Gang():
-		return fmt.Sprintf("PodGroup %s has reached minCount %d; this pod joins it when it fits: %s", u.Group.Name, o.MinCount, f.Diagnosis.Causes())
+	case g.Gang() && (!o.MinCountMet() || f.ForGang()):
+		return fmt.Sprintf("PodGroup %s: %s", g.Group.Name, gangCause(d))
+	case g.Gang():
+		return fmt.Sprintf("PodGroup %s has reached minCount %d; this pod joins it when it fits: %s", g.Group.Name, o.MinCount, f.Diagnosis.Causes())
 	}
-	return fmt.Sprintf("PodGroup %s: this pod does not fit: %s", u.Group.Name, f.Diagnosis.Causes())
+	return fmt.Sprintf("PodGroup %s: this pod does not fit: %s", g.Group.Name, f.Diagnosis.Causes())
 }
 
 // gangCause is why a gang below minCount is not placed, in words that
@@ -195,10 +241,10 @@ func (s *Scheduler) setGroupCondition(ctx context.Context, pg *lockv1.PodGroup, 
 // belong to: the current one when it still runs (a resize step), else the
 // next (podgroup.Record). The integrity controller judges only recorded
 // members, so a gang is never judged while it is being bound.
-func (s *Scheduler) recordIncarnation(ctx context.Context, u *unit, bound []*corev1.Pod) {
+func (s *Scheduler) recordIncarnation(ctx context.Context, g *group, bound []*corev1.Pod) {
 	now := metav1.NewTime(s.clock.Now())
-	s.updateGroupStatus(ctx, u.Group, "incarnation", func(cur *lockv1.PodGroup) bool {
-		next := podgroup.Record(cur.Status.Incarnation, int32(podgroup.MinCount(cur)), u.Pods, bound, now)
+	s.updateGroupStatus(ctx, g.Group, "incarnation", func(cur *lockv1.PodGroup) bool {
+		next := podgroup.Record(cur.Status.Incarnation, int32(podgroup.MinCount(cur)), g.Pods, bound, now)
 		if cur.Status.Incarnation != nil && len(next.Members) == len(cur.Status.Incarnation.Members) && next.Number == cur.Status.Incarnation.Number {
 			return false
 		}

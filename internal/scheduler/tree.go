@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,87 +11,44 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
-	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
-// scheduleTree runs one cycle for a scheduling tree: the root
-// CompositePodGroup's whole tree is decided at once (decide.DecideTree)
-// and carried out in one binding cycle.
-func (s *Scheduler) scheduleTree(ctx context.Context, it queue.Item) {
-	k := it.Key
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "tree", k)
-	ctx = klog.NewContext(ctx, logger)
-	start := s.clock.Now()
-	root, tu, err := s.resolveTree(k)
-	switch {
-	case err != nil:
-		logger.Error(err, "Resolving tree")
-		s.queue.Retry(k)
-		return
-	case tu == nil:
-		s.queue.Done(k)
-		return
-	}
-	for _, leaf := range tu.Root.Leaves() {
-		if leaf.Group != nil && !podgroup.Upstream(leaf.Group) && len(leaf.Pending) == 0 && podgroup.Unrecorded(leaf.Group.Status.Incarnation, leaf.Pods) > 0 {
-			s.recordIncarnation(ctx, &unit{key: k, Unit: leaf}, nil)
-		}
-	}
-	if tu.Waiting == "" && tu.Root.Pending() == 0 {
-		s.reportTreeBound(ctx, k, tu.Root)
-		s.state.Cache.DropNomination(k.String())
-		s.queue.Done(k)
-		return
-	}
-	nc := s.checkNomination(k) // before the snapshot: see checkNomination
-	decideStart := s.clock.Now()
-	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
-	tree := &unit{key: k, Unit: &podgroup.Unit{}, tree: tu, root: root}
-	d := decide.DecideTree(ctx, snap, s.state.CEL, decide.TreeInput{Tree: tu, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
-		return s.preemptionInput(ctx, tree, nc)
-	}})
-	s.metrics.AlgorithmDuration.Observe(s.clock.Since(decideStart).Seconds())
-	logger.V(1).Info("Decided", "decision", d.Kind, "pending", tu.Root.Pending(), "placed", len(d.Result.Assignments()), "took", s.clock.Since(start))
-	s.executeTree(ctx, tree, d, start, it.Priority)
-}
-
 // resolveTree reads the tree rooted at k from the caches: nil when its root
 // does not exist, or is not a root (its own root is queued instead).
-func (s *Scheduler) resolveTree(k queue.Key) (*lockv1.CompositePodGroup, *podgroup.TreeUnit, error) {
+func (s *Scheduler) resolveTree(k queue.Key) (*unit, error) {
 	root, err := s.composite(k.Namespace, k.Name)
 	if apierrors.IsNotFound(err) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if p := podgroup.CompositeParent(root); p != "" {
 		r, reason, why := podgroup.RootOf(p, s.compositeGetter(k.Namespace))
 		if r == nil {
-			return root, &podgroup.TreeUnit{Root: &podgroup.Tree{Composite: root}, Waiting: why, WaitReason: reason}, nil
+			return &unit{key: k, root: root, tree: &podgroup.TreeUnit{Root: &podgroup.Tree{Composite: root}, Waiting: why, WaitReason: reason}}, nil
 		}
 		s.queue.Add(queue.TreeKey(k.Namespace, r.Name))
-		return nil, nil, nil
+		return nil, nil
 	}
 	composites, err := s.composites(k.Namespace)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var groups []*lockv1.PodGroup
 	var pods []*corev1.Pod
 	objs, err := s.listers.podGroups.Namespace(k.Namespace).List(labels.Everything())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, o := range objs {
 		pg, err := podgroup.FromUnstructured(o)
@@ -101,11 +57,11 @@ func (s *Scheduler) resolveTree(k queue.Key) (*lockv1.CompositePodGroup, *podgro
 		}
 		members, err := s.groupPods(pg.Namespace, pg.Name)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		groups, pods = append(groups, pg), append(pods, members...)
 	}
-	return root, podgroup.ResolveTree(root, composites, groups, pods, s.assumedNode), nil
+	return &unit{key: k, root: root, tree: podgroup.ResolveTree(root, composites, groups, pods, s.assumedNode)}, nil
 }
 
 // composites are the CompositePodGroups of ns.
@@ -143,7 +99,7 @@ func listIn(l dynamiclister.Lister, ns string) interface {
 // treeOrder is a tree's priority (the lowest of its members') and age (its
 // root's). The queue calls it, sometimes under its lock: it only reads the
 // caches — it never resolves the tree nor queues anything (a key that is
-// not a root orders as its own composite; scheduleTree requeues its root).
+// not a root orders as its own composite; resolveTree requeues its root).
 func (s *Scheduler) treeOrder(k queue.Key) (int32, time.Time) {
 	root, err := s.composite(k.Namespace, k.Name)
 	if err != nil {
@@ -179,48 +135,6 @@ func (s *Scheduler) treeOrder(k queue.Key) (int32, time.Time) {
 	return prio, root.CreationTimestamp.Time
 }
 
-// executeTree carries a tree decision out: its API writes and exactly one
-// queue transition.
-func (s *Scheduler) executeTree(ctx context.Context, t *unit, d decide.TreeDecision, start time.Time, prio int32) {
-	k := t.key
-	switch d.Kind {
-	case decide.Wait:
-		s.setCompositeCondition(ctx, t.root, metav1.ConditionFalse, waitReason(d.WaitReason), d.Reason)
-		for _, leaf := range t.tree.Root.Leaves() {
-			if leaf.Waiting != "" {
-				s.reportWaiting(ctx, &unit{key: k, Unit: leaf}, leaf.Waiting, leaf.WaitReason)
-			}
-		}
-		s.queue.Wait(k)
-	case decide.Error:
-		s.observeTree(start, metrics.ResultError)
-		msg := "scheduler error: " + d.Err.Error()
-		s.setCompositeCondition(ctx, t.root, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
-		s.recorder.Eventf(t.root, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
-		if errors.Is(d.Err, placement.ErrMissingClaim) {
-			s.queue.Wait(k)
-		} else {
-			s.queue.Retry(k)
-		}
-	case decide.Bind:
-		s.binder.assume(d.Result.Assignments())
-		s.state.Cache.DropNomination(k.String())
-		s.goBind(ctx, func(ctx context.Context) { s.bindTree(ctx, t, d, start) })
-	default: // Unschedulable, Preempt
-		if d.DropNomination {
-			s.state.Cache.DropNomination(k.String())
-		}
-		note, victimsGoing := s.preempt(ctx, t, prio, decide.Decision{Kind: d.Kind, Plan: d.Plan, Reason: d.Reason})
-		s.reportTree(ctx, t, d, note)
-		s.observeTree(start, metrics.ResultUnschedulable)
-		if victimsGoing {
-			s.queue.WaitFor(k, victimPoll)
-		} else {
-			s.queue.Unschedulable(k)
-		}
-	}
-}
-
 func waitReason(r string) string {
 	if r == "" {
 		return lockv1.PodGroupReasonWaitingForPods
@@ -228,121 +142,62 @@ func waitReason(r string) string {
 	return r
 }
 
-// bindTree is a tree's binding cycle: every leaf's bindings, each leaf's
-// incarnation and status, each composite's condition.
-func (s *Scheduler) bindTree(ctx context.Context, t *unit, d decide.TreeDecision, start time.Time) {
-	logger := klog.FromContext(ctx)
-	bound, err := s.binder.bind(ctx, d.Result.Assignments())
-	boundUIDs := map[types.UID]bool{}
-	for _, p := range bound {
-		boundUIDs[p.UID] = true
-	}
-	for n, u := range d.Units {
-		var mine []*corev1.Pod
-		for _, a := range d.Result.Leaves[n].Assignments {
-			if boundUIDs[a.Pod.UID] {
-				mine = append(mine, a.Pod)
-			}
-		}
-		if len(mine) > 0 && !podgroup.Upstream(u.Group) {
-			s.recordIncarnation(ctx, &unit{key: t.key, Unit: u}, mine)
-		}
-	}
-	if err != nil {
-		s.observeTree(start, metrics.ResultError)
-		logger.Error(err, "Binding failed; tree requeued")
-		msg := "scheduler error: " + err.Error()
-		s.setCompositeCondition(ctx, t.root, metav1.ConditionFalse, lockv1.PodGroupReasonSchedulerError, msg)
-		s.queue.Retry(t.key)
-		return
-	}
-	complete := true
-	for n, u := range d.Units {
-		ld := d.Leaf(n)
-		if ld.Outcome.Admitted {
-			s.reportPlaced(ctx, &unit{key: t.key, Unit: u}, ld, "")
-		}
-		if !ld.Outcome.Complete() && len(u.Pending) > 0 {
-			complete = false
-		}
-	}
-	d.Root.Walk(func(n *placement.TreeNode) {
-		if n.Leaf != nil {
-			return
-		}
-		v := d.Result.Verdicts[n]
-		s.setCompositeCondition(ctx, d.Nodes[n].Composite, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-			fmt.Sprintf("%d of %d groups placed (minGroupCount %d) in %s", v.Counted, v.Of, max(n.MinGroupCount, 1), v.Domain))
-	})
-	s.recorder.Eventf(t.root, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods of the tree", len(bound))
-	s.observeTree(start, metrics.ResultScheduled)
-	if complete {
-		s.queue.Done(t.key)
-	} else {
-		s.queue.Unschedulable(t.key)
-	}
-}
-
-// reportTreeBound writes, for a tree with nothing pending, the conditions
-// its bound members earn that no one wrote — a scheduler that died between
-// binding the tree and writing its status: each leaf's as a bound group's
-// (reportBound), each composite whose children meet its minGroupCount
-// InitiallyScheduled=True. A condition that is True already is left as it
-// is, so a running tree costs no write.
-func (s *Scheduler) reportTreeBound(ctx context.Context, k queue.Key, t *podgroup.Tree) {
-	t.Walk(func(n *podgroup.Tree) {
-		if n.Unit != nil {
-			s.reportBound(ctx, &unit{key: k, Unit: n.Unit})
-			return
-		}
-		whole, counted, of := n.BoundWhole()
-		if !whole || meta.IsStatusConditionTrue(n.Composite.Status.Conditions, lockv1.CompositePodGroupInitiallyScheduled) {
-			return
-		}
-		_, need := podgroup.CompositeGang(n.Composite)
-		s.setCompositeCondition(ctx, n.Composite, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-			fmt.Sprintf("%d of %d groups placed (minGroupCount %d)", counted, of, max(need, 1)))
-	})
-}
-
 // reportTree writes what a tree that is not admitted means: each
 // composite's condition with its arithmetic (the root's with the whole
 // summary), each leaf's condition, and each pending member's condition —
 // in words that change only with the cause, as for a gang.
-func (s *Scheduler) reportTree(ctx context.Context, t *unit, d decide.TreeDecision, note string) {
+func (s *Scheduler) reportTree(ctx context.Context, u *unit, d decide.Decision, note string) {
 	msg := d.Summary
 	if note != "" {
 		msg += "; " + note
 	}
-	rootName := t.root.Name
+	rootName := u.root.Name
 	podMsg := fmt.Sprintf("CompositePodGroup %s: the scheduling tree does not fit; its %s condition has the arithmetic", rootName, lockv1.CompositePodGroupInitiallyScheduled)
 	if d.Kind == decide.Preempt {
 		podMsg = fmt.Sprintf("CompositePodGroup %s: preempting lower-priority pods to make room for the tree; this pod waits for them to go", rootName)
 	}
-	nominated := s.nominatedNodes(t.key)
-	for _, leaf := range t.tree.Root.Leaves() {
-		if leaf.Group != nil {
-			s.setCondition(ctx, leaf.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, "the scheduling tree of CompositePodGroup "+rootName+" does not fit: "+msg)
+	nominated := s.nominatedNodes(u.key)
+	for _, g := range u.leaves() {
+		if g.Group != nil {
+			s.setCondition(ctx, g.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, "the scheduling tree of CompositePodGroup "+rootName+" does not fit: "+msg)
 		}
-		for _, p := range leaf.Pending {
+		for _, p := range g.Pending {
 			if s.setPodUnschedulable(p, podMsg, nominated[p.UID]) {
-				s.recorder.Eventf(p, t.root, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMsg)
+				s.recorder.Eventf(p, u.root, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", podMsg)
 			}
 		}
 	}
 	if d.Root != nil {
 		d.Root.Walk(func(n *placement.TreeNode) {
-			if n.Leaf != nil || d.Nodes[n].Composite == t.root {
+			if n.Leaf != nil || d.Nodes[n].Composite == u.root {
 				return
 			}
-			if v, ok := d.Result.Verdicts[n]; ok {
+			if v, ok := d.Tree.Verdicts[n]; ok {
 				s.setCompositeCondition(ctx, d.Nodes[n].Composite, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable,
 					fmt.Sprintf("%d of %d groups fit (minGroupCount %d) in %s; the tree does not", v.Counted, v.Of, max(n.MinGroupCount, 1), v.Domain))
 			}
 		})
 	}
-	s.setCompositeCondition(ctx, t.root, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
-	s.recorder.Eventf(t.root, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
+	s.setCompositeCondition(ctx, u.root, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
+	s.recorder.Eventf(u.root, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
+}
+
+// reportComposites writes, for a tree whose bound members were just
+// bound, each composite's InitiallyScheduled=True with its verdict, and
+// an event on its root; a flat unit has no composites.
+func (s *Scheduler) reportComposites(ctx context.Context, u *unit, d decide.Decision, bound int) {
+	if u.root == nil {
+		return
+	}
+	d.Root.Walk(func(n *placement.TreeNode) {
+		if n.Leaf != nil {
+			return
+		}
+		v := d.Tree.Verdicts[n]
+		s.setCompositeCondition(ctx, d.Nodes[n].Composite, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
+			fmt.Sprintf("%d of %d groups placed (minGroupCount %d) in %s", v.Counted, v.Of, max(n.MinGroupCount, 1), v.Domain))
+	})
+	s.recorder.Eventf(u.root, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods of the tree", bound)
 }
 
 // setCompositeCondition writes CompositePodGroupInitiallyScheduled if it

@@ -17,6 +17,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Options of a simulation.
@@ -294,7 +295,7 @@ func (f *fitter) fits(j *Job) (bool, string) {
 	a := fitAnswer{ok: true}
 	for _, u := range append([]*unitRun(nil), w.units.items...) {
 		pu := w.resolve(u)
-		d := decide.Decide(w.ctx, w.st.Snapshot(w.ctx, u.key, 0), w.st.CEL, decide.Input{Unit: pu})
+		d := decide.Decide(w.ctx, w.st.Snapshot(w.ctx, u.key, 0), w.st.CEL, decide.Input{Unit: podgroup.Single(pu)})
 		switch {
 		case d.Kind == decide.Bind:
 			w.bind(u, pu, d)

@@ -163,7 +163,7 @@ func (w *world) attemptRun(run []*unitRun) {
 		}
 		return
 	}
-	d := decide.Decide(w.ctx, snap, w.st.CEL, decide.Input{Unit: pu, Priority: run[0].prio})
+	d := decide.Decide(w.ctx, snap, w.st.CEL, decide.Input{Unit: podgroup.Single(pu), Priority: run[0].prio})
 	w.rec.decisions++
 	switch d.Kind {
 	case decide.Bind:
@@ -225,7 +225,7 @@ func (w *world) attempt(u *unitRun, again bool) {
 		w.park(u)
 		return
 	}
-	in := decide.Input{Unit: pu, Priority: u.prio}
+	in := decide.Input{Unit: podgroup.Single(pu), Priority: u.prio}
 	if preempt {
 		in.Preemption = func() (*decide.Preemption, error) {
 			w.rec.searches++
