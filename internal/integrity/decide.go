@@ -119,6 +119,15 @@ func Decide(v View) Verdict {
 		vd := v.ended(next, pods)
 		vd.Incarnation = next
 		return vd
+	case v.TreeShort != "":
+		// The tree lost a whole group: every running group under the
+		// scope ends with it (each sees the same shortage), its members
+		// evicted as for a tree member's loss.
+		loss := &Loss{Reason: ReasonTreeMemberLost, Detail: v.TreeShort}
+		next.Ended = &lockv1.PodGroupIncarnationEnd{Reason: ReasonTreeMemberLost, Message: v.TreeShort, Time: metav1.NewTime(v.Now)}
+		vd := v.ended(next, pods)
+		vd.Incarnation, vd.Restart = next, loss
+		return vd
 	case j.loss != nil && podgroup.DisruptAll(pg):
 		next.Ended = &lockv1.PodGroupIncarnationEnd{Reason: j.loss.Reason, Message: j.loss.Detail, Time: metav1.NewTime(v.Now)}
 		vd := v.ended(next, pods)

@@ -118,6 +118,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				enqueueGroup(q, e.Object)
 			},
 		}).
+		Watches(&lockv1.PodGroup{}, handler.Funcs{
+			// A group of a tree deleted: its siblings judge whether the
+			// tree is now short of a group (TreeShort).
+			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if pg, ok := e.Object.(*lockv1.PodGroup); ok && podgroup.ParentOf(pg) != "" {
+					for _, req := range r.treeGroups(ctx, pg.Namespace) {
+						q.Add(req)
+					}
+				}
+			},
+		}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.groupsOnNode)).
 		WatchesRawSource(r.slices)
 	ctl, err := b.Build(r)
@@ -177,6 +188,21 @@ func (r *Reconciler) groupsOfSlice(ctx context.Context, s *resourcev1.ResourceSl
 	out := make([]reconcile.Request, 0, len(groups.Items))
 	for _, g := range groups.Items {
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
+	}
+	return out
+}
+
+// treeGroups: the groups of namespace ns that hang in a tree.
+func (r *Reconciler) treeGroups(ctx context.Context, ns string) []reconcile.Request {
+	groups := &lockv1.PodGroupList{}
+	if err := r.Client.List(ctx, groups, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, g := range groups.Items {
+		if podgroup.ParentOf(&g) != "" {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
+		}
 	}
 	return out
 }
@@ -269,7 +295,12 @@ func (r *Reconciler) view(ctx context.Context, pg *lockv1.PodGroup) (View, error
 		return v, err
 	}
 	v.Owner = owner
-	return v, nil
+	var wanted map[string]int
+	if owner != nil {
+		wanted = owner.Children
+	}
+	v.TreeShort, err = r.treeShort(ctx, pg, wanted)
+	return v, err
 }
 
 // owner resolves the group's controller through the integration set; nil
@@ -301,6 +332,12 @@ func (r *Reconciler) owner(ctx context.Context, pg *lockv1.PodGroup) (*Owner, er
 		for _, g := range groups {
 			if g.Name == pg.Name {
 				o.Size = int(g.Size)
+			}
+			if g.Parent != nil {
+				if o.Children == nil {
+					o.Children = map[string]int{}
+				}
+				o.Children[g.Parent.Name]++
 			}
 		}
 	}

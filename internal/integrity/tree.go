@@ -136,3 +136,92 @@ func (r *Reconciler) endWithTree(ctx context.Context, tr TreeRestart) error {
 	r.Recorder.Eventf(g, corev1.EventTypeWarning, "GangRestart", "%s: restarting this gang with its tree", end.Message)
 	return nil
 }
+
+// TreeShort names the gang CompositePodGroup, between pg and its
+// disruption scope (podgroup.DisruptScope), that has fewer children than
+// its minGroupCount among groups and composites — a child deleted after
+// the tree was admitted — with its count; "" when none is (or pg hangs in
+// no tree, or its tree is disrupted group by group). Children being
+// deleted do not count. wanted, when the group's owner is known, counts
+// the groups the owner now wants under each composite: a composite's spec
+// is immutable, so an owner that dropped a role lowers what it needs to
+// that. It is pure.
+func TreeShort(pg *lockv1.PodGroup, groups []*lockv1.PodGroup, composites []*lockv1.CompositePodGroup, wanted map[string]int) string {
+	byName := map[string]*lockv1.CompositePodGroup{}
+	children := map[string]int{}
+	for _, c := range composites {
+		if c.Namespace != pg.Namespace {
+			continue
+		}
+		byName[c.Name] = c
+		if p := podgroup.CompositeParent(c); p != "" && c.DeletionTimestamp == nil {
+			children[p]++
+		}
+	}
+	for _, g := range groups {
+		if p := podgroup.ParentOf(g); p != "" && g.Namespace == pg.Namespace && g.DeletionTimestamp == nil {
+			children[p]++
+		}
+	}
+	get := func(name string) *lockv1.CompositePodGroup { return byName[name] }
+	scope := podgroup.DisruptScope(pg, get)
+	if scope == nil {
+		return ""
+	}
+	seen := map[string]bool{}
+	for name := podgroup.ParentOf(pg); name != "" && !seen[name]; {
+		seen[name] = true
+		c := get(name)
+		if c == nil {
+			return ""
+		}
+		gang, need := podgroup.CompositeGang(c)
+		if w, ok := wanted[c.Name]; ok {
+			need = min(need, w)
+		}
+		if gang && children[c.Name] < need {
+			return fmt.Sprintf("CompositePodGroup %s has %d of minGroupCount %d groups (one was deleted) and restarts its tree whole (disruptionMode all)", c.Name, children[c.Name], need)
+		}
+		if c.Name == scope.Name {
+			break
+		}
+		name = podgroup.CompositeParent(c)
+	}
+	return ""
+}
+
+// treeShort is TreeShort for a running group of a tree: judged on the
+// caches and, when they show a shortage, confirmed on the API server (a
+// cache may not have seen a child yet).
+func (r *Reconciler) treeShort(ctx context.Context, pg *lockv1.PodGroup, wanted map[string]int) (string, error) {
+	inc := pg.Status.Incarnation
+	if podgroup.ParentOf(pg) == "" || inc == nil || inc.Ended != nil {
+		return "", nil
+	}
+	judge := func(c client.Reader) (string, error) {
+		composites := &lockv1.CompositePodGroupList{}
+		if err := c.List(ctx, composites, client.InNamespace(pg.Namespace)); err != nil {
+			if meta.IsNoMatchError(err) {
+				return "", nil // not served: no tree
+			}
+			return "", fmt.Errorf("listing CompositePodGroups: %w", err)
+		}
+		groups := &lockv1.PodGroupList{}
+		if err := c.List(ctx, groups, client.InNamespace(pg.Namespace)); err != nil {
+			return "", fmt.Errorf("listing PodGroups: %w", err)
+		}
+		cs := make([]*lockv1.CompositePodGroup, 0, len(composites.Items))
+		for i := range composites.Items {
+			cs = append(cs, &composites.Items[i])
+		}
+		gs := make([]*lockv1.PodGroup, 0, len(groups.Items))
+		for i := range groups.Items {
+			gs = append(gs, &groups.Items[i])
+		}
+		return TreeShort(pg, gs, cs, wanted), nil
+	}
+	if short, err := judge(r.Client); short == "" || err != nil {
+		return short, err
+	}
+	return judge(r.Reader)
+}

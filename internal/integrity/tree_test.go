@@ -248,3 +248,134 @@ func TestReconcileRestartsTheTree(t *testing.T) {
 		})
 	}
 }
+
+// gangNode is node with a gang policy of minGroupCount.
+func gangNode(name, parent string, minGroupCount int32) *lockv1.CompositePodGroup {
+	c := node(name, parent, false)
+	c.Spec.SchedulingPolicy.Gang = &lockv1.CompositeGangSchedulingPolicy{MinGroupCount: minGroupCount}
+	return c
+}
+
+func TestTreeShort(t *testing.T) {
+	deleting := leaf("w1", "job", "")
+	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+	single := gangNode("job", "", 2)
+	single.Spec.DisruptionMode = &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}
+	cases := map[string]struct {
+		composites []*lockv1.CompositePodGroup
+		groups     []*lockv1.PodGroup
+		wanted     map[string]int
+		want       string
+	}{
+		"both children: whole": {
+			composites: []*lockv1.CompositePodGroup{gangNode("job", "", 2)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", ""), leaf("w1", "job", "")},
+		},
+		"a child deleted below minGroupCount": {
+			composites: []*lockv1.CompositePodGroup{gangNode("job", "", 2)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", "")},
+			want:       "CompositePodGroup job has 1 of minGroupCount 2 groups (one was deleted) and restarts its tree whole (disruptionMode all)",
+		},
+		"a child being deleted does not count": {
+			composites: []*lockv1.CompositePodGroup{gangNode("job", "", 2)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", ""), deleting},
+			want:       "CompositePodGroup job has 1 of minGroupCount 2 groups (one was deleted) and restarts its tree whole (disruptionMode all)",
+		},
+		"still at minGroupCount": {
+			composites: []*lockv1.CompositePodGroup{gangNode("job", "", 1)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", "")},
+		},
+		"a basic root has no minimum": {
+			composites: []*lockv1.CompositePodGroup{node("job", "", false)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", "")},
+		},
+		"disruptionMode single: the tree is not restarted whole": {
+			composites: []*lockv1.CompositePodGroup{single},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", "")},
+		},
+		"a composite child counts; its own shortage restarts the tree above": {
+			composites: []*lockv1.CompositePodGroup{gangNode("job", "", 2), gangNode("mid", "job", 2)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "mid", ""), leaf("x", "job", "")},
+			want:       "CompositePodGroup mid has 1 of minGroupCount 2 groups (one was deleted) and restarts its tree whole (disruptionMode all)",
+		},
+		"its owner dropped the other role: no longer wanted, not short": {
+			composites: []*lockv1.CompositePodGroup{gangNode("job", "", 2)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", "")},
+			wanted:     map[string]int{"job": 1},
+		},
+		"its owner still wants both: short": {
+			composites: []*lockv1.CompositePodGroup{gangNode("job", "", 2)},
+			groups:     []*lockv1.PodGroup{leaf("w0", "job", "")},
+			wanted:     map[string]int{"job": 2},
+			want:       "CompositePodGroup job has 1 of minGroupCount 2 groups (one was deleted) and restarts its tree whole (disruptionMode all)",
+		},
+		"no tree": {groups: []*lockv1.PodGroup{leaf("w0", "", "")}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := TreeShort(tc.groups[0], tc.groups, tc.composites, tc.wanted); got != tc.want {
+				t.Errorf("TreeShort = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReconcileRestartsATreeShortOfAGroup: one PodGroup of a bound tree
+// under a gang root of minGroupCount 2 is deleted (with its pods): the
+// other's reconciliation ends its incarnation (TreeMemberLost) and evicts
+// its members — the tree restarts whole, as a gang below minCount does. At
+// minGroupCount 1 the other keeps running.
+func TestReconcileRestartsATreeShortOfAGroup(t *testing.T) {
+	for _, tc := range []struct {
+		minGroupCount int32
+		wantEnded     string
+		wantEvicted   int
+	}{
+		{minGroupCount: 2, wantEnded: ReasonTreeMemberLost, wantEvicted: 2},
+		{minGroupCount: 1},
+	} {
+		t.Run(fmt.Sprintf("minGroupCount %d", tc.minGroupCount), func(t *testing.T) {
+			objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, gangNode("job", "", tc.minGroupCount),
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}}
+			var pods []*corev1.Pod
+			for i := range 2 {
+				p := builders.MakePod().Namespace("ml").Name(fmt.Sprintf("w1-%d", i)).Member("w1").Node("node-0").Obj()
+				p.UID = types.UID(p.Name)
+				p.Status.Phase = corev1.PodRunning
+				pods = append(pods, p)
+				objs = append(objs, p)
+			}
+			pg := builders.GangPodGroup("ml", "w1", 2)
+			pg.Spec.ParentCompositePodGroupName = ptr.To("job")
+			pg.Status.Incarnation = podgroup.Record(nil, 2, pods, pods, metav1.NewTime(now.Add(-time.Minute)))
+			objs = append(objs, pg)
+			c := indexedClient(objs...)
+			r, _ := testReconciler(c, c)
+			ctx := context.Background()
+			req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "w1"}}
+			for range 2 { // the first ends the incarnation, the second evicts
+				if _, err := r.Reconcile(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w1 := &lockv1.PodGroup{}
+			if err := c.Get(ctx, req.NamespacedName, w1); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if e := w1.Status.Incarnation.Ended; e != nil {
+				got = e.Reason
+			}
+			if got != tc.wantEnded {
+				t.Errorf("w1's incarnation ended with %q, want %q", got, tc.wantEnded)
+			}
+			left := &corev1.PodList{}
+			if err := c.List(ctx, left, client.InNamespace("ml"), client.MatchingFields{indexGroup: "w1"}); err != nil {
+				t.Fatal(err)
+			}
+			if evicted := 2 - len(left.Items); evicted != tc.wantEvicted {
+				t.Errorf("%d members of w1 evicted, want %d", evicted, tc.wantEvicted)
+			}
+		})
+	}
+}

@@ -42,6 +42,11 @@ type View struct {
 	// Owner is the workload that owns the group and recreates its pods
 	// (a Job); nil for a group of bare pods, which nothing recreates.
 	Owner *Owner
+	// TreeShort, for a group of a scheduling tree, says which gang
+	// CompositePodGroup between the group and its disruption scope no
+	// longer has minGroupCount children (one was deleted after the tree was
+	// admitted), as the API server confirmed it; "" when none is short.
+	TreeShort string
 	// NamespaceTerminating: everything in it is going away; nothing restarts.
 	NamespaceTerminating bool
 	Now                  time.Time
@@ -133,4 +138,8 @@ type Owner struct {
 	// away (a Ray cluster's or an elastic job's workers, which have no
 	// index), not lost.
 	Size int
+	// Children counts, per CompositePodGroup, the groups the owner now
+	// wants under it: an owner that dropped a role (its group pruned)
+	// shrank its tree on purpose, and the tree is not short of that group.
+	Children map[string]int
 }
