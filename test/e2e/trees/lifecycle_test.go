@@ -106,6 +106,27 @@ func TestMemberLossRestartsTheWholeTree(t *testing.T) {
 	}
 }
 
+// A child PodGroup deleted from a running tree whose root is a gang of
+// minGroupCount 2 leaves the tree below its minimum: the other child's
+// incarnation ends with the tree (TreeMemberLost, saying which composite
+// is short) and its members are evicted — the tree restarts whole, as a
+// gang below minCount does, instead of running on short.
+func TestDeletedChildRestartsTheTree(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 3*time.Minute)
+	running(t, ctx, h, ns, false)
+
+	if err := h.Dynamic.Resource(podgroup.Resource).Namespace(ns).Delete(ctx, "w0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitIncarnation(t, ctx, h, ns, "w1", 1, 3, integrity.ReasonTreeMemberLost)
+	if want := "CompositePodGroup job has 1 of minGroupCount 2 groups"; !strings.Contains(st.Incarnation.Ended.Message, want) {
+		t.Errorf("w1's incarnation ended with %q, want it to say %q", st.Incarnation.Ended.Message, want)
+	}
+	waitGone(t, ctx, h, ns, "w1")
+}
+
 // Under a root with disruptionMode single, a member deleted from w0
 // restarts w0 alone: w1 keeps running in its first incarnation, never
 // marked for disruption; w0, recreated, runs again in the tree's zone.
