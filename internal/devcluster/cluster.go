@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/webhook"
+	webhookconfig "github.com/lockstep-dev/lockstep/internal/webhook/config"
 )
 
 // DefaultBasePort is the kube-apiserver port of `lockstep dev up`; the other
@@ -238,8 +239,8 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		// webhook keeps its certificate in. The webhook runs as the client
 		// certificate user webhookUser here (config/rbac binds it beside
 		// the chart's ServiceAccount).
-		endpoint := webhook.Endpoint{URL: "https://127.0.0.1:" + strconv.Itoa(ports.Webhook)}
-		webhookUsers := []string{webhook.WebhookServiceAccount(LockstepNamespace), webhookUser}
+		endpoint := webhookconfig.Endpoint{URL: "https://127.0.0.1:" + strconv.Itoa(ports.Webhook)}
+		webhookUsers := []string{webhookconfig.WebhookServiceAccount(LockstepNamespace), webhookUser}
 		if err := webhook.Install(ctx, client, endpoint, LockstepNamespace, WebhookSecret, webhookUsers); err != nil {
 			return fmt.Errorf("installing the webhook configurations: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/lockstep-dev/lockstep/internal/certs"
+	"github.com/lockstep-dev/lockstep/internal/webhook/config"
 )
 
 // TestRotator: the webhook fills the empty Secret, writes the pair, injects
@@ -25,12 +26,12 @@ import (
 // change).
 func TestRotator(t *testing.T) {
 	ctx := context.Background()
-	mut, val := Configurations(Endpoint{ServiceNamespace: "lockstep-system", ServiceName: "lockstep-webhook", Port: 443}, JobControllerUsers)
+	mut, val := config.Configurations(config.Endpoint{ServiceNamespace: "lockstep-system", ServiceName: "lockstep-webhook", Port: 443}, config.JobControllerUsers)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "lockstep-system", Name: "lockstep-webhook-tls"}}
 	client := fake.NewClientset(mut, val, secret)
 	dir := t.TempDir()
 	r := &rotator{client: client, secret: types.NamespacedName{Namespace: "lockstep-system", Name: "lockstep-webhook-tls"},
-		dnsNames: []string{"lockstep-webhook.lockstep-system.svc"}, certDir: dir, mutating: MutatingConfigName, validating: ValidatingConfigName}
+		dnsNames: []string{"lockstep-webhook.lockstep-system.svc"}, certDir: dir, mutating: config.MutatingConfigName, validating: config.ValidatingConfigName}
 	if err := r.sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +91,8 @@ func TestRotator(t *testing.T) {
 func assertBundle(t *testing.T, client *fake.Clientset, bundle []byte) {
 	t.Helper()
 	ctx := context.Background()
-	m, _ := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, MutatingConfigName, metav1.GetOptions{})
-	v, _ := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, ValidatingConfigName, metav1.GetOptions{})
+	m, _ := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, config.MutatingConfigName, metav1.GetOptions{})
+	v, _ := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, config.ValidatingConfigName, metav1.GetOptions{})
 	var all []admissionv1.WebhookClientConfig
 	for _, w := range m.Webhooks {
 		all = append(all, w.ClientConfig)

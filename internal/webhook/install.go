@@ -7,6 +7,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/lockstep-dev/lockstep/internal/webhook/config"
 )
 
 // Install writes what the Helm chart ships for admission — the admission
@@ -16,16 +18,16 @@ import (
 // plane, where no chart is installed. It runs with the installer's (admin)
 // identity, never the webhook's. The policy goes first, so the webhook is
 // never able to change its configurations without it.
-func Install(ctx context.Context, client kubernetes.Interface, e Endpoint, secretNamespace, secretName string, webhookUsers []string) error {
+func Install(ctx context.Context, client kubernetes.Interface, e config.Endpoint, secretNamespace, secretName string, webhookUsers []string) error {
 	adm := client.AdmissionregistrationV1()
-	policy, binding := CAPolicy(webhookUsers)
+	policy, binding := config.CAPolicy(webhookUsers)
 	if err := upsert(ctx, adm.ValidatingAdmissionPolicies(), policy); err != nil {
 		return err
 	}
 	if err := upsert(ctx, adm.ValidatingAdmissionPolicyBindings(), binding); err != nil {
 		return err
 	}
-	mutating, validating := Configurations(e, JobControllerUsers)
+	mutating, validating := config.Configurations(e, config.JobControllerUsers)
 	if err := upsert(ctx, adm.MutatingWebhookConfigurations(), mutating); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/webhook/config"
 )
 
 // Options configure the webhook server.
@@ -116,13 +117,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	podMutate := admission.WithDefaulter[*corev1.Pod](scheme, &PodDefaulter{reads: r})
 	podMutate.Handler = podMutator{inner: podMutate.Handler, dropsSchedulingGroup: !servesSchedulingGroup}
-	srv.Register(pathPodMutate, podMutate)
-	srv.Register(pathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
-	srv.Register(pathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
-	srv.Register(pathComposite, admission.WithValidator[*lockv1.CompositePodGroup](scheme, &CompositePodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
+	srv.Register(config.PathPodMutate, podMutate)
+	srv.Register(config.PathPodValidate, admission.WithValidator[*corev1.Pod](scheme, &PodValidator{reads: r, Claims: claims}))
+	srv.Register(config.PathPodGroup, admission.WithValidator[*lockv1.PodGroup](scheme, &PodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
+	srv.Register(config.PathComposite, admission.WithValidator[*lockv1.CompositePodGroup](scheme, &CompositePodGroupValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}}))
 	for _, integ := range integrationSet {
-		srv.Register(pathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}, Integration: integ, Claims: claims})) //nolint:staticcheck // SA1019: see JobValidator
-		srv.Register(pathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ, DropsSchedulingGroup: !servesSchedulingGroup}))                                            //nolint:staticcheck // SA1019: see JobValidator
+		srv.Register(config.PathJobValidate(integ), admission.WithCustomValidator(scheme, integ.NewObject(), &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes, Devices: devices}, Integration: integ, Claims: claims})) //nolint:staticcheck // SA1019: see JobValidator
+		srv.Register(config.PathJobMutate(integ), admission.WithCustomDefaulter(scheme, integ.NewObject(), JobDefaulter{Integration: integ, DropsSchedulingGroup: !servesSchedulingGroup}))                                            //nolint:staticcheck // SA1019: see JobValidator
 	}
 	if err := addProbes(mgr, srv, rot); err != nil {
 		return err

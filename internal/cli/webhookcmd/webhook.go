@@ -14,6 +14,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/webhook"
+	webhookconfig "github.com/lockstep-dev/lockstep/internal/webhook/config"
 )
 
 // Options are the flags of `lockstep webhook`.
@@ -30,7 +31,7 @@ func NewOptions() *Options {
 		BindAddress: "0.0.0.0", Port: 9443, CertDir: "/tmp/lockstep-webhook-certs",
 		ServiceNamespace: "lockstep-system", ServiceName: "lockstep-webhook",
 		CertSource: webhook.CertSourceSelf, SecretNamespace: "lockstep-system", SecretName: "lockstep-webhook-tls",
-		MutatingConfig: webhook.MutatingConfigName, ValidatingConfig: webhook.ValidatingConfigName,
+		MutatingConfig: webhookconfig.MutatingConfigName, ValidatingConfig: webhookconfig.ValidatingConfigName,
 		HealthAddr: ":8082",
 	}}
 }

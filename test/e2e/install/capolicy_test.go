@@ -11,13 +11,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lockstep-dev/lockstep/internal/webhook"
+	webhookconfig "github.com/lockstep-dev/lockstep/internal/webhook/config"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
 // webhookSA is the chart's webhook identity in the test's release.
-var webhookSA = webhook.WebhookServiceAccount(releaseNS)
+var webhookSA = webhookconfig.WebhookServiceAccount(releaseNS)
 
 // webhookConfinedToCABundle: what the chart's webhook ServiceAccount may do
 // with webhook configurations, as `kubectl auth can-i` reports it, and what
@@ -41,10 +41,10 @@ func webhookConfinedToCABundle(t *testing.T, ctx context.Context, h *harness.Har
 		{"create", "validatingwebhookconfigurations", "no"},
 		{"create", "mutatingwebhookconfigurations", "no"},
 		{"patch", "validatingwebhookconfigurations/someone-else", "no"},
-		{"patch", "validatingadmissionpolicies/" + webhook.CAPolicyName, "no"},
-		{"delete", "validatingadmissionpolicies/" + webhook.CAPolicyName, "no"},
-		{"patch", "validatingadmissionpolicybindings/" + webhook.CAPolicyName, "no"},
-		{"delete", "validatingadmissionpolicybindings/" + webhook.CAPolicyName, "no"},
+		{"patch", "validatingadmissionpolicies/" + webhookconfig.CAPolicyName, "no"},
+		{"delete", "validatingadmissionpolicies/" + webhookconfig.CAPolicyName, "no"},
+		{"patch", "validatingadmissionpolicybindings/" + webhookconfig.CAPolicyName, "no"},
+		{"delete", "validatingadmissionpolicybindings/" + webhookconfig.CAPolicyName, "no"},
 		{"create", "validatingadmissionpolicybindings", "no"},
 	} {
 		out, _ := exec.Command(filepath.Join(h.BinDir, "kubectl"), "--kubeconfig", h.Kubeconfig, "auth", "can-i", tc.verb, tc.resource, "--as", webhookSA).Output()
@@ -53,7 +53,7 @@ func webhookConfinedToCABundle(t *testing.T, ctx context.Context, h *harness.Har
 		}
 	}
 
-	const refusal = "ValidatingAdmissionPolicy '" + webhook.CAPolicyName + "'"
+	const refusal = "ValidatingAdmissionPolicy '" + webhookconfig.CAPolicyName + "'"
 	everything := `[{"op":"replace","path":"/webhooks/0/rules","value":[{"apiGroups":["*"],"apiVersions":["*"],"resources":["*"],"operations":["*"],"scope":"*"}]}]`
 	external := `[{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"https://collector.example.com/admission"}]`
 	// Any bytes will do for a dry run: the API server does not parse them.

@@ -1,4 +1,4 @@
-package webhook
+package config
 
 import (
 	"testing"
@@ -35,6 +35,13 @@ func validatingHook(t *testing.T, name string) admissionv1.ValidatingWebhook {
 	return admissionv1.ValidatingWebhook{}
 }
 
+// rank is a Job's pod in group, as the Job controller creates it.
+func rank(name, group string, job *batchv1.Job) *corev1.Pod {
+	p := builders.MakePod().Namespace("team-a").Name(name).Member(group).Obj()
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}
+	return p
+}
+
 func edited[T client.Object](o T, edit func(T)) T {
 	c := o.DeepCopyObject().(T)
 	edit(c)
@@ -51,7 +58,7 @@ func TestPodUpdatesReachValidationOnlyToChangeTheGroup(t *testing.T) {
 	w := validatingHook(t, "pods.validate.scheduling.lockstep.dev")
 	job := builders.IndexedJob("team-a", "train", 2, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
 	job.UID = "job-uid"
-	member := ownedBy(newMember("train-0", "train", 0, ""), job)
+	member := rank("train-0", "train", job)
 	member.Finalizers = []string{batchv1.JobTrackingFinalizer}
 	member.Spec.NodeName = "worker-0"
 	lone := builders.MakePod().Namespace("team-a").Name("lone").Scheduler(lockv1.SchedulerName).Obj()
@@ -64,7 +71,7 @@ func TestPodUpdatesReachValidationOnlyToChangeTheGroup(t *testing.T) {
 		req  request
 		want bool
 	}{
-		"a user creates a member":                      {req: request{op: admission.Create, obj: newMember("p", "g", 0, ""), gvk: podGVK, resource: "pods", username: alice}, want: true},
+		"a user creates a member":                      {req: request{op: admission.Create, obj: builders.MakePod().Namespace("team-a").Name("p").Member("g").Obj(), gvk: podGVK, resource: "pods", username: alice}, want: true},
 		"the Job controller creates a rank":            {req: request{op: admission.Create, obj: member, gvk: podGVK, resource: "pods", username: jobController}},
 		"the Job controller removes its finalizer":     {req: update(jobController, member, edited(member, func(p *corev1.Pod) { p.Finalizers = nil }))},
 		"a member annotated":                           {req: update(alice, member, edited(member, func(p *corev1.Pod) { p.Annotations = map[string]string{"note": "x"} }))},

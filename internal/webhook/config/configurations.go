@@ -1,4 +1,4 @@
-package webhook
+package config
 
 import (
 	"fmt"
@@ -13,15 +13,16 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/kueuegroup"
 )
 
 // Paths the server serves.
 const (
-	pathPodMutate      = "/mutate-pods"
-	pathPodValidate    = "/validate-pods"
-	pathPodGroup       = "/validate-podgroups"
-	pathComposite      = "/validate-compositepodgroups"
+	PathPodMutate      = "/mutate-pods"
+	PathPodValidate    = "/validate-pods"
+	PathPodGroup       = "/validate-podgroups"
+	PathComposite      = "/validate-compositepodgroups"
 	mutatingConfigName = "lockstep"
 	validatingConfig   = "lockstep"
 )
@@ -120,9 +121,16 @@ func podNeedsDefaultsOf(set jobintegration.Set) string {
 	return `(request.operation == "CREATE" && (` + onCreate + `)) || ` + inKueueGroup
 }
 
-// Paths of an integration's job webhooks (e.g. /mutate-jobs, /validate-jobsets).
-func pathJobMutate(integ jobintegration.Integration) string   { return "/mutate-" + integ.Resource() }
-func pathJobValidate(integ jobintegration.Integration) string { return "/validate-" + integ.Resource() }
+// PathJobMutate is the path of an integration's job mutation (e.g.
+// /mutate-jobs).
+func PathJobMutate(integ jobintegration.Integration) string { return "/mutate-" + integ.Resource() }
+
+// PathJobValidate is the path of an integration's job validation (e.g.
+// /validate-jobsets).
+func PathJobValidate(integ jobintegration.Integration) string { return "/validate-" + integ.Resource() }
+
+// integrationSet are the integrations whose jobs reach the webhook.
+var integrationSet = integrations.All()
 
 func integrationRule(integ jobintegration.Integration, ops ...admissionv1.OperationType) admissionv1.RuleWithOperations {
 	gvk := integ.GVK()
@@ -197,7 +205,7 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 		ObjectMeta: metav1.ObjectMeta{Name: mutatingConfigName},
 		Webhooks: []admissionv1.MutatingWebhook{
 			{
-				Name: "pods.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodMutate),
+				Name: "pods.mutate.scheduling.lockstep.dev", ClientConfig: cc.at(PathPodMutate),
 				// UPDATE: Kueue labels a StatefulSet's pods with their group
 				// after creation; the match condition lets only those through.
 				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create, admissionv1.Update)},
@@ -211,13 +219,13 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 		ObjectMeta: metav1.ObjectMeta{Name: validatingConfig},
 		Webhooks: []admissionv1.ValidatingWebhook{
 			{
-				Name: "podgroups.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodGroup),
+				Name: "podgroups.validate.scheduling.lockstep.dev", ClientConfig: cc.at(PathPodGroup),
 				Rules:         []admissionv1.RuleWithOperations{rule(lockv1.GroupVersion.Group, lockv1.GroupVersion.Version, "podgroups", admissionv1.Create, admissionv1.Update)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 				MatchConditions: []admissionv1.MatchCondition{{Name: "changes-what-is-judged", Expression: podGroupJudged}},
 			},
 			{
-				Name: "pods.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathPodValidate),
+				Name: "pods.validate.scheduling.lockstep.dev", ClientConfig: cc.at(PathPodValidate),
 				Rules:         []admissionv1.RuleWithOperations{rule("", "v1", "pods", admissionv1.Create, admissionv1.Update)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 				MatchConditions: []admissionv1.MatchCondition{
@@ -227,7 +235,7 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 				},
 			},
 			{
-				Name: "compositepodgroups.validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathComposite),
+				Name: "compositepodgroups.validate.scheduling.lockstep.dev", ClientConfig: cc.at(PathComposite),
 				Rules:         []admissionv1.RuleWithOperations{rule(lockv1.GroupVersion.Group, lockv1.GroupVersion.Version, "compositepodgroups", admissionv1.Create)},
 				FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 			},
@@ -244,7 +252,7 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 			policy = fail
 		}
 		mutating.Webhooks = append(mutating.Webhooks, admissionv1.MutatingWebhook{
-			Name: integ.Resource() + ".mutate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobMutate(integ)),
+			Name: integ.Resource() + ".mutate.scheduling.lockstep.dev", ClientConfig: cc.at(PathJobMutate(integ)),
 			Rules:         []admissionv1.RuleWithOperations{integrationRule(integ, admissionv1.Create)},
 			FailurePolicy: policy, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 			MatchConditions: match,
@@ -257,7 +265,7 @@ func Configurations(cc Endpoint, jobControllers []string) (*admissionv1.Mutating
 			validate = append(validate[:len(validate):len(validate)], c)
 		}
 		validating.Webhooks = append(validating.Webhooks, admissionv1.ValidatingWebhook{
-			Name: integ.Resource() + ".validate.scheduling.lockstep.dev", ClientConfig: cc.at(pathJobValidate(integ)),
+			Name: integ.Resource() + ".validate.scheduling.lockstep.dev", ClientConfig: cc.at(PathJobValidate(integ)),
 			Rules:         []admissionv1.RuleWithOperations{integrationRule(integ, admissionv1.Create, admissionv1.Update)},
 			FailurePolicy: fail, SideEffects: none, TimeoutSeconds: timeout, AdmissionReviewVersions: []string{"v1"},
 			MatchConditions: validate,
