@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -20,13 +21,20 @@ import (
 // runs a bound pod at once), each claim allocated and reserved for its
 // pods, the claim for a pod's DRA-backed extended resources created; a
 // Lockstep PodGroup records its incarnation (podgroup.Record).
-func (w *world) bind(u *unitRun, pu *podgroup.Unit, d decide.Decision) {
+func (w *world) bind(d decide.Decision) {
+	for _, n := range d.Leaves() {
+		w.bindLeaf(d.Nodes[n].Unit, d.Tree.Leaves[n].Assignments)
+	}
+}
+
+// bindLeaf binds one leaf's assignments (a PodGroup's, or lone pods').
+func (w *world) bindLeaf(pu *podgroup.Unit, asgs []placement.Assignment) {
 	now := metav1.NewTime(w.clk.Now())
 	writes := map[types.NamespacedName]*resourcev1.ResourceClaim{}
 	var keys []types.NamespacedName
 	var bound []*corev1.Pod
 	var jobs []*jobRun
-	for _, a := range d.Result.Assignments {
+	for _, a := range asgs {
 		pr := w.pods[a.Pod.UID]
 		p := pr.pod.DeepCopy()
 		p.Spec.NodeName = a.Node
@@ -75,7 +83,13 @@ func (w *world) bind(u *unitRun, pu *podgroup.Unit, d decide.Decision) {
 		w.putClaim(writes[key])
 	}
 	w.changed++
-	if g := u.group; g != nil && !podgroup.Upstream(g.pg) {
+	if pu.Group == nil || len(bound) == 0 {
+		for _, j := range jobs {
+			w.update(j)
+		}
+		return
+	}
+	if g := w.groups[types.NamespacedName{Namespace: pu.Group.Namespace, Name: pu.Group.Name}]; g != nil && !podgroup.Upstream(g.pg) {
 		pg := g.pg.DeepCopy()
 		pg.Status.Incarnation = podgroup.Record(pg.Status.Incarnation, int32(pu.MinCount()), g.podList(), bound, now)
 		g.pg = pg

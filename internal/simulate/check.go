@@ -82,6 +82,9 @@ func checkSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 
 // specPath is the field path of a job pod's spec in the job's object.
 func specPath(j *Job, p *corev1.Pod) *field.Path {
+	if path := j.podSpec[p.Name]; path != nil {
+		return path
+	}
 	switch j.Kind {
 	case KindPodGroup:
 		return field.NewPath("pods").Key(p.Name).Child("spec")

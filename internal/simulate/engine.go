@@ -49,6 +49,7 @@ type world struct {
 	jobs   []*jobRun
 	pods   map[types.UID]*podRun
 	groups map[types.NamespacedName]*groupRun
+	trees  map[types.NamespacedName]*treeRun
 	units  unitQueue
 	// nodes and slices as they are now (failures change them); claims are
 	// the claims the cache holds, by key.
@@ -84,6 +85,7 @@ func newWorld(ctx context.Context, m Model, cl *Cluster, wl *Workload, opts Opti
 		st:     &cycle.State{Cache: cache, CEL: dra.NewCache(), Clock: clk},
 		pods:   map[types.UID]*podRun{},
 		groups: map[types.NamespacedName]*groupRun{},
+		trees:  map[types.NamespacedName]*treeRun{},
 		nodes:  map[string]*corev1.Node{},
 		slices: map[string]*resourcev1.ResourceSlice{},
 		claims: map[types.NamespacedName]*resourcev1.ResourceClaim{},
@@ -245,8 +247,10 @@ type jobRun struct {
 	state int
 	// pods are its pods that exist (pending or bound).
 	pods map[types.UID]*podRun
-	// groups are its PodGroups under this model.
+	// groups are its PodGroups under this model; tree their root when
+	// the model places them as a scheduling tree.
 	groups []*groupRun
+	tree   *treeRun
 	// generation counts the pods made of each template (replacement
 	// names).
 	generation map[int]int
@@ -292,6 +296,13 @@ type podRun struct {
 	req    snapshot.Resources
 }
 
+// treeRun is the root CompositePodGroup of a job placed as a scheduling
+// tree; its groups hang under it and share its unit.
+type treeRun struct {
+	root *lockv1.CompositePodGroup
+	unit *unitRun
+}
+
 // groupRun is one PodGroup of a job under this model.
 type groupRun struct {
 	pg   *lockv1.PodGroup
@@ -312,15 +323,7 @@ func (g *groupRun) podList() []*corev1.Pod {
 // arrive makes a job's groups and its first pods, as its controllers do.
 func (w *world) arrive(j *jobRun) {
 	w.rec.setState(j, stateWaiting)
-	for _, pg := range w.m.groups(j.spec) {
-		pg = pg.DeepCopy()
-		pg.CreationTimestamp = metav1.NewTime(w.clk.Now())
-		pg.UID = types.UID(fmt.Sprintf("pg-%s-%s", pg.Namespace, pg.Name))
-		g := &groupRun{pg: pg, job: j, pods: map[types.UID]*podRun{}}
-		g.unit = w.newUnit(queue.GroupKey(pg.Namespace, pg.Name).String(), j, nil, g)
-		w.groups[types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}] = g
-		j.groups = append(j.groups, g)
-	}
+	w.makeGroups(j)
 	n := len(j.spec.Pods)
 	for i := 0; i < n; i++ {
 		if iv := j.spec.PodInterval; iv > 0 && i > 0 {
@@ -328,6 +331,34 @@ func (w *world) arrive(j *jobRun) {
 			continue
 		}
 		w.createPod(j, i)
+	}
+}
+
+// makeGroups makes a job's PodGroups as its integration creates them,
+// each a unit — or, when the model places them as a scheduling tree, their
+// root, one unit for all of them.
+func (w *world) makeGroups(j *jobRun) {
+	if root := w.m.tree(j.spec); root != nil {
+		root = root.DeepCopy()
+		root.CreationTimestamp = metav1.NewTime(w.clk.Now())
+		root.UID = types.UID(fmt.Sprintf("cpg-%s-%s", root.Namespace, root.Name))
+		j.tree = &treeRun{root: root}
+		j.tree.unit = w.newUnit(queue.TreeKey(root.Namespace, root.Name).String(), j, nil, nil)
+		j.tree.unit.tree = j.tree
+		w.trees[types.NamespacedName{Namespace: root.Namespace, Name: root.Name}] = j.tree
+	}
+	for _, pg := range w.m.groups(j.spec) {
+		pg = pg.DeepCopy()
+		pg.CreationTimestamp = metav1.NewTime(w.clk.Now())
+		pg.UID = types.UID(fmt.Sprintf("pg-%s-%s", pg.Namespace, pg.Name))
+		g := &groupRun{pg: pg, job: j, pods: map[types.UID]*podRun{}}
+		if j.tree != nil {
+			g.unit = j.tree.unit
+		} else {
+			g.unit = w.newUnit(queue.GroupKey(pg.Namespace, pg.Name).String(), j, nil, g)
+		}
+		w.groups[types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}] = g
+		j.groups = append(j.groups, g)
 	}
 }
 

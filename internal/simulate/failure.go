@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/structured"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -176,6 +177,9 @@ func (w *world) lose(lost []*podRun, reason string) {
 		for _, g := range groups {
 			evict = append(evict, w.restart(g)...)
 		}
+		for _, g := range groups {
+			evict = append(evict, w.restartTree(g)...)
+		}
 	}
 	w.workLost(evict)
 	for _, pr := range evict {
@@ -231,6 +235,39 @@ func (w *world) restart(g *groupRun) []*podRun {
 	for _, p := range vd.Evict {
 		if pr := w.pods[p.UID]; pr != nil {
 			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+// restartTree is the integrity controller's verdict on the rest of a
+// tree whose group g ended for a loss (integrity.TreeRestarts): every
+// other running group under the CompositePodGroup with disruptionMode all
+// ends with it, its members taken down.
+func (w *world) restartTree(g *groupRun) []*podRun {
+	t := g.job.tree
+	if t == nil {
+		return nil
+	}
+	var pgs []*lockv1.PodGroup
+	for _, o := range g.job.groups {
+		pgs = append(pgs, o.pg)
+	}
+	var out []*podRun
+	for _, r := range integrity.TreeRestarts(g.pg, pgs, func(name string) *lockv1.CompositePodGroup {
+		if name == t.root.Name {
+			return t.root
+		}
+		return nil
+	}) {
+		o := w.groups[types.NamespacedName{Namespace: r.Group.Namespace, Name: r.Group.Name}]
+		pg := o.pg.DeepCopy()
+		pg.Status.Incarnation = r.Incarnation
+		o.pg = pg
+		for _, pr := range sortedPods(o.pods) {
+			if pr.node != "" {
+				out = append(out, pr)
+			}
 		}
 	}
 	return out

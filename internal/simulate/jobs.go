@@ -79,12 +79,14 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 		out.GroupOf = repeat(pg.Name, len(out.Pods))
 		return out, nil
 	}
-	return out, b.gangs(out, gj, completions)
+	return out, b.gangs(out, gj, completions, nil)
 }
 
 // gangs sets a job's gangs from its integration; a job that is not a
-// gang runs as independent pods (as Lockstep runs it: one by one).
-func (b *builder) gangs(out *Job, gj jobintegration.GenericJob, completions int32) field.ErrorList {
+// gang runs as independent pods (as Lockstep runs it: one by one). role,
+// when set, names the role of each of the job's pods (their group is the
+// role's); else the integration reads it from the pod.
+func (b *builder) gangs(out *Job, gj jobintegration.GenericJob, completions int32, role []string) field.ErrorList {
 	groups, err := jobintegration.Groups(gj)
 	var nq *jobintegration.NotQualified
 	switch {
@@ -94,21 +96,28 @@ func (b *builder) gangs(out *Job, gj jobintegration.GenericJob, completions int3
 		out.Completions = int(completions)
 		return nil
 	}
-	pgs, err := jobintegration.PodGroups(gj, groups)
+	pgs, root, err := jobintegration.PodGroups(gj, groups)
 	if err != nil {
 		out.Completions = int(completions)
 		return nil
 	}
-	out.Gangs = pgs
+	out.Gangs, out.Tree = pgs, root
 	for _, pg := range pgs {
-		out.Need += int(pg.Spec.SchedulingPolicy.Gang.MinCount)
+		if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+			out.Need += int(g.MinCount)
+		}
 		in := pg.DeepCopy()
 		in.APIVersion = upstreamAPIVersion
 		in.Spec.DisruptionMode = &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}
+		in.Spec.ParentCompositePodGroupName = nil
 		out.InTree = append(out.InTree, in)
 	}
 	out.GroupOf = make([]string, len(out.Pods))
 	for i, p := range out.Pods {
+		if role != nil {
+			out.GroupOf[i] = jobintegration.GroupFor(groups, role[i])
+			continue
+		}
 		out.GroupOf[i] = jobintegration.GroupOf(gj, groups, p)
 	}
 	return nil
@@ -196,7 +205,7 @@ func (b *builder) jobSet(js *jobsetv1.JobSet) (*Job, field.ErrorList) {
 		rj.Template.Spec.Template.Spec.SchedulerName = lockv1.SchedulerName
 		completions += jobSetChildren(out, js, rj)
 	}
-	return out, b.gangs(out, jobset.Integration{}.Wrap(js), completions)
+	return out, b.gangs(out, jobset.Integration{}.Wrap(js), completions, nil)
 }
 
 // jobSetChildren adds the pods of one replicated job's child Jobs (named

@@ -103,6 +103,9 @@ func supportedKinds() string {
 	for k := range kinds {
 		out = append(out, k)
 	}
+	for k := range roleKinds {
+		out = append(out, k)
+	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
 }
@@ -148,6 +151,9 @@ func decodeOne(doc []byte, where string) (object, error) {
 		ref = tm.Kind + " " + tm.Metadata.Namespace + "/" + tm.Metadata.Name
 	}
 	mk := kinds[tm.APIVersion+"/"+tm.Kind]
+	if integ := roleKinds[tm.APIVersion+"/"+tm.Kind]; mk == nil && integ != nil {
+		mk = func() any { return integ.NewObject() }
+	}
 	if mk == nil {
 		return object{}, &ObjectError{Where: where, Object: strings.TrimSpace(ref), Errs: field.ErrorList{
 			field.NotSupported(field.NewPath("kind"), tm.APIVersion+"/"+tm.Kind, strings.Split(supportedKinds(), ", ")),
@@ -359,7 +365,12 @@ func (b *builder) addJob(o object) []error {
 		}
 		return nil
 	default:
-		return nil
+		integ, co := roleKindOf(o.obj)
+		if integ == nil {
+			return nil
+		}
+		ref = integ.GVK().Kind + " " + nsOr(co.GetNamespace()) + "/" + co.GetName()
+		job, errs = b.rolesJob(integ, co)
 	}
 	if len(errs) > 0 {
 		return []error{&ObjectError{Where: o.where, Object: ref, Errs: errs}}

@@ -118,6 +118,16 @@ func (m Model) groups(j *Job) []*lockv1.PodGroup {
 	return j.Gangs
 }
 
+// tree is the root CompositePodGroup the model hangs a job's groups
+// under (nil: each group is a unit of its own). Only Lockstep places
+// trees; the in-tree 1.37 model places a tree job's groups one by one.
+func (m Model) tree(j *Job) *lockv1.CompositePodGroup {
+	if !m.gangs || m.inTree {
+		return nil
+	}
+	return j.Tree
+}
+
 // Cluster is what a workload runs on: nodes, their ResourceSlices and the
 // DeviceClasses. The simulation starts it empty (nothing running).
 type Cluster struct {

@@ -193,10 +193,12 @@ func (r *recorder) failed(d decide.Decision) {
 		return
 	}
 	classes := map[string]bool{}
-	for _, f := range d.Outcome.Waiting {
-		if f.Diagnosis.Reasons[placement.ReasonDevices] > 0 {
-			for _, c := range f.Diagnosis.DeviceClasses {
-				classes[c] = true
+	for _, n := range d.Leaves() {
+		for _, f := range d.Leaf(n).Outcome.Waiting {
+			if f.Diagnosis.Reasons[placement.ReasonDevices] > 0 {
+				for _, c := range f.Diagnosis.DeviceClasses {
+					classes[c] = true
+				}
 			}
 		}
 	}

@@ -31,8 +31,10 @@ type ClusterSummary struct {
 
 // WorkloadSummary describes the workload.
 type WorkloadSummary struct {
-	Jobs               int     `json:"jobs"`
-	GangJobs           int     `json:"gangJobs"`
+	Jobs     int `json:"jobs"`
+	GangJobs int `json:"gangJobs"`
+	// TreeJobs are the gang jobs whose roles make a scheduling tree.
+	TreeJobs           int     `json:"treeJobs,omitempty"`
 	Pods               int     `json:"pods"`
 	Failures           int     `json:"failures"`
 	Priorities         []int32 `json:"priorities"`
@@ -213,6 +215,9 @@ func buildReport(cl *Cluster, wl *Workload, worlds []*world, opts Options) *Repo
 		r.Workload.Pods += len(j.Pods)
 		if j.Gang() {
 			r.Workload.GangJobs++
+		}
+		if j.Tree != nil {
+			r.Workload.TreeJobs++
 		}
 		r.Workload.LastArrivalSeconds = max(r.Workload.LastArrivalSeconds, j.Arrival.Seconds())
 	}

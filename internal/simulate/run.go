@@ -17,7 +17,6 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
-	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Options of a simulation.
@@ -283,22 +282,16 @@ func (f *fitter) fits(j *Job) (bool, string) {
 	w := f.w
 	// Not arrived: nothing of it is recorded or scheduled to happen.
 	jr := &jobRun{spec: j, pods: map[types.UID]*podRun{}, generation: map[int]int{}, state: stateNotArrived}
-	for _, pg := range w.m.groups(j) {
-		g := &groupRun{pg: pg.DeepCopy(), job: jr, pods: map[types.UID]*podRun{}}
-		g.unit = w.newUnit(pg.Namespace+"/"+pg.Name, jr, nil, g)
-		w.groups[types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}] = g
-		jr.groups = append(jr.groups, g)
-	}
+	w.makeGroups(jr)
 	for i := range j.Pods {
 		w.createPod(jr, i)
 	}
 	a := fitAnswer{ok: true}
 	for _, u := range append([]*unitRun(nil), w.units.items...) {
-		pu := w.resolve(u)
-		d := decide.Decide(w.ctx, w.st.Snapshot(w.ctx, u.key, 0), w.st.CEL, decide.Input{Unit: podgroup.Single(pu)})
+		d := decide.Decide(w.ctx, w.st.Snapshot(w.ctx, u.key, 0), w.st.CEL, decide.Input{Unit: w.resolve(u)})
 		switch {
 		case d.Kind == decide.Bind:
-			w.bind(u, pu, d)
+			w.bind(d)
 		case d.Kind == decide.Error:
 			a = fitAnswer{why: d.Err.Error()}
 		case a.ok:
@@ -313,6 +306,9 @@ func (f *fitter) fits(j *Job) (bool, string) {
 	}
 	for _, g := range jr.groups {
 		delete(w.groups, types.NamespacedName{Namespace: g.pg.Namespace, Name: g.pg.Name})
+	}
+	if t := jr.tree; t != nil {
+		delete(w.trees, types.NamespacedName{Namespace: t.root.Namespace, Name: t.root.Name})
 	}
 	w.units.items, w.events = nil, nil
 	f.memo[key] = a

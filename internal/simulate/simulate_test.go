@@ -46,7 +46,7 @@ func load(t testing.TB, name string) (*Cluster, *Workload) {
 // JSON — against its golden files (go test ./internal/simulate -rewrite
 // regenerates them).
 func TestScenarios(t *testing.T) {
-	for _, name := range []string{"seed004", "mixed"} {
+	for _, name := range []string{"seed004", "mixed", "trees"} {
 		t.Run(name, func(t *testing.T) {
 			cl, wl := load(t, name)
 			r, err := Run(context.Background(), cl, wl, Options{})

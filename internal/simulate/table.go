@@ -29,7 +29,11 @@ func WriteTable(out io.Writer, r *Report, jobs bool) error {
 func writeTable(out io.Writer, r *Report, jobs bool) error {
 	fmt.Fprintf(out, "Cluster %s: %d nodes, %d devices; domains by %s: %s\n", orDash(r.Cluster.Name), r.Cluster.Nodes, r.Cluster.Devices,
 		r.Cluster.DomainLabel, strings.Join(r.Cluster.Domains, ", "))
-	fmt.Fprintf(out, "Workload: %d jobs (%d gangs), %d pods, %d failures; measured over %s\n\n", r.Workload.Jobs, r.Workload.GangJobs,
+	gangs := fmt.Sprintf("%d gangs", r.Workload.GangJobs)
+	if r.Workload.TreeJobs > 0 {
+		gangs += fmt.Sprintf(", %d of them scheduling trees", r.Workload.TreeJobs)
+	}
+	fmt.Fprintf(out, "Workload: %d jobs (%s), %d pods, %d failures; measured over %s\n\n", r.Workload.Jobs, gangs,
 		r.Workload.Pods, r.Workload.Failures, dur(r.HorizonSeconds))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(label string, f func(s SchedulerReport) string) {

@@ -26,6 +26,7 @@ type unitRun struct {
 	job   *jobRun
 	pod   *podRun
 	group *groupRun
+	tree  *treeRun
 	prio  int32
 	// created and seq order units of one priority (oldest first).
 	created time.Duration
@@ -167,7 +168,7 @@ func (w *world) attemptRun(run []*unitRun) {
 	w.rec.decisions++
 	switch d.Kind {
 	case decide.Bind:
-		w.bind(run[0], pu, d)
+		w.bind(d)
 	case decide.Error:
 		w.err = fmt.Errorf("%s: deciding %s at %s: %w", w.m.Name, run[0].key, w.now, d.Err)
 		return
@@ -198,21 +199,29 @@ func (w *world) park(u *unitRun) {
 }
 
 // resolve is the unit as the scheduler resolves it (podgroup.Resolve,
-// ResolvePod).
-func (w *world) resolve(u *unitRun) *podgroup.Unit {
-	if u.group != nil {
+// ResolvePod, ResolveTree): a tree, of one leaf for a group or a pod.
+func (w *world) resolve(u *unitRun) *podgroup.TreeUnit {
+	switch {
+	case u.tree != nil:
+		var groups []*lockv1.PodGroup
+		var pods []*corev1.Pod
+		for _, g := range u.job.groups {
+			groups, pods = append(groups, g.pg), append(pods, g.podList()...)
+		}
+		return podgroup.ResolveTree(u.tree.root, []*lockv1.CompositePodGroup{u.tree.root}, groups, pods, nil)
+	case u.group != nil:
 		pg := u.group.pg
-		return podgroup.Resolve(pg, pg.Namespace, pg.Name, u.group.podList(), nil)
+		return podgroup.Single(podgroup.Resolve(pg, pg.Namespace, pg.Name, u.group.podList(), nil))
 	}
-	return podgroup.ResolvePod(u.pod.pod, nil)
+	return podgroup.Single(podgroup.ResolvePod(u.pod.pod, nil))
 }
 
 // attempt decides one unit and carries the decision out. A preemption
 // evicts its victims at once (they terminate in no virtual time) and the
 // unit is decided again.
 func (w *world) attempt(u *unitRun, again bool) {
-	pu := w.resolve(u)
-	if len(pu.Pending) == 0 && pu.Waiting == "" {
+	tu := w.resolve(u)
+	if tu.Root.Pending() == 0 && tu.Waiting == "" {
 		u.queued = false
 		return
 	}
@@ -220,24 +229,24 @@ func (w *world) attempt(u *unitRun, again bool) {
 	// the snapshot is the cache's, valid until the next update.
 	preempt := w.mayPreempt(u)
 	snap := w.st.Snapshot(w.ctx, u.key, u.prio)
-	if pu.Waiting == "" && !w.noCheck && !w.mayFit(snap, u, pu, preempt) {
+	if f := tu.Flat(); f != nil && tu.Waiting == "" && !w.noCheck && !w.mayFit(snap, u, f, preempt) {
 		w.rec.skipped++
 		w.park(u)
 		return
 	}
-	in := decide.Input{Unit: podgroup.Single(pu), Priority: u.prio}
+	in := decide.Input{Unit: tu, Priority: u.prio}
 	if preempt {
 		in.Preemption = func() (*decide.Preemption, error) {
 			w.rec.searches++
-			return &decide.Preemption{Candidates: preemption.Candidates(w.st.Cache.Pods(), w.groupOf)}, nil
+			return &decide.Preemption{Candidates: preemption.TreeCandidates(w.st.Cache.Pods(), w.groupOf, w.compositeOf)}, nil
 		}
 	}
 	d := decide.Decide(w.ctx, snap, w.st.CEL, in)
 	w.rec.decisions++
 	switch d.Kind {
 	case decide.Bind:
-		w.bind(u, pu, d)
-		if d.Outcome.Complete() {
+		w.bind(d)
+		if complete(d) {
 			u.queued = false
 		} else {
 			w.park(u)
@@ -257,6 +266,17 @@ func (w *world) attempt(u *unitRun, again bool) {
 	}
 }
 
+// complete reports whether a bound decision placed every pending member
+// of every leaf.
+func complete(d decide.Decision) bool {
+	for _, n := range d.Leaves() {
+		if !d.Leaf(n).Outcome.Complete() {
+			return false
+		}
+	}
+	return true
+}
+
 // groupOf resolves a PodGroup and its priority for preemption.Candidates.
 func (w *world) groupOf(ns, name string) (*lockv1.PodGroup, int32) {
 	g := w.groups[types.NamespacedName{Namespace: ns, Name: name}]
@@ -264,6 +284,15 @@ func (w *world) groupOf(ns, name string) (*lockv1.PodGroup, int32) {
 		return nil, 0
 	}
 	return g.pg, g.job.spec.Priority
+}
+
+// compositeOf is a job's root CompositePodGroup, for
+// preemption.TreeCandidates (a victim tree is preempted whole).
+func (w *world) compositeOf(ns, name string) *lockv1.CompositePodGroup {
+	if t := w.trees[types.NamespacedName{Namespace: ns, Name: name}]; t != nil {
+		return t.root
+	}
+	return nil
 }
 
 // mayPreempt reports whether a decision for u considers preemption: the
@@ -294,7 +323,14 @@ func (w *world) mayPreempt(u *unitRun) bool {
 }
 
 func (w *world) unitPods(u *unitRun) []*corev1.Pod {
-	if u.group != nil {
+	switch {
+	case u.tree != nil:
+		var out []*corev1.Pod
+		for _, g := range u.job.groups {
+			out = append(out, g.podList()...)
+		}
+		return out
+	case u.group != nil:
 		return u.group.podList()
 	}
 	return []*corev1.Pod{u.pod.pod}

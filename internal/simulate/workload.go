@@ -7,6 +7,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
@@ -80,11 +81,18 @@ type Job struct {
 	// a gang. Pods join them by lockv1.PodGroupLabel as the models set it
 	// (Groups).
 	Gangs, InTree []*lockv1.PodGroup
+	// Tree is, for a job whose roles make a scheduling tree (a Ray
+	// cluster, an elastic Kubeflow job, an MPIJob with a launcher), the
+	// root CompositePodGroup Lockstep's integration hangs Gangs under;
+	// nil otherwise. The in-tree model places the groups one by one.
+	Tree *lockv1.CompositePodGroup
 	// GroupOf is the group each of Pods joins ("" none), by index.
 	GroupOf []string
 	// Template is the field path of what a job's pods are made from, for
-	// errors ("spec.template").
+	// errors ("spec.template"); podSpec, when set, the path of each pod's
+	// spec by pod name (a job of roles).
 	Template string
+	podSpec  map[string]*field.Path
 }
 
 // Ref is how messages name the job: "Job ml/train-a".
