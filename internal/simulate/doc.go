@@ -3,7 +3,7 @@
 // reports what each costs. Its pipeline:
 //
 //	cluster spec ──ClusterFromSpec──▶ Cluster (nodes, ResourceSlices, DeviceClasses)
-//	YAML docs ──Load──▶ Workload: Jobs, each with its pods as its controller
+//	YAML docs ──workload.Load──▶ Workload: Jobs, each with its pods as its controller
 //	                    makes them and its gangs as Lockstep's integration
 //	                    makes them (jobs.go, roles.go: PodGroups, or a tree's
 //	                    root CompositePodGroup over them)

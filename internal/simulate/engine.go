@@ -18,18 +18,13 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/queue"
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // Epoch is the wall-clock time virtual time 0 maps to (timestamps on the
 // simulated objects; fixed, so runs are reproducible).
 var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
-
-// PodIntervalAnnotation spaces the creation of a job's pods (a Go
-// duration): its controller creates one pod, then the next this much
-// later, … (0, the default: all at once on arrival). Jobs whose pods are
-// created interleaved are how seed 004's deadlock happens.
-const PodIntervalAnnotation = "sim.lockstep.dev/pod-interval"
 
 // world is one model's simulation: the scheduler's cycle state over an
 // in-memory cluster, the jobs' controllers, and a virtual clock that jumps
@@ -38,7 +33,7 @@ type world struct {
 	ctx context.Context
 	m   Model
 	cl  *Cluster
-	wl  *Workload
+	wl  *workload.Workload
 	st  *cycle.State
 	clk *testingclock.FakePassiveClock
 	now time.Duration
@@ -77,7 +72,7 @@ type world struct {
 	noBatch, noCheck bool
 }
 
-func newWorld(ctx context.Context, m Model, cl *Cluster, wl *Workload, opts Options) *world {
+func newWorld(ctx context.Context, m Model, cl *Cluster, wl *workload.Workload, opts Options) *world {
 	clk := testingclock.NewFakePassiveClock(Epoch)
 	cache := snapshot.NewCache(time.Minute, features.Default(), clk)
 	w := &world{
@@ -180,7 +175,7 @@ type event struct {
 	// tmpl is the pod template index (evCreatePod); epoch the job's or
 	// pod's run the event belongs to (a stale one is ignored).
 	tmpl, epoch int
-	failure     *Failure
+	failure     *workload.Failure
 }
 
 type eventQueue []event
@@ -242,7 +237,7 @@ const (
 
 // jobRun is a job as it goes.
 type jobRun struct {
-	spec  *Job
+	spec  *workload.Job
 	index int
 	state int
 	// pods are its pods that exist (pending or bound).
@@ -428,7 +423,7 @@ func (w *world) makeClaims(pr *podRun) {
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: p.Namespace, Name: p.Name + "-" + rc.Name, UID: types.UID("claim-" + p.Namespace + "-" + p.Name + "-" + rc.Name),
 				Labels: t.Spec.Labels, Annotations: t.Spec.Annotations, CreationTimestamp: p.CreationTimestamp,
-				OwnerReferences: []metav1.OwnerReference{controllerRef("v1", "Pod", p.Name, p.UID)},
+				OwnerReferences: []metav1.OwnerReference{workload.ControllerRef("v1", "Pod", p.Name, p.UID)},
 			},
 			Spec: *t.Spec.Spec.DeepCopy(),
 		}

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
-func run(t *testing.T, cl *Cluster, workload string, opts Options) *Report {
+func run(t *testing.T, cl *Cluster, docs string, opts Options) *Report {
 	t.Helper()
-	wl, err := Load([]Source{{Name: "w.yaml", Data: []byte(workload)}}, LoadOptions{})
+	wl, err := workload.Load([]workload.Source{{Name: "w.yaml", Data: []byte(docs)}}, workload.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

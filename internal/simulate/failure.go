@@ -12,6 +12,7 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/integrity"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -32,7 +33,7 @@ const (
 // replaced by their controllers. Under a model with restarts every gang
 // that lost a member is judged by the integrity controller's Decide and,
 // when it says so, taken down whole.
-func (w *world) fail(f *Failure) {
+func (w *world) fail(f *workload.Failure) {
 	var lost []*podRun
 	reason := reasonTaintManager
 	if f.Device == "" {
@@ -64,7 +65,7 @@ func (w *world) fail(f *Failure) {
 }
 
 // repair brings a failed node or device back.
-func (w *world) repair(f *Failure) {
+func (w *world) repair(f *workload.Failure) {
 	if f.Device == "" {
 		n := w.nodes[f.Node].DeepCopy()
 		kept := n.Spec.Taints[:0]
@@ -113,7 +114,7 @@ func setReady(n *corev1.Node, status corev1.ConditionStatus, at metav1.Time) {
 
 // deviceSlice finds the slice of a failure's device (Check made sure
 // there is exactly one): the slice now, a copy to change, and the device.
-func (w *world) deviceSlice(f *Failure) (*resourcev1.ResourceSlice, *resourcev1.ResourceSlice, structured.DeviceID) {
+func (w *world) deviceSlice(f *workload.Failure) (*resourcev1.ResourceSlice, *resourcev1.ResourceSlice, structured.DeviceID) {
 	for _, name := range sortedKeys(w.slices) {
 		sl := w.slices[name]
 		if sl.Spec.NodeName == nil || *sl.Spec.NodeName != f.Node || f.Driver != "" && sl.Spec.Driver != f.Driver {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
 const oneGPU = `
@@ -141,8 +142,8 @@ func TestLoadRefuses(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load([]Source{{Name: "w.yaml", Data: []byte(tc.workload)}}, LoadOptions{})
-			if !errors.Is(err, ErrInvalid) {
+			_, err := workload.Load([]workload.Source{{Name: "w.yaml", Data: []byte(tc.workload)}}, workload.LoadOptions{})
+			if !errors.Is(err, workload.ErrInvalid) {
 				t.Fatalf("Load: %v, want an ErrInvalid", err)
 			}
 			for _, w := range tc.want {
@@ -217,12 +218,12 @@ func TestCheckRefuses(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wl, err := Load([]Source{{Name: "w.yaml", Data: []byte(tc.workload)}}, LoadOptions{})
+			wl, err := workload.Load([]workload.Source{{Name: "w.yaml", Data: []byte(tc.workload)}}, workload.LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = Check(context.Background(), cluster(t, threeByTwo), wl)
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, workload.ErrInvalid) {
 				t.Fatalf("Check: %v, want an ErrInvalid", err)
 			}
 			for _, w := range tc.want {
@@ -237,9 +238,9 @@ func TestCheckRefuses(t *testing.T) {
 // What must not happen when nothing is wrong: a workload that fits is not
 // refused, and defaults fill what the API server would.
 func TestLoadAccepts(t *testing.T) {
-	wl, err := Load([]Source{{Name: "w.yaml", Data: []byte(oneGPU + indexedJob("a", 4, "sim.lockstep.dev/arrival: 90s", "") +
+	wl, err := workload.Load([]workload.Source{{Name: "w.yaml", Data: []byte(oneGPU + indexedJob("a", 4, "sim.lockstep.dev/arrival: 90s", "") +
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: lone}\nspec: {containers: [{name: c, image: sim, resources: {limits: {cpu: '2'}}}]}\n")}},
-		LoadOptions{DefaultRuntime: time.Hour})
+		workload.LoadOptions{DefaultRuntime: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

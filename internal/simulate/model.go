@@ -9,6 +9,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
 // Model names, as -o json reports them (schedulers[].name).
@@ -108,7 +109,7 @@ func ParseModels(names []string) ([]Model, error) {
 
 // groups are the PodGroups the model schedules a job as (nil: its pods
 // one by one).
-func (m Model) groups(j *Job) []*lockv1.PodGroup {
+func (m Model) groups(j *workload.Job) []*lockv1.PodGroup {
 	switch {
 	case !m.gangs:
 		return nil
@@ -121,7 +122,7 @@ func (m Model) groups(j *Job) []*lockv1.PodGroup {
 // tree is the root CompositePodGroup the model hangs a job's groups
 // under (nil: each group is a unit of its own). Only Lockstep places
 // trees; the in-tree 1.37 model places a tree job's groups one by one.
-func (m Model) tree(j *Job) *lockv1.CompositePodGroup {
+func (m Model) tree(j *workload.Job) *lockv1.CompositePodGroup {
 	if !m.gangs || m.inTree {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
 // Report is what a simulation found, per scheduler. Its JSON field names
@@ -203,7 +205,7 @@ const (
 	JobNeverFit   = "NeverFit"
 )
 
-func buildReport(cl *Cluster, wl *Workload, worlds []*world, opts Options) *Report {
+func buildReport(cl *Cluster, wl *workload.Workload, worlds []*world, opts Options) *Report {
 	r := &Report{Cluster: ClusterSummary{Name: cl.Name, Nodes: len(cl.Nodes), DomainLabel: opts.domainLabel()}}
 	if len(worlds) > 0 {
 		r.Cluster.Devices = worlds[0].rec.devices

@@ -17,6 +17,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
 // Options of a simulation.
@@ -55,7 +56,7 @@ func (o Options) domainLabel() string {
 // Run simulates the workload on the cluster under each model and reports
 // what happened. The workload must have passed Check against the
 // cluster.
-func Run(ctx context.Context, cl *Cluster, wl *Workload, opts Options) (*Report, error) {
+func Run(ctx context.Context, cl *Cluster, wl *workload.Workload, opts Options) (*Report, error) {
 	ms := opts.Models
 	if len(ms) == 0 {
 		ms = Models()
@@ -89,7 +90,7 @@ func Run(ctx context.Context, cl *Cluster, wl *Workload, opts Options) (*Report,
 // nodes) could ever hold — one that does not fit even the empty cluster
 // (as Lockstep would place it: a gang whole, or one pod of a job of
 // independent pods). Every error names the object and the field path.
-func Check(ctx context.Context, cl *Cluster, wl *Workload) error {
+func Check(ctx context.Context, cl *Cluster, wl *workload.Workload) error {
 	var errs []error
 	errs = append(errs, checkClasses(cl, wl)...)
 	errs = append(errs, checkFailures(cl, wl)...)
@@ -97,18 +98,18 @@ func Check(ctx context.Context, cl *Cluster, wl *Workload) error {
 		f := newFitter(ctx, cl, wl)
 		for _, j := range wl.Jobs {
 			if ok, why := f.fits(j); !ok {
-				errs = append(errs, &ObjectError{Object: j.Ref(), Errs: field.ErrorList{field.Invalid(field.NewPath(j.Template), "",
+				errs = append(errs, &workload.ObjectError{Object: j.Ref(), Errs: field.ErrorList{field.Invalid(field.NewPath(j.Template), "",
 					"no node of the cluster could ever hold it (it does not fit the empty cluster): "+why)}})
 			}
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", workload.ErrInvalid, errors.Join(errs...))
 	}
 	return nil
 }
 
-func checkClasses(cl *Cluster, wl *Workload) []error {
+func checkClasses(cl *Cluster, wl *workload.Workload) []error {
 	classes := map[string]bool{}
 	for _, c := range append(append([]*resourcev1.DeviceClass(nil), cl.Classes...), wl.DeviceClasses...) {
 		classes[c.Name] = true
@@ -118,12 +119,12 @@ func checkClasses(cl *Cluster, wl *Workload) []error {
 		t := wl.ClaimTemplates[key]
 		path := field.NewPath("spec", "spec", "devices", "requests")
 		if fe := checkRequests(t.Spec.Spec.Devices.Requests, path, classes); len(fe) > 0 {
-			errs = append(errs, &ObjectError{Object: "ResourceClaimTemplate " + key.String(), Errs: fe})
+			errs = append(errs, &workload.ObjectError{Object: "ResourceClaimTemplate " + key.String(), Errs: fe})
 		}
 	}
 	for _, c := range wl.Claims {
 		if fe := checkRequests(c.Spec.Devices.Requests, field.NewPath("spec", "devices", "requests"), classes); len(fe) > 0 {
-			errs = append(errs, &ObjectError{Object: "ResourceClaim " + c.Namespace + "/" + c.Name, Errs: fe})
+			errs = append(errs, &workload.ObjectError{Object: "ResourceClaim " + c.Namespace + "/" + c.Name, Errs: fe})
 		}
 	}
 	return errs
@@ -155,7 +156,7 @@ func sortedNames[V any](m map[types.NamespacedName]V) []types.NamespacedName {
 
 // shapeKey identifies what decides whether a job fits: how many pods must
 // run together, its pods' specs and its groups' policies.
-func shapeKey(j *Job) string {
+func shapeKey(j *workload.Job) string {
 	type shape struct {
 		Need   int
 		Specs  []string
@@ -190,7 +191,7 @@ func shapeKey(j *Job) string {
 // checkFailures refuses a failure of a node or device the cluster lacks,
 // a device name several drivers of the node have without a driver, and
 // two failures of one node at once.
-func checkFailures(cl *Cluster, wl *Workload) []error {
+func checkFailures(cl *Cluster, wl *workload.Workload) []error {
 	nodes := map[string]*corev1.Node{}
 	for _, n := range cl.Nodes {
 		nodes[n.Name] = n
@@ -221,7 +222,7 @@ func checkFailures(cl *Cluster, wl *Workload) []error {
 			}
 		}
 		if len(fe) > 0 {
-			errs = append(errs, &ObjectError{Object: f.Ref(), Errs: fe})
+			errs = append(errs, &workload.ObjectError{Object: f.Ref(), Errs: fe})
 		}
 	}
 	return errs
@@ -244,8 +245,8 @@ func orAny(driver string) string {
 }
 
 // overlaps reports whether two failures are in effect at the same time.
-func overlaps(a, b Failure) bool {
-	end := func(f Failure) time.Duration {
+func overlaps(a, b workload.Failure) bool {
+	end := func(f workload.Failure) time.Duration {
 		if f.RepairAfter == 0 {
 			return time.Duration(1<<62 - 1)
 		}
@@ -266,15 +267,15 @@ type fitAnswer struct {
 	why string
 }
 
-func newFitter(ctx context.Context, cl *Cluster, wl *Workload) *fitter {
-	empty := &Workload{PriorityClasses: wl.PriorityClasses, DeviceClasses: wl.DeviceClasses, ClaimTemplates: wl.ClaimTemplates, Claims: wl.Claims}
+func newFitter(ctx context.Context, cl *Cluster, wl *workload.Workload) *fitter {
+	empty := &workload.Workload{PriorityClasses: wl.PriorityClasses, DeviceClasses: wl.DeviceClasses, ClaimTemplates: wl.ClaimTemplates, Claims: wl.Claims}
 	return &fitter{w: newWorld(ctx, models[0], cl, empty, Options{}), memo: map[string]fitAnswer{}}
 }
 
 // fits decides the job's units on the empty cluster, binding each that
 // fits before the next (a job of several gangs must fit whole), then
 // takes everything away again.
-func (f *fitter) fits(j *Job) (bool, string) {
+func (f *fitter) fits(j *workload.Job) (bool, string) {
 	key := shapeKey(j)
 	if a, ok := f.memo[key]; ok {
 		return a.ok, a.why

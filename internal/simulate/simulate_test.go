@@ -13,12 +13,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden reports in testdata/*/report.golden and report.json.golden")
 
 // load reads testdata/<name>/cluster.yaml and workload.yaml, checked.
-func load(t testing.TB, name string) (*Cluster, *Workload) {
+func load(t testing.TB, name string) (*Cluster, *workload.Workload) {
 	t.Helper()
 	spec, err := clusterspec.Load(filepath.Join("testdata", name, "cluster.yaml"))
 	if err != nil {
@@ -32,7 +33,7 @@ func load(t testing.TB, name string) (*Cluster, *Workload) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wl, err := Load([]Source{{Name: "workload.yaml", Data: b}}, LoadOptions{})
+	wl, err := workload.Load([]workload.Source{{Name: "workload.yaml", Data: b}}, workload.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

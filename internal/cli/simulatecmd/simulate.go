@@ -25,6 +25,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cli/output"
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/simulate"
+	simworkload "github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
 // Options are the flags of `lockstep simulate`.
@@ -47,9 +48,9 @@ type Options struct {
 
 	// Set by Complete and Validate.
 	models   []simulate.Model
-	sources  []simulate.Source
+	sources  []simworkload.Source
 	spec     *clusterspec.Cluster
-	workload *simulate.Workload
+	workload *simworkload.Workload
 	clients  *clientopts.Clients
 	stdin    io.Reader
 }
@@ -126,7 +127,7 @@ func (o *Options) Complete() error {
 		if err != nil {
 			return fmt.Errorf("reading the workload: %w", err)
 		}
-		o.sources = append(o.sources, simulate.Source{Name: name, Data: b})
+		o.sources = append(o.sources, simworkload.Source{Name: name, Data: b})
 	}
 	if o.ClusterFile != "" {
 		spec, err := clusterspec.Load(o.ClusterFile)
@@ -169,7 +170,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--schedulers: %w", err)
 	}
 	o.models = models
-	wl, err := simulate.Load(o.sources, simulate.LoadOptions{DefaultRuntime: o.DefaultRuntime})
+	wl, err := simworkload.Load(o.sources, simworkload.LoadOptions{DefaultRuntime: o.DefaultRuntime})
 	if err != nil {
 		return err
 	}

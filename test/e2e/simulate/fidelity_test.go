@@ -21,6 +21,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/simulate"
+	simworkload "github.com/lockstep-dev/lockstep/internal/simulate/workload"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -107,7 +108,7 @@ func traceManifests(t *testing.T, ns string) []byte {
 	for _, tj := range trace {
 		j := realJob(ns, tj)
 		j.TypeMeta = metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"}
-		j.Annotations = map[string]string{simulate.ArrivalAnnotation: tj.arrival.String(), simulate.RuntimeAnnotation: tj.runtime.String()}
+		j.Annotations = map[string]string{simworkload.ArrivalAnnotation: tj.arrival.String(), simworkload.RuntimeAnnotation: tj.runtime.String()}
 		docs = append(docs, j)
 	}
 	var b []byte

@@ -1,4 +1,4 @@
-package simulate
+package workload
 
 import (
 	"errors"
@@ -60,7 +60,7 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 	j.UID = uid
 	j.Spec.Template.Spec.SchedulerName = lockv1.SchedulerName
 	out := &Job{Kind: KindJob, Namespace: j.Namespace, Name: j.Name, UID: uid, Arrival: arrival, Runtime: runtime, PodInterval: interval, Priority: prio, Template: tpath.String()}
-	owner := controllerRef(batchv1.SchemeGroupVersion.WithKind("Job").GroupVersion().String(), "Job", j.Name, uid)
+	owner := ControllerRef(batchv1.SchemeGroupVersion.WithKind("Job").GroupVersion().String(), "Job", j.Name, uid)
 	indexed := j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion
 	n := min(parallelism, completions)
 	for i := int32(0); i < n; i++ {
@@ -134,7 +134,7 @@ func inTreeGroup(j *batchv1.Job, parallelism int32) *lockv1.PodGroup {
 	}
 	pg := &lockv1.PodGroup{
 		TypeMeta:   metav1.TypeMeta{APIVersion: upstreamAPIVersion, Kind: "PodGroup"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, OwnerReferences: []metav1.OwnerReference{controllerRef("batch/v1", "Job", j.Name, j.UID)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, OwnerReferences: []metav1.OwnerReference{ControllerRef("batch/v1", "Job", j.Name, j.UID)}},
 		Spec: lockv1.PodGroupSpec{
 			SchedulingPolicy: lockv1.PodGroupSchedulingPolicy{Gang: &lockv1.GangSchedulingPolicy{MinCount: minCount}},
 			DisruptionMode:   &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}},
@@ -223,7 +223,7 @@ func jobSetChildren(out *Job, js *jobsetv1.JobSet, rj *jobsetv1.ReplicatedJob) i
 	for r := int32(0); r < replicas; r++ {
 		child := fmt.Sprintf("%s-%s-%d", js.Name, rj.Name, r)
 		childUID := types.UID("job-" + js.Namespace + "-" + child)
-		owner := controllerRef("batch/v1", "Job", child, childUID)
+		owner := ControllerRef("batch/v1", "Job", child, childUID)
 		for i := int32(0); i < min(parallelism, completions); i++ {
 			labels := map[string]string{
 				jobsetv1.JobSetNameKey: js.Name, jobsetv1.ReplicatedJobNameKey: rj.Name, jobsetv1.JobIndexKey: strconv.Itoa(int(r)),
@@ -350,7 +350,9 @@ func podFrom(t *corev1.PodTemplateSpec, ns, name string, index *int32, owner met
 	return p
 }
 
-func controllerRef(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
+// ControllerRef is the controller reference a job's controller sets on
+// what it creates.
+func ControllerRef(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 }
 

@@ -1,4 +1,4 @@
-package simulate
+package workload
 
 import (
 	"time"
@@ -42,6 +42,12 @@ type Workload struct {
 	Jobs     []*Job
 	Failures []Failure
 }
+
+// PodIntervalAnnotation spaces the creation of a job's pods (a Go
+// duration): its controller creates one pod, then the next this much
+// later, … (0, the default: all at once on arrival). Jobs whose pods are
+// created interleaved are how seed 004's deadlock happens.
+const PodIntervalAnnotation = "sim.lockstep.dev/pod-interval"
 
 // Kinds of Job.
 const (

@@ -1,4 +1,4 @@
-package simulate
+package workload
 
 import (
 	"fmt"
@@ -69,7 +69,7 @@ func (b *builder) rolesJob(integ jobintegration.Integration, obj client.Object) 
 		return nil, errs
 	}
 	out := &Job{Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: uid, Arrival: arrival, Runtime: runtime, PodInterval: interval, Priority: prios[0], Template: roles[0].Path.String()}
-	owner := controllerRef(gvk.GroupVersion().String(), gvk.Kind, obj.GetName(), uid)
+	owner := ControllerRef(gvk.GroupVersion().String(), gvk.Kind, obj.GetName(), uid)
 	var role []string
 	for i, r := range roles {
 		out.Priority = min(out.Priority, prios[i])
