@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime/debug"
 	"testing"
+
+	"github.com/lockstep-dev/lockstep/internal/simulate/report"
 )
 
 // BenchmarkWeek is issue 26's speed figure: a week of 10,000 jobs
@@ -21,7 +23,7 @@ func BenchmarkWeek(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			report(b, r)
+			checkRan(b, r)
 		}
 	})
 	for _, m := range Models() {
@@ -31,13 +33,13 @@ func BenchmarkWeek(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				report(b, r)
+				checkRan(b, r)
 			}
 		})
 	}
 }
 
-func report(b *testing.B, r *Report) {
+func checkRan(b *testing.B, r *report.Report) {
 	for _, s := range r.Schedulers {
 		if s.JobsCompleted+s.JobsNeverStarted == 0 {
 			b.Fatalf("%s: nothing ran", s.Name)

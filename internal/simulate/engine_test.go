@@ -7,10 +7,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/internal/simulate/report"
 	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
-func run(t *testing.T, cl *Cluster, docs string, opts Options) *Report {
+func run(t *testing.T, cl *Cluster, docs string, opts Options) *report.Report {
 	t.Helper()
 	wl, err := workload.Load([]workload.Source{{Name: "w.yaml", Data: []byte(docs)}}, workload.LoadOptions{})
 	if err != nil {
@@ -27,11 +28,11 @@ func run(t *testing.T, cl *Cluster, docs string, opts Options) *Report {
 }
 
 // fates are each job's start and end (hours) under each scheduler.
-func fates(r *Report) map[string][]string {
+func fates(r *report.Report) map[string][]string {
 	out := map[string][]string{}
 	for _, s := range r.Schedulers {
 		for _, j := range s.JobDetails {
-			out[s.Name] = append(out[s.Name], fmt.Sprintf("%s %s→%s %s", j.Job, optDur(j.StartSeconds), optDur(j.EndSeconds), nodeList(j.Nodes)))
+			out[s.Name] = append(out[s.Name], fmt.Sprintf("%s %s→%s %s", j.Job, report.FormatSeconds(j.StartSeconds), report.FormatSeconds(j.EndSeconds), report.FormatNodes(j.Nodes)))
 		}
 	}
 	return out
@@ -120,7 +121,7 @@ type summary struct {
 	CompletedCount int
 }
 
-func summarize(r *Report) map[string]summary {
+func summarize(r *report.Report) map[string]summary {
 	out := map[string]summary{}
 	f := fates(r)
 	for _, s := range r.Schedulers {

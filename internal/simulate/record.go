@@ -3,12 +3,12 @@ package simulate
 import (
 	"slices"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/simulate/report"
 )
 
 // DefaultDomainLabel groups nodes into the domains fragmentation is
@@ -38,7 +38,7 @@ type recorder struct {
 	running, held        int
 	heldByPrio, waiting  []int
 	boundByPrio          map[int32]int
-	samples              []sample
+	samples              []report.Sample
 	starts               int
 	preemptions, victims int
 	preemptionLost       float64
@@ -47,16 +47,6 @@ type recorder struct {
 	classFailures        map[string]int
 	decisions, skipped   int
 	searches             int
-}
-
-// sample is the state after the decisions of one instant.
-type sample struct {
-	at            time.Duration
-	running, held int
-	// waiting and held by priority index; free devices and the largest
-	// free block (devices free on one node) by domain.
-	waiting, heldByPrio []int
-	free, largest       []int
 }
 
 func newRecorder(w *world, opts Options) *recorder {
@@ -245,9 +235,9 @@ func (r *recorder) freeDevices() int {
 // sample records the state after an instant (one sample per instant).
 func (r *recorder) sample() {
 	snap := r.w.st.Cache.Update()
-	s := sample{at: r.w.now, running: r.running, held: r.held,
-		waiting: slices.Clone(r.waiting), heldByPrio: slices.Clone(r.heldByPrio),
-		free: make([]int, len(r.domains)), largest: make([]int, len(r.domains))}
+	s := report.Sample{At: r.w.now, Running: r.running, Held: r.held,
+		Waiting: slices.Clone(r.waiting), HeldByPrio: slices.Clone(r.heldByPrio),
+		Free: make([]int, len(r.domains)), Largest: make([]int, len(r.domains))}
 	for _, ni := range snap.Nodes {
 		name := ni.Node.Name
 		if r.down[name] {
@@ -260,10 +250,10 @@ func (r *recorder) sample() {
 			}
 		}
 		d := r.domainOf[name]
-		s.free[d] += f
-		s.largest[d] = max(s.largest[d], f)
+		s.Free[d] += f
+		s.Largest[d] = max(s.Largest[d], f)
 	}
-	if n := len(r.samples); n > 0 && r.samples[n-1].at == s.at {
+	if n := len(r.samples); n > 0 && r.samples[n-1].At == s.At {
 		r.samples[n-1] = s
 		return
 	}

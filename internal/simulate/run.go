@@ -17,6 +17,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/simulate/report"
 	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
@@ -56,7 +57,7 @@ func (o Options) domainLabel() string {
 // Run simulates the workload on the cluster under each model and reports
 // what happened. The workload must have passed Check against the
 // cluster.
-func Run(ctx context.Context, cl *Cluster, wl *workload.Workload, opts Options) (*Report, error) {
+func Run(ctx context.Context, cl *Cluster, wl *workload.Workload, opts Options) (*report.Report, error) {
 	ms := opts.Models
 	if len(ms) == 0 {
 		ms = Models()

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/simulate/report"
 	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
@@ -55,7 +56,7 @@ func TestScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			var table bytes.Buffer
-			if err := WriteTable(&table, r, true); err != nil {
+			if err := report.WriteTable(&table, r, true); err != nil {
 				t.Fatal(err)
 			}
 			js, err := json.MarshalIndent(r, "", "  ")

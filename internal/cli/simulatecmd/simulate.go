@@ -25,6 +25,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cli/output"
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/simulate"
+	simreport "github.com/lockstep-dev/lockstep/internal/simulate/report"
 	simworkload "github.com/lockstep-dev/lockstep/internal/simulate/workload"
 )
 
@@ -208,15 +209,15 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	if o.Output.Structured() {
 		return o.Output.Print(out, r)
 	}
-	return simulate.WriteTable(out, r, o.JobDetails)
+	return simreport.WriteTable(out, r, o.JobDetails)
 }
 
-func writeHTML(path string, r *simulate.Report) error {
+func writeHTML(path string, r *simreport.Report) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}
-	if err := simulate.WriteHTML(f, r); err != nil {
+	if err := simreport.WriteHTML(f, r); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("--html: %w", err)
 	}

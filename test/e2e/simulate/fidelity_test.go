@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/internal/simulate"
+	simreport "github.com/lockstep-dev/lockstep/internal/simulate/report"
 	simworkload "github.com/lockstep-dev/lockstep/internal/simulate/workload"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
@@ -61,7 +61,7 @@ func TestSimulationMatchesTheRealScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lockstep simulate: %v\n%s", err, stderr)
 	}
-	var r simulate.Report
+	var r simreport.Report
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("decoding -o json: %v\n%s", err, out)
 	}

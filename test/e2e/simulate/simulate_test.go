@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lockstep-dev/lockstep/internal/simulate"
+	simreport "github.com/lockstep-dev/lockstep/internal/simulate/report"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
 
@@ -51,7 +51,7 @@ func TestSimulateFromClusterReadsOnly(t *testing.T) {
 		t.Fatalf("lockstep simulate: %v\n%s", err, stderr)
 	}
 	t.Logf("lockstep simulate --from-cluster -o json took %s", time.Since(start).Round(time.Millisecond))
-	var r simulate.Report
+	var r simreport.Report
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("decoding -o json: %v\n%s", err, out)
 	}

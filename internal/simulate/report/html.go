@@ -1,4 +1,4 @@
-package simulate
+package report
 
 import (
 	"bytes"
@@ -19,20 +19,20 @@ func WriteHTML(out io.Writer, r *Report) error {
 		return err
 	}
 	horizon := time.Duration(r.HorizonSeconds * float64(time.Second))
-	timeChart := func(title, y string, v func(sample) float64) template.HTML {
+	timeChart := func(title, y string, v func(Sample) float64) template.HTML {
 		c := chart{title: title, xLabel: "virtual time", yLabel: y, xTime: true, xMax: r.HorizonSeconds}
 		for i, s := range r.Schedulers {
-			c.series = append(c.series, line{name: s.Name, color: colorOf(s.Name, i), pts: steps(s.samples, horizon, v)})
+			c.series = append(c.series, line{name: s.Name, color: colorOf(s.Name, i), pts: steps(s.Samples, horizon, v)})
 		}
 		return template.HTML(c.svg())
 	}
 	waitCDF := chart{title: "Wait for a first run (time to PodGroupInitiallyScheduled), CDF", xLabel: "wait", yLabel: "share of the jobs that started", xTime: true, yMax: 1}
 	for i, s := range r.Schedulers {
-		pts := cdf(s.waits)
+		pts := cdf(s.Waits)
 		if s.Jobs > 0 {
 			// The share of all jobs: those that never started keep the
 			// curve below 1.
-			f := float64(len(s.waits)) / float64(s.Jobs)
+			f := float64(len(s.Waits)) / float64(s.Jobs)
 			for k := range pts {
 				pts[k].y *= f
 			}
@@ -46,10 +46,10 @@ func WriteHTML(out io.Writer, r *Report) error {
 	}{
 		R: r, Table: table.String(),
 		Charts: []template.HTML{
-			timeChart("Devices used by running jobs", "devices", func(s sample) float64 { return float64(s.running) }),
-			timeChart("Devices held by pods of jobs not running (held idle)", "devices", func(s sample) float64 { return float64(s.held) }),
-			timeChart("Jobs waiting (queue length)", "jobs", func(s sample) float64 { return float64(sum(s.waiting)) }),
-			timeChart("Largest free block: most free devices on one node, mean over domains", "devices", func(s sample) float64 { return mean(s.largest) }),
+			timeChart("Devices used by running jobs", "devices", func(s Sample) float64 { return float64(s.Running) }),
+			timeChart("Devices held by pods of jobs not running (held idle)", "devices", func(s Sample) float64 { return float64(s.Held) }),
+			timeChart("Jobs waiting (queue length)", "jobs", func(s Sample) float64 { return float64(sum(s.Waiting)) }),
+			timeChart("Largest free block: most free devices on one node, mean over domains", "devices", func(s Sample) float64 { return mean(s.Largest) }),
 			template.HTML(waitCDF.svg()),
 		},
 	}
@@ -76,7 +76,7 @@ func sortFloats(v []float64) { sort.Float64s(v) }
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":  func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"dur":  dur,
-	"odur": optDur,
+	"odur": FormatSeconds,
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>lockstep simulate — {{.R.Cluster.Name}}</title>

@@ -1,4 +1,4 @@
-package simulate
+package report
 
 import (
 	"fmt"
@@ -26,7 +26,9 @@ type line struct {
 type point struct{ x, y float64 }
 
 // colors of the schedulers, in Models order, then others.
-var palette = map[string]string{Lockstep: "#1b7f5f", PodByPod: "#d0551b", InTreeGang: "#6a5fb0"}
+// palette colours the models by name (simulate.Lockstep, PodByPod,
+// InTreeGang).
+var palette = map[string]string{"lockstep": "#1b7f5f", "pod-by-pod": "#d0551b", "in-tree-gang": "#6a5fb0"}
 
 func colorOf(name string, i int) string {
 	if c, ok := palette[name]; ok {
@@ -145,16 +147,16 @@ const maxPoints = 600
 // steps turns samples into a plotted step function of value over
 // [0, horizon]: exact steps for a short run, time-weighted bucket means
 // for a long one.
-func steps(samples []sample, horizon time.Duration, value func(sample) float64) []point {
+func steps(samples []Sample, horizon time.Duration, value func(Sample) float64) []point {
 	h := horizon.Seconds()
 	if len(samples) <= maxPoints/2 {
 		pts := []point{{0, 0}}
 		prev := 0.0
 		for _, s := range samples {
-			if s.at > horizon {
+			if s.At > horizon {
 				break
 			}
-			x := s.at.Seconds()
+			x := s.At.Seconds()
 			v := value(s)
 			pts = append(pts, point{x, prev}, point{x, v})
 			prev = v
@@ -163,9 +165,9 @@ func steps(samples []sample, horizon time.Duration, value func(sample) float64) 
 	}
 	bucket := h / maxPoints
 	sums := make([]float64, maxPoints)
-	forSteps(samples, horizon, func(s sample, dt float64) {
+	ForSteps(samples, horizon, func(s Sample, dt float64) {
 		v := value(s)
-		from := s.at.Seconds()
+		from := s.At.Seconds()
 		for dt > 0 {
 			i := min(int(from/bucket), maxPoints-1)
 			end := math.Min(float64(i+1)*bucket, from+dt)

@@ -1,4 +1,4 @@
-package simulate
+package report
 
 import (
 	"bytes"
@@ -153,8 +153,8 @@ func writeJobs(out io.Writer, r *Report) error {
 			if j.StartOrder == 0 {
 				nodes = j.HeldOn
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", order, j.Job, dur(j.ArrivalSeconds), optDur(j.StartSeconds), optDur(j.EndSeconds),
-				j.State, extra, nodeList(nodes))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", order, j.Job, dur(j.ArrivalSeconds), FormatSeconds(j.StartSeconds), FormatSeconds(j.EndSeconds),
+				j.State, extra, FormatNodes(nodes))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -163,8 +163,9 @@ func writeJobs(out io.Writer, r *Report) error {
 	return nil
 }
 
-// nodeList is "worker-0 ×2, worker-1 ×2".
-func nodeList(nodes []string) string {
+// FormatNodes writes a job's nodes as the table does: repeats folded
+// ("worker-0 ×2, worker-1 ×2"), "-" for none.
+func FormatNodes(nodes []string) string {
 	if len(nodes) == 0 {
 		return "-"
 	}
@@ -235,7 +236,9 @@ func dur(sec float64) string {
 	return d.Round(time.Second).String()
 }
 
-func optDur(sec *float64) string {
+// FormatSeconds writes a duration in seconds as the table does ("-"
+// when there is none).
+func FormatSeconds(sec *float64) string {
 	if sec == nil {
 		return "-"
 	}
