@@ -226,6 +226,9 @@ func (v *JobValidator) validate(ctx context.Context, j jobintegration.GenericJob
 		})...)
 		warnings = append(warnings, spotOnlyTemplates(j, podgroup.GroupCapacityTypes(pg, podgroup.DefaultCapacityTypes))...)
 	}
+	if nq == nil {
+		warnings = append(warnings, kueueTopologyWarnings(j, c.Class == jobintegration.ClassGang, topo)...)
+	}
 	if w, ok := j.(jobintegration.Warner); ok {
 		warnings = append(warnings, w.Warnings()...)
 	}

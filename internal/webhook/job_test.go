@@ -323,3 +323,65 @@ func TestJobDefaulterKeepsTheGroupSchedulingGroupNames(t *testing.T) {
 		})
 	}
 }
+
+// A Job asking Kueue's topology-aware scheduling for a topology is warned,
+// naming both: beside Lockstep's own topology (Kueue pins each pod first,
+// so they may disagree), or for pods that claim DRA devices (Kueue's
+// choice does not see them). Without either, or with Kueue's
+// unconstrained annotation, nothing is said.
+func TestJobWithKueueTopologyIsWarned(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
+	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	const rack = "cloud.provider.com/topology-rack"
+	for name, tc := range map[string]struct {
+		ann, podAnn map[string]string
+		claims      bool
+		want        []string
+	}{
+		"both topologies": {
+			ann:    map[string]string{lockv1.RequiredTopologyAnnotation: "topology.kubernetes.io/zone"},
+			podAnn: map[string]string{"kueue.x-k8s.io/podset-required-topology": rack},
+			want: []string{"spec.template.metadata.annotations[kueue.x-k8s.io/podset-required-topology]: Kueue's topology-aware scheduling (kueue.x-k8s.io/podset-required-topology: " + rack +
+				") and Lockstep's topology (scheduling.lockstep.dev/required-topology: topology.kubernetes.io/zone) both constrain this job, and Kueue's wins"},
+		},
+		"Kueue's topology for DRA pods": {
+			podAnn: map[string]string{"kueue.x-k8s.io/podset-preferred-topology": rack}, claims: true,
+			want: []string{"Kueue's topology-aware scheduling (kueue.x-k8s.io/podset-preferred-topology: " + rack + ") pins each pod to a node without seeing DRA devices",
+				"annotate the job scheduling.lockstep.dev/preferred-topology: " + rack + " and remove kueue.x-k8s.io/podset-preferred-topology"},
+		},
+		"Kueue's topology alone, no devices": {podAnn: map[string]string{"kueue.x-k8s.io/podset-required-topology": rack}},
+		"Kueue unconstrained beside Lockstep's": {
+			ann:    map[string]string{lockv1.RequiredTopologyAnnotation: "topology.kubernetes.io/zone"},
+			podAnn: map[string]string{"kueue.x-k8s.io/podset-unconstrained-topology": "true"}, claims: true,
+		},
+		"Lockstep's alone": {ann: map[string]string{lockv1.RequiredTopologyAnnotation: rack}, claims: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := builders.MakePod().Scheduler(lockv1.SchedulerName)
+			if tc.claims {
+				pod = pod.ClaimTemplate("gpu", "one-gpu")
+			}
+			j := builders.IndexedJob("team-a", "train", 4, pod.Obj())
+			j.UID, j.Annotations, j.Spec.Template.Annotations = "uid", tc.ann, tc.podAnn
+			warnings, err := v.ValidateCreate(context.Background(), j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kueue []string
+			for _, w := range warnings {
+				if strings.Contains(w, "Kueue's topology-aware scheduling") {
+					kueue = append(kueue, w)
+				}
+			}
+			if len(tc.want) == 0 && len(kueue) > 0 {
+				t.Errorf("warned: %q", kueue)
+			}
+			all := strings.Join(kueue, "\n")
+			for _, want := range tc.want {
+				if !strings.Contains(all, want) {
+					t.Errorf("warnings %q: want one containing %q", all, want)
+				}
+			}
+		})
+	}
+}
