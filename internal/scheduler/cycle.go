@@ -28,18 +28,17 @@ type unit struct {
 }
 
 // group is one leaf of a unit as its reports see it: a PodGroup's (or a
-// lone pod's) members, under the unit's key and root.
+// lone pod's) members, under the unit's key.
 type group struct {
 	key queue.Key
 	*podgroup.Unit
-	root *lockv1.CompositePodGroup
 }
 
 // leaves are the unit's groups, in tree order.
 func (u *unit) leaves() []*group {
 	var out []*group
 	for _, l := range u.tree.Root.Leaves() {
-		out = append(out, &group{key: u.key, Unit: l, root: u.root})
+		out = append(out, &group{key: u.key, Unit: l})
 	}
 	return out
 }
@@ -160,7 +159,7 @@ func (s *Scheduler) bind(ctx context.Context, u *unit, d decide.Decision, start 
 	}
 	leaves := d.Leaves()
 	for _, n := range leaves {
-		g := &group{key: k, Unit: d.Nodes[n].Unit, root: u.root}
+		g := &group{key: k, Unit: d.Nodes[n].Unit}
 		var mine []*corev1.Pod
 		for _, a := range d.Tree.Leaves[n].Assignments {
 			if boundUIDs[a.Pod.UID] {
@@ -184,7 +183,7 @@ func (s *Scheduler) bind(ctx context.Context, u *unit, d decide.Decision, start 
 	}
 	complete := true
 	for _, n := range leaves {
-		g, ld := &group{key: k, Unit: d.Nodes[n].Unit, root: u.root}, d.Leaf(n)
+		g, ld := &group{key: k, Unit: d.Nodes[n].Unit}, d.Leaf(n)
 		if ld.Outcome.Admitted {
 			s.groupPlaced(ctx, g, ld, "")
 		}

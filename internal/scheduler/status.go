@@ -156,13 +156,10 @@ func (s *Scheduler) reportBound(ctx context.Context, u *unit) {
 	})
 }
 
-// related is the group's tree root or PodGroup as an event's related
-// object; nil (not a typed nil) for a lone pod.
+// related is the group's PodGroup as an event's related object; nil (not
+// a typed nil) for a lone pod.
 func (g *group) related() runtime.Object {
-	switch {
-	case g.root != nil:
-		return g.root
-	case g.Group != nil:
+	if g.Group != nil {
 		return g.Group
 	}
 	return nil
