@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -247,4 +249,37 @@ func TestKueueAdmitsJobSetLockstepPlaces(t *testing.T) {
 		createJobSet(t, ctx, h, js)
 	}
 	kueueAdmitsInTurn(t, ctx, h, ns, jobsets, "jobset", "JobSet", [2]string{"train-a", "train-b"}, 4)
+}
+
+// A Job queued in Kueue that asks both Kueue's topology-aware scheduling
+// and Lockstep for a topology is admitted by the API server — with Kueue's
+// own webhook in the chain — with Lockstep's warning naming both and the
+// way to keep one.
+func TestKueueTopologyBesideLockstepsIsWarned(t *testing.T) {
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, time.Minute)
+	kueueQueue(t, ctx, h, ns, 4)
+	w := &harness.Warnings{}
+	cfg := rest.CopyConfig(h.Config)
+	cfg.WarningHandler = w
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := builders.IndexedJob(ns, "both", 4, extendedGPUPod())
+	job.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team"}
+	job.Annotations = map[string]string{lockv1.RequiredTopologyAnnotation: "topology.kubernetes.io/zone"}
+	job.Spec.Template.Annotations = map[string]string{"kueue.x-k8s.io/podset-required-topology": "topology.kubernetes.io/zone"}
+	if _, err := client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"spec.template.metadata.annotations[kueue.x-k8s.io/podset-required-topology]: Kueue's topology-aware scheduling",
+		"and Lockstep's topology (scheduling.lockstep.dev/required-topology: topology.kubernetes.io/zone) both constrain this job, and Kueue's wins",
+	} {
+		if !strings.Contains(w.All(), want) {
+			t.Errorf("warnings %q: want one containing %q", w.All(), want)
+		}
+	}
 }
