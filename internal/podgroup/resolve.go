@@ -39,6 +39,9 @@ type Unit struct {
 	// kueue.x-k8s.io/admission, held until it admits the workload).
 	Gated int
 	Gates []string
+	// queues are the Kueue LocalQueues gated members name
+	// (KueueQueueLabel), sorted.
+	queues []string
 	// Waiting explains why the unit cannot be attempted yet ("" if it can);
 	// WaitReason is the PodGroup condition reason for it ("" means
 	// lockstep's WaitingForPods).
@@ -86,7 +89,7 @@ func ResolvePod(p *corev1.Pod, assumed Assumed) *Unit {
 	case Gated(p):
 		u.Gated = 1
 		u.addGates(p)
-		u.Waiting, u.WaitReason = "waiting for scheduling gates ("+u.GateList()+"): a gated pod is not scheduled until its last gate is removed", lockv1.PodGroupReasonSchedulingGated
+		u.Waiting, u.WaitReason = u.gatedBy(p.Namespace)+" ("+u.GateList()+"): a gated pod is not scheduled until its last gate is removed", lockv1.PodGroupReasonSchedulingGated
 	default:
 		u.Pending = []*corev1.Pod{p}
 	}
@@ -139,7 +142,7 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 		// The whole gang waits: placing the ungated members alone would
 		// hold their nodes and devices below minCount.
 		u.WaitReason = lockv1.PodGroupReasonSchedulingGated
-		u.Waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (%s); none is placed until minCount %d are ungated", u.Gated, u.GateList(), u.MinCount())
+		u.Waiting = fmt.Sprintf("%s: %d members are gated (%s); none is placed until minCount %d are ungated", u.gatedBy(ns), u.Gated, u.GateList(), u.MinCount())
 	case u.Gang() && have < u.MinCount():
 		// No count in the message: it would change (and be written) with
 		// every member created; explain and `get podgroups` show the count.
@@ -148,18 +151,50 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 		// Nothing to place but members held by gates (Kueue holds a pod
 		// group this way until it admits it): say so, rather than nothing.
 		u.WaitReason = lockv1.PodGroupReasonSchedulingGated
-		u.Waiting = fmt.Sprintf("waiting for scheduling gates: %d members are gated (%s); a gated pod is not scheduled until its last gate is removed", u.Gated, u.GateList())
+		u.Waiting = fmt.Sprintf("%s: %d members are gated (%s); a gated pod is not scheduled until its last gate is removed", u.gatedBy(ns), u.Gated, u.GateList())
 	}
 	return u
 }
 
-// addGates adds a gated member's gates to Gates.
+// addGates adds a gated member's gates to Gates, and the Kueue queue it
+// names when Kueue's admission gate holds it.
 func (u *Unit) addGates(p *corev1.Pod) {
 	for _, g := range p.Spec.SchedulingGates {
 		if i, found := slices.BinarySearch(u.Gates, g.Name); !found {
 			u.Gates = slices.Insert(u.Gates, i, g.Name)
 		}
+		if q := p.Labels[KueueQueueLabel]; g.Name == KueueAdmissionGate && q != "" {
+			if i, found := slices.BinarySearch(u.queues, q); !found {
+				u.queues = slices.Insert(u.queues, i, q)
+			}
+		}
 	}
+}
+
+// Kueue's names for what holds a pod: the scheduling gate it keeps on a
+// pod until it admits the pod's workload, and the label naming the
+// LocalQueue the workload waits in.
+const (
+	KueueAdmissionGate = "kueue.x-k8s.io/admission"
+	KueueQueueLabel    = "kueue.x-k8s.io/queue-name"
+)
+
+// gatedBy says what holds gated members: Kueue, when its admission gate is
+// among the gates (naming the LocalQueue the workload waits in), else the
+// gates. A workload Kueue holds is not demand on the cluster — the
+// scheduler never marks its pods Unschedulable — and the message says who
+// lets it go.
+func (u *Unit) gatedBy(ns string) string {
+	if !slices.Contains(u.Gates, KueueAdmissionGate) {
+		return "waiting for scheduling gates"
+	}
+	switch len(u.queues) {
+	case 0:
+		return "waiting for Kueue to admit the workload"
+	case 1:
+		return fmt.Sprintf("waiting for Kueue to admit the workload (LocalQueue %s/%s)", ns, u.queues[0])
+	}
+	return fmt.Sprintf("waiting for Kueue to admit the workload (LocalQueues %s/%s)", ns, strings.Join(u.queues, ", "))
 }
 
 // GateList names the members' gates for a message:

@@ -32,6 +32,11 @@ func TestResolve(t *testing.T) {
 		}
 		return p
 	}
+	queued := func(uid string) *corev1.Pod {
+		p := kueueGated(uid, "kueue.x-k8s.io/admission")
+		p.Labels[KueueQueueLabel] = "team"
+		return p
+	}
 	other := member("other-ns", "", corev1.PodPending)
 	other.Namespace = "elsewhere"
 	foreign := member("kube", "", corev1.PodPending)
@@ -63,6 +68,16 @@ func TestResolve(t *testing.T) {
 			pg: gang(3), pods: []*corev1.Pod{kueueGated("a", "kueue.x-k8s.io/topology", "kueue.x-k8s.io/admission"), kueueGated("b", "kueue.x-k8s.io/admission"), kueueGated("c", "kueue.x-k8s.io/admission")},
 			wantGated: 3, wantMembers: 3, wantReason: lockv1.PodGroupReasonSchedulingGated,
 			wantWaiting: "3 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission, kueue.x-k8s.io/topology); none is placed until minCount 3 are ungated",
+		},
+		"a gang Kueue holds in a LocalQueue says so, naming the queue": {
+			pg: gang(2), pods: []*corev1.Pod{queued("a"), queued("b")},
+			wantGated: 2, wantMembers: 2, wantReason: lockv1.PodGroupReasonSchedulingGated,
+			wantWaiting: "waiting for Kueue to admit the workload (LocalQueue ns/team): 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission); none is placed until minCount 2 are ungated",
+		},
+		"a group whose pods Kueue holds, none pending": {
+			pg: gang(1), pods: []*corev1.Pod{queued("a"), queued("b"), member("c", "n", corev1.PodRunning)},
+			wantBound: 1, wantGated: 2, wantMembers: 3, wantReason: lockv1.PodGroupReasonSchedulingGated,
+			wantWaiting: "waiting for Kueue to admit the workload (LocalQueue ns/team): 2 members are gated",
 		},
 		"a gang whose members are gated waits whole, naming them": {
 			pg: gang(2), pods: []*corev1.Pod{member("a", "", corev1.PodPending), gated},

@@ -212,7 +212,7 @@ func TestExecuteAllGatedGangSaysWhy(t *testing.T) {
 		t.Errorf("a gated gang wrote %v", w)
 	}
 	got := condition(f.group("ml", "held"))
-	if !strings.HasPrefix(got, "False/SchedulingGated: waiting for scheduling gates: 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission)") {
+	if !strings.HasPrefix(got, "False/SchedulingGated: waiting for Kueue to admit the workload: 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission)") {
 		t.Errorf("condition %q, want SchedulingGated naming kueue.x-k8s.io/admission", got)
 	}
 	if got := f.queue.of(k); got != "Wait" {

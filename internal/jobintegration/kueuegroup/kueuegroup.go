@@ -37,7 +37,7 @@ const (
 	ServingAnnotation = "kueue.x-k8s.io/pod-group-serving"
 	// AdmissionGate is the scheduling gate Kueue holds a pod with until it
 	// admits the pod's workload.
-	AdmissionGate = "kueue.x-k8s.io/admission"
+	AdmissionGate = podgroup.KueueAdmissionGate
 )
 
 // SourceLabel marks a PodGroup that Lockstep created for a Kueue pod group;
