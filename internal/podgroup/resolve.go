@@ -177,6 +177,9 @@ func (u *Unit) addGates(p *corev1.Pod) {
 const (
 	KueueAdmissionGate = "kueue.x-k8s.io/admission"
 	KueueQueueLabel    = "kueue.x-k8s.io/queue-name"
+	// KueueGroupLabel names the Kueue pod group a pod belongs to; a
+	// Lockstep pod joins the PodGroup of that name.
+	KueueGroupLabel = "kueue.x-k8s.io/pod-group-name"
 )
 
 // gatedBy says what holds gated members: Kueue, when its admission gate is

@@ -29,7 +29,7 @@ import (
 // Kueue's pod group metadata (sigs.k8s.io/kueue pkg/controller/jobs/pod/constants).
 const (
 	// GroupNameLabel names a pod's Kueue group.
-	GroupNameLabel = "kueue.x-k8s.io/pod-group-name"
+	GroupNameLabel = podgroup.KueueGroupLabel
 	// TotalCountAnnotation is how many pods the group has.
 	TotalCountAnnotation = "kueue.x-k8s.io/pod-group-total-count"
 	// ServingAnnotation ("true") marks a serving group: a StatefulSet's or a
