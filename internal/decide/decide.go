@@ -68,6 +68,10 @@ type Input struct {
 	// for what a preemption search needs; nil (or a nil result) means
 	// preemption is not considered.
 	Preemption func() (*Preemption, error)
+	// DryRun leaves snap as Decide found it whatever the decision (a
+	// what-if: Kueue's admission check judges a workload before its pods
+	// exist, on the scheduler's own snapshot).
+	DryRun bool
 }
 
 // Preemption is what a unit that does not fit may preempt.
@@ -136,7 +140,11 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 		return Decision{Kind: Wait, Reason: missing}
 	}
 	d.Root = root
-	res, err := placement.PlaceTree(ctx, snap, dra.New(snap, cache), root)
+	place := placement.PlaceTree
+	if in.DryRun {
+		place = placement.SimulateTree
+	}
+	res, err := place(ctx, snap, dra.New(snap, cache), root)
 	if root.Leaf != nil {
 		d.Unit, d.Result = *root.Leaf, res.Leaves[root]
 	}

@@ -44,6 +44,13 @@ const (
 	Pod
 	// Tree is a scheduling tree, named by its root CompositePodGroup.
 	Tree
+	// Workload is a Kueue Workload whose placement check (Lockstep's
+	// AdmissionCheck) waits for an answer: judged in the scheduling loop,
+	// on the loop's own view, like a unit.
+	Workload
+	// Check is a Kueue AdmissionCheck Lockstep answers (cluster-scoped:
+	// Namespace is empty), marked Active.
+	Check
 )
 
 // GroupKey is the key of PodGroup ns/name.
@@ -55,8 +62,14 @@ func PodKey(ns, name string) Key { return Key{Kind: Pod, Namespace: ns, Name: na
 // TreeKey is the key of the tree rooted at CompositePodGroup ns/name.
 func TreeKey(ns, name string) Key { return Key{Kind: Tree, Namespace: ns, Name: name} }
 
-// String is "pg/ns/name", "pod/ns/name" or "tree/ns/name" (logs,
-// nominations).
+// WorkloadKey is the key of Kueue Workload ns/name's placement check.
+func WorkloadKey(ns, name string) Key { return Key{Kind: Workload, Namespace: ns, Name: name} }
+
+// CheckKey is the key of Kueue AdmissionCheck name.
+func CheckKey(name string) Key { return Key{Kind: Check, Name: name} }
+
+// String is "pg/ns/name", "pod/ns/name", "tree/ns/name",
+// "workload/ns/name" or "admissioncheck//name" (logs, nominations).
 func (k Key) String() string {
 	kind := "pg/"
 	switch k.Kind {
@@ -64,6 +77,10 @@ func (k Key) String() string {
 		kind = "pod/"
 	case Tree:
 		kind = "tree/"
+	case Workload:
+		kind = "workload/"
+	case Check:
+		kind = "admissioncheck/"
 	}
 	return kind + k.Namespace + "/" + k.Name
 }

@@ -62,6 +62,14 @@ func (g *group) records() bool { return g.Group != nil && !podgroup.Upstream(g.G
 // scheduling tree, all by the same path — and reports the outcome to the
 // queue.
 func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
+	switch it.Key.Kind {
+	case queue.Workload:
+		s.checkWorkload(ctx, it)
+		return
+	case queue.Check:
+		s.activateCheck(ctx, it.Key)
+		return
+	}
 	k := it.Key
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "unit", k)
 	ctx = klog.NewContext(ctx, logger)

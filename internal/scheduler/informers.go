@@ -34,6 +34,11 @@ type listers struct {
 	// composites are CompositePodGroups (and upstreamComposites the
 	// in-tree ones, nil where scheduling.k8s.io/v1alpha3 is not served).
 	composites, upstreamComposites dynamiclister.Lister
+	// workloads, admissionChecks, flavors and localQueues are Kueue's, claimTemplates the
+	// ResourceClaimTemplates their pods will make claims from (only with
+	// the placement check on).
+	workloads, admissionChecks, flavors, localQueues dynamiclister.Lister
+	claimTemplates                      resourcelisters.ResourceClaimTemplateLister
 }
 
 // setupInformers wires the listers the scheduler reads besides its cache
@@ -81,6 +86,9 @@ func (s *Scheduler) setupInformers() error {
 	}
 	s.handlers = append(s.handlers, reg.HasSynced)
 	if err := s.setupCompositeInformers(); err != nil {
+		return err
+	}
+	if err := s.setupKueueInformers(); err != nil {
 		return err
 	}
 	_ = f.Policy().V1().PodDisruptionBudgets().Informer()

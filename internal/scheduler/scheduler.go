@@ -30,6 +30,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/kubefilter"
+	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -68,6 +69,10 @@ type Options struct {
 	// after its N-th successful binding (0: after the claim phase, before
 	// any binding). nil: off. Fault tests prove crash safety with it.
 	CrashAfterBinds *int64
+	// KueuePlacementCheck answers Kueue's AdmissionChecks of
+	// controllerName scheduling.lockstep.dev/placement (kueuecheck): on
+	// where Kueue's API is served.
+	KueuePlacementCheck bool
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.
@@ -101,7 +106,9 @@ type Scheduler struct {
 	compositesServed bool
 	// taintRulesServed: the API server serves resource.k8s.io/v1 devicetaintrules.
 	taintRulesServed bool
-	metrics          *metrics.Scheduler
+	// kueueCheck: the placement check is on and Kueue's API is served.
+	kueueCheck bool
+	metrics    *metrics.Scheduler
 	// handlers report whether the event handlers feeding the cache have
 	// seen every object the informers listed.
 	handlers []cache.InformerSynced
@@ -179,6 +186,14 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	if s.taintRulesServed, err = apidiscovery.Serves(client.Discovery(), "resource.k8s.io/v1", "devicetaintrules"); err != nil {
 		return nil, err
 	}
+	if opts.KueuePlacementCheck {
+		if s.kueueCheck, err = kueueServed(client.Discovery()); err != nil {
+			return nil, err
+		}
+		if !s.kueueCheck {
+			klog.Background().Info("Kueue's API is not served yet: the placement check starts once it is (discovery is asked every 30s)", "resource", kueuecheck.WorkloadResource.String())
+		}
+	}
 	if err := s.setupInformers(); err != nil {
 		return nil, err
 	}
@@ -212,6 +227,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	go s.podStatus.run(ctx)
+	if s.opts.KueuePlacementCheck && !s.kueueCheck {
+		go s.enableKueueCheck(ctx, kueueDiscoveryInterval)
+	}
 	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)
 	if !s.opts.LeaderElect {
 		return s.lead(ctx)
@@ -319,6 +337,9 @@ func (s *Scheduler) lead(ctx context.Context) error {
 
 // order gives the queue a unit's priority and age.
 func (s *Scheduler) order(k queue.Key) (int32, time.Time) {
+	if k.Kind == queue.Workload || k.Kind == queue.Check {
+		return s.kueueOrder(k)
+	}
 	if k.Kind == queue.Tree {
 		return s.treeOrder(k)
 	}
