@@ -39,6 +39,13 @@ var certManagerOff = map[string]bool{
 	"ClusterRoleBinding/lockstep-webhook-ca-injection": true,
 }
 
+// kueueCheckOnly are the objects the scheduler only needs when it answers
+// Kueue's admission checks.
+var kueueCheckOnly = map[string]bool{
+	"ClusterRole/lockstep-scheduler-kueue":        true,
+	"ClusterRoleBinding/lockstep-scheduler-kueue": true,
+}
+
 func main() {
 	root := "."
 	if len(os.Args) > 1 {
@@ -159,11 +166,18 @@ func rbac(root string) error {
 			meta := obj["metadata"].(map[string]any)
 			key := fmt.Sprint(obj["kind"], "/", meta["name"])
 			out.WriteString("---\n")
-			if certManagerOff[key] {
-				out.WriteString("{{- if not .Values.certManager.enabled }}\n")
+			cond := ""
+			switch {
+			case certManagerOff[key]:
+				cond = "not .Values.certManager.enabled"
+			case kueueCheckOnly[key]:
+				cond = ".Values.kueue.placementCheck.enabled"
+			}
+			if cond != "" {
+				out.WriteString("{{- if " + cond + " }}\n")
 			}
 			out.Write(rendered)
-			if certManagerOff[key] {
+			if cond != "" {
 				out.WriteString("{{- end }}\n")
 			}
 		}

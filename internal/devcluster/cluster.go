@@ -57,6 +57,9 @@ type Options struct {
 	// "kube-scheduler"; "" for every gate at its default): a control plane
 	// whose components disagree, as a self-managed one can.
 	ComponentGates map[string]string
+	// SchedulerArgs are appended to Lockstep's scheduler's command line
+	// (`dev up --integrations kueue` turns on its Kueue placement check).
+	SchedulerArgs []string
 }
 
 func (o *Options) complete() error {
@@ -244,7 +247,7 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		if err := webhook.Install(ctx, client, endpoint, LockstepNamespace, WebhookSecret, webhookUsers); err != nil {
 			return fmt.Errorf("installing the webhook configurations: %w", err)
 		}
-		procs := c.lockstepProcesses(bin)
+		procs := c.lockstepProcesses(bin, opts.SchedulerArgs)
 		for _, p := range procs {
 			if err := c.launch(p, opts.Tied); err != nil {
 				return err

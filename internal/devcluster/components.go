@@ -269,7 +269,7 @@ func (c *Cluster) SchedulerMetricsURL() string {
 
 // lockstepProcesses are Lockstep's own components: scheduler, controllers
 // and admission webhook, each with its own identity and RBAC.
-func (c *Cluster) lockstepProcesses(bin string) []*process {
+func (c *Cluster) lockstepProcesses(bin string, schedulerArgs []string) []*process {
 	l, p := c.layout, c.state.Ports
 	lockstep := filepath.Join(bin, "lockstep")
 	return []*process{
@@ -282,8 +282,8 @@ func (c *Cluster) lockstepProcesses(bin string) []*process {
 		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: append(c.LockstepControllersArgs(),
 			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.ControllerMetrics),
 			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.ControllerHealth))},
-		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: append(c.LockstepSchedulerArgs("lockstep-scheduler-0"),
+		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: append(append(c.LockstepSchedulerArgs("lockstep-scheduler-0"),
 			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerMetrics),
-			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerHealth))},
+			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerHealth)), schedulerArgs...)},
 	}
 }

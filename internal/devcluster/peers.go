@@ -19,6 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -85,7 +88,33 @@ type Controller struct {
 	HealthPort int
 	// Env is added to the controller's environment.
 	Env []string
+	// Objects are created once the controller serves (and left if they
+	// exist), e.g. Lockstep's Kueue AdmissionCheck.
+	Objects []PeerObject
 }
+
+// PeerSchedulerArgs are the flags Lockstep's scheduler runs with beside
+// peers: with Kueue, its placement check.
+func PeerSchedulerArgs(peers []Controller) []string {
+	for _, p := range peers {
+		if p.Name == KueueController.Name {
+			return []string{"--kueue-placement-check"}
+		}
+	}
+	return nil
+}
+
+// PeerObject is an object of a peer's API created once it serves.
+type PeerObject struct {
+	Resource schema.GroupVersionResource
+	Manifest string
+}
+
+// KueuePlacementCheck is the AdmissionCheck `dev up --integrations kueue`
+// creates (and the chart, kueue.placementCheck): ClusterQueues that name
+// it in spec.admissionChecks admit a workload only when Lockstep can place
+// it whole.
+const KueuePlacementCheck = "lockstep-placement"
 
 // ControllerPorts are where a started controller serves.
 type ControllerPorts struct {
@@ -163,6 +192,8 @@ var KueueController = Controller{
 		"mpod.kb.io": kueuePodNamespaces, "vpod.kb.io": kueuePodNamespaces, "mstatefulset.kb.io": kueuePodNamespaces, "vstatefulset.kb.io": kueuePodNamespaces,
 	},
 	Args: []string{"--feature-gates=VisibilityOnDemand=false"},
+	Objects: []PeerObject{{Resource: schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "admissionchecks"},
+		Manifest: "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: " + KueuePlacementCheck + "}\nspec: {controllerName: scheduling.lockstep.dev/placement}\n"}},
 	Config: func(p ControllerPorts) string {
 		return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -283,6 +314,10 @@ func (c *Cluster) StartController(ctx context.Context, ctl Controller, root stri
 	}
 	stop = func() { _ = p.stop(15 * time.Second) }
 	if err := waitServing(ctx, ctl, ports, p.exited, p.Log); err != nil {
+		stop()
+		return nil, err
+	}
+	if err := c.createPeerObjects(ctx, ctl); err != nil {
 		stop()
 		return nil, err
 	}
@@ -638,4 +673,30 @@ func SelectPeers(names []string) ([]Controller, error) {
 		}
 	}
 	return out, nil
+}
+
+// createPeerObjects creates ctl's Objects, keeping any that exist.
+func (c *Cluster) createPeerObjects(ctx context.Context, ctl Controller) error {
+	if len(ctl.Objects) == 0 {
+		return nil
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, o := range ctl.Objects {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(o.Manifest), &u.Object); err != nil {
+			return fmt.Errorf("%s object: %w", ctl.Name, err)
+		}
+		_, err := dyn.Resource(o.Resource).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
 }

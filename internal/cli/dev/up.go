@@ -54,7 +54,9 @@ e2e tests do (bin/<name>-controller, built by make build at the versions
 hack/integrations pins, with their CRDs and webhooks): jobset, kueue, lws,
 trainer (Kubeflow Trainer, needs jobset), training (Kubeflow training operator:
 PyTorchJob), mpi (MPI operator) and ray (KubeRay). They are components like the
-others: restarted if they exit, stopped by dev down.
+others: restarted if they exit, stopped by dev down. With kueue, Lockstep's
+scheduler answers Kueue's placement check and the AdmissionCheck
+lockstep-placement is created: name it in a ClusterQueue's admissionChecks.
 The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -138,6 +140,7 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 	c, err := devcluster.Up(ctx, devcluster.Options{
 		Dir: o.StateDir, BinDir: o.BinDir, Profile: o.profile, Spec: o.spec,
 		BasePort: o.BasePort, Tied: !o.Detach, ReadyTimeout: o.Timeout, Progress: out, Schedulers: o.schedulers,
+		SchedulerArgs: devcluster.PeerSchedulerArgs(o.peers),
 	})
 	if err != nil {
 		return err
