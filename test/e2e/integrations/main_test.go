@@ -5,7 +5,7 @@
 // TrainJobs (which run as JobSets), each LeaderWorkerSet replica
 // is a gang, and Kueue decides when a
 // workload may start while Lockstep decides where, all or nothing. The
-// cluster is 4 nodes × 2 GPUs (eks profile: no feature gate).
+// cluster is 2 racks of 2 nodes × 2 GPUs (eks profile: no feature gate).
 package integrations
 
 import (
@@ -19,10 +19,15 @@ const clusterYAML = `nodePools:
 - name: worker
   count: 4
   capacity: {cpu: "16", memory: 64Gi, pods: "110"}
+  labels:
+    example.com/rack: "rack-{{div .Index 2}}"
   devices:
   - driver: gpu.example.com
     count: 2
 `
+
+// rackLabel puts worker-0 and worker-1 in rack-0, worker-2 and worker-3 in rack-1.
+const rackLabel = "example.com/rack"
 
 func TestMain(m *testing.M) {
 	harness.Main(m, harness.Options{
