@@ -38,7 +38,7 @@ type listers struct {
 	// ResourceClaimTemplates their pods will make claims from (only with
 	// the placement check on).
 	workloads, admissionChecks, flavors, localQueues dynamiclister.Lister
-	claimTemplates                      resourcelisters.ResourceClaimTemplateLister
+	claimTemplates                                   resourcelisters.ResourceClaimTemplateLister
 }
 
 // setupInformers wires the listers the scheduler reads besides its cache

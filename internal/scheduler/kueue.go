@@ -369,16 +369,7 @@ func (s *Scheduler) judgeWorkload(ctx context.Context, wl *unstructured.Unstruct
 		}
 		hold := &snapshot.Nomination{Priority: prio, Deadline: s.clock.Now().Add(checkHold)}
 		for _, a := range asgs {
-			np := snapshot.NominatedPod{Pod: a.Pod, Node: a.Node}
-			for i, c := range a.Claims {
-				if a.NewlyAllocated[i] {
-					np.Claims = append(np.Claims, c)
-				}
-			}
-			if a.Extended != nil {
-				np.Claims = append(np.Claims, a.Extended.Claim)
-			}
-			hold.Pods = append(hold.Pods, np)
+			hold.Pods = append(hold.Pods, nominatedPod(a))
 		}
 		return judgement{state: kueuecheck.StateReady, message: fmt.Sprintf("%s fits now: %d pods placeable%s; the room is held for its pods", tu.Root.Name(), len(asgs), where(d)),
 			updates: kueuecheck.Pins(sets, nodeOf, labelsOf, topologyKeys(d)), hold: hold, unitKey: key.String()}, false

@@ -20,6 +20,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -104,22 +105,28 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 	return fmt.Sprintf("preempting %s; nominated for the freed capacity", plan.Describe()), true
 }
 
+// nominatedPod is what an assignment holds: its node and the claims it
+// allocates (not those allocated already).
+func nominatedPod(a placement.Assignment) snapshot.NominatedPod {
+	np := snapshot.NominatedPod{Pod: a.Pod, Node: a.Node}
+	for i, c := range a.Claims {
+		if a.NewlyAllocated[i] {
+			np.Claims = append(np.Claims, c)
+		}
+	}
+	if a.Extended != nil {
+		np.Claims = append(np.Claims, a.Extended.Claim)
+	}
+	return np
+}
+
 // nominationOf is the capacity a plan frees, held for the preemptor (of
 // priority prio) from now until its victims' longest grace period and
 // nominationSlack have passed.
 func nominationOf(plan *preemption.Plan, prio int32, now time.Time) *snapshot.Nomination {
 	nom := &snapshot.Nomination{Priority: prio, Victims: map[types.UID]snapshot.Victim{}}
 	for _, a := range plan.Placement.Assignments {
-		np := snapshot.NominatedPod{Pod: a.Pod, Node: a.Node}
-		for i, c := range a.Claims {
-			if a.NewlyAllocated[i] {
-				np.Claims = append(np.Claims, c)
-			}
-		}
-		if a.Extended != nil {
-			np.Claims = append(np.Claims, a.Extended.Claim)
-		}
-		nom.Pods = append(nom.Pods, np)
+		nom.Pods = append(nom.Pods, nominatedPod(a))
 	}
 	grace := int64(0)
 	for _, c := range append(append([]preemption.Candidate(nil), plan.Victims...), plan.Terminating...) {
