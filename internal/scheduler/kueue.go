@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -396,7 +397,7 @@ func (s *Scheduler) judgeWorkload(ctx context.Context, wl *unstructured.Unstruct
 func where(d decide.Decision) string {
 	var doms []string
 	for _, n := range d.Leaves() {
-		if dom := d.Tree.Leaves[n].Domain; dom != "" && !contains(doms, dom) {
+		if dom := d.Tree.Leaves[n].Domain; dom != "" && !slices.Contains(doms, dom) {
 			doms = append(doms, dom)
 		}
 	}
@@ -404,15 +405,6 @@ func where(d decide.Decision) string {
 		return ""
 	}
 	return " in " + strings.Join(doms, "; ")
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // topologyKeys are the node label keys a decision's groups and composites
@@ -428,7 +420,7 @@ func topologyKeys(d decide.Decision) []string {
 			t = n.Leaf.Topology
 		}
 		for _, k := range append(append([]string(nil), t.Required...), t.Preferred...) {
-			if !contains(keys, k) {
+			if !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}
@@ -484,15 +476,9 @@ func (s *Scheduler) podSetUnit(ns string, pods []*corev1.Pod) (*podgroup.TreeUni
 		if err != nil {
 			return nil, queue.Key{}, true
 		}
-		var groups []*lockv1.PodGroup
-		objs, err := s.listers.podGroups.Namespace(ns).List(labels.Everything())
+		groups, err := s.treeGroups(ns)
 		if err != nil {
 			return nil, queue.Key{}, true
-		}
-		for _, o := range objs {
-			if g, err := podgroup.FromUnstructured(o); err == nil && podgroup.ParentOf(g) != "" {
-				groups = append(groups, g)
-			}
 		}
 		return podgroup.ResolveTree(root, composites, groups, pods, nil), queue.TreeKey(ns, root.Name), false
 	}

@@ -44,24 +44,34 @@ func (s *Scheduler) resolveTree(k queue.Key) (*unit, error) {
 	if err != nil {
 		return nil, err
 	}
-	var groups []*lockv1.PodGroup
-	var pods []*corev1.Pod
-	objs, err := s.listers.podGroups.Namespace(k.Namespace).List(labels.Everything())
+	groups, err := s.treeGroups(k.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range objs {
-		pg, err := podgroup.FromUnstructured(o)
-		if err != nil || podgroup.ParentOf(pg) == "" {
-			continue
-		}
+	var pods []*corev1.Pod
+	for _, pg := range groups {
 		members, err := s.groupPods(pg.Namespace, pg.Name)
 		if err != nil {
 			return nil, err
 		}
-		groups, pods = append(groups, pg), append(pods, members...)
+		pods = append(pods, members...)
 	}
 	return &unit{key: k, root: root, tree: podgroup.ResolveTree(root, composites, groups, pods, s.assumedNode)}, nil
+}
+
+// treeGroups are the PodGroups of ns that hang in a tree (name a parent).
+func (s *Scheduler) treeGroups(ns string) ([]*lockv1.PodGroup, error) {
+	objs, err := s.listers.podGroups.Namespace(ns).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	var groups []*lockv1.PodGroup
+	for _, o := range objs {
+		if pg, err := podgroup.FromUnstructured(o); err == nil && podgroup.ParentOf(pg) != "" {
+			groups = append(groups, pg)
+		}
+	}
+	return groups, nil
 }
 
 // composites are the CompositePodGroups of ns.
