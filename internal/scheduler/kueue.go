@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -28,8 +27,8 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
-	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -63,7 +62,7 @@ const retryPace = 5 * time.Second
 const checkRetryPoll = 2 * time.Second
 
 // kueueDiscoveryInterval is how often discovery is asked whether Kueue's
-// API is served, while the placement check is on but Kueue is not.
+// API is served, while it is not (one request each time).
 const kueueDiscoveryInterval = 30 * time.Second
 
 // kueueServed reports whether the API server serves Kueue's Workloads,
@@ -78,9 +77,11 @@ func kueueServed(d discovery.DiscoveryInterface) (bool, error) {
 	return true, nil
 }
 
-// enableKueueCheck starts the placement check once Kueue's API is served
-// (Kueue installed after Lockstep): no restart needed.
-func (s *Scheduler) enableKueueCheck(ctx context.Context, interval time.Duration) {
+// enableKueue starts watching Kueue once its API is served (Kueue
+// installed after Lockstep): the LocalQueues that name the ClusterQueue a
+// held unit waits for, and the placement check when it is on. No restart
+// needed.
+func (s *Scheduler) enableKueue(ctx context.Context, interval time.Duration) {
 	logger := klog.FromContext(ctx)
 	err := wait.PollUntilContextCancel(ctx, interval, false, func(context.Context) (bool, error) {
 		ok, err := kueueServed(s.client.Discovery())
@@ -92,23 +93,28 @@ func (s *Scheduler) enableKueueCheck(ctx context.Context, interval time.Duration
 	if err != nil {
 		return // ctx ended
 	}
-	s.kueueCheck = true
+	s.kueueServed = true
+	s.kueueCheck = s.opts.KueuePlacementCheck
 	if err := s.setupKueueInformers(); err != nil {
-		logger.Error(err, "Starting the Kueue placement check")
+		logger.Error(err, "Watching Kueue")
 		return
 	}
 	s.factory.Start(ctx.Done())
 	s.dynFactor.Start(ctx.Done())
 	s.factory.WaitForCacheSync(ctx.Done())
 	s.dynFactor.WaitForCacheSync(ctx.Done())
-	logger.Info("Kueue's API is served now: the placement check is on", "controllerName", kueuecheck.ControllerName)
+	logger.Info("Kueue's API is served now", "placementCheck", s.kueueCheck, "controllerName", kueuecheck.ControllerName)
 }
 
-// setupKueueInformers watches Kueue's Workloads and AdmissionChecks when
-// the placement check is on: a workload whose Lockstep check is pending
-// is queued (the loop judges it, on its own view), an AdmissionCheck of
-// Lockstep's is marked Active.
+// setupKueueInformers watches, where Kueue's API is served, its
+// LocalQueues (watchLocalQueues) and, when the placement check is on, its
+// Workloads and AdmissionChecks: a workload whose Lockstep check is
+// pending is queued (the loop judges it, on its own view), an
+// AdmissionCheck of Lockstep's is marked Active.
 func (s *Scheduler) setupKueueInformers() error {
+	if err := s.watchLocalQueues(); err != nil {
+		return err
+	}
 	if !s.kueueCheck {
 		return nil
 	}
@@ -132,10 +138,6 @@ func (s *Scheduler) setupKueueInformers() error {
 			i := s.dynFactor.ForResource(kueuecheck.FlavorResource)
 			return i.Informer(), dynamiclister.New(i.Informer().GetIndexer(), kueuecheck.FlavorResource)
 		}, nil, &s.listers.flavors},
-		{func() (cache.SharedIndexInformer, dynamiclister.Lister) {
-			i := s.dynFactor.ForResource(kueuecheck.LocalQueueResource)
-			return i.Informer(), dynamiclister.New(i.Informer().GetIndexer(), kueuecheck.LocalQueueResource)
-		}, nil, &s.listers.localQueues},
 	} {
 		inf, l := r.inf()
 		if err := inf.SetTransform(cachetrim.Transform); err != nil {
@@ -277,9 +279,7 @@ func (s *Scheduler) checkWorkload(ctx context.Context, it queue.Item) {
 // othersWaiting reports whether another workload waits for quota in wl's
 // ClusterQueue.
 func (s *Scheduler) othersWaiting(wl *unstructured.Unstructured) bool {
-	lq := func(ns, name string) (*unstructured.Unstructured, error) {
-		return s.listers.localQueues.Namespace(ns).Get(name)
-	}
+	lq := s.localQueues.get
 	cq := kueuecheck.ClusterQueue(wl, lq)
 	objs, err := s.listers.workloads.List(labels.Everything())
 	if cq == "" || err != nil {
@@ -372,14 +372,14 @@ func (s *Scheduler) judgeWorkload(ctx context.Context, wl *unstructured.Unstruct
 		for _, a := range asgs {
 			hold.Pods = append(hold.Pods, nominatedPod(a))
 		}
-		return judgement{state: kueuecheck.StateReady, message: fmt.Sprintf("%s fits now: %d pods placeable%s; the room is held for its pods", tu.Root.Name(), len(asgs), where(d)),
-			updates: kueuecheck.Pins(sets, nodeOf, labelsOf, topologyKeys(d)), hold: hold, unitKey: key.String()}, false
+		return judgement{state: kueuecheck.StateReady, message: fmt.Sprintf("%s fits now: %d pods placeable%s; the room is held for its pods", tu.Root.Name(), len(asgs), where(d.Domains())),
+			updates: kueuecheck.Pins(sets, nodeOf, labelsOf, d.TopologyKeys()), hold: hold, unitKey: key.String()}, false
 	case d.Kind == decide.Preempt && d.Plan != nil:
 		for _, a := range d.Plan.Placement.Assignments {
 			nodeOf[a.Pod.UID] = a.Node
 		}
 		return judgement{state: kueuecheck.StateReady, message: fmt.Sprintf("%s fits after preempting %s; the scheduler preempts when its pods are created", tu.Root.Name(), d.Plan.Describe()),
-			updates: kueuecheck.Pins(sets, nodeOf, labelsOf, topologyKeys(d))}, false
+			updates: kueuecheck.Pins(sets, nodeOf, labelsOf, d.TopologyKeys())}, false
 	case d.Kind == decide.Wait:
 		return judgement{state: kueuecheck.StateRetry, message: d.Reason}, false
 	case d.Kind == decide.Error:
@@ -392,40 +392,12 @@ func (s *Scheduler) judgeWorkload(ctx context.Context, wl *unstructured.Unstruct
 	return judgement{state: kueuecheck.StateRetry, message: msg}, false
 }
 
-// where names the domain a decision placed its leaves in ("" without
-// topology).
-func where(d decide.Decision) string {
-	var doms []string
-	for _, n := range d.Leaves() {
-		if dom := d.Tree.Leaves[n].Domain; dom != "" && !slices.Contains(doms, dom) {
-			doms = append(doms, dom)
-		}
-	}
-	if len(doms) == 0 {
+// where is " in <domains>" ("" without one).
+func where(domains []string) string {
+	if len(domains) == 0 {
 		return ""
 	}
-	return " in " + strings.Join(doms, "; ")
-}
-
-// topologyKeys are the node label keys a decision's groups and composites
-// constrain (required and preferred), the keys a check pins.
-func topologyKeys(d decide.Decision) []string {
-	var keys []string
-	if d.Root == nil {
-		return nil
-	}
-	d.Root.Walk(func(n *placement.TreeNode) {
-		t := n.Topology
-		if n.Leaf != nil {
-			t = n.Leaf.Topology
-		}
-		for _, k := range append(append([]string(nil), t.Required...), t.Preferred...) {
-			if !slices.Contains(keys, k) {
-				keys = append(keys, k)
-			}
-		}
-	})
-	return keys
+	return " in " + strings.Join(domains, "; ")
 }
 
 // podSetClaims are the claims the pods' templates will make, as the
@@ -442,13 +414,7 @@ func (s *Scheduler) podSetClaims(pods []*corev1.Pod) ([]*resourcev1.ResourceClai
 			if err != nil {
 				return nil, fmt.Sprintf("ResourceClaimTemplate %s/%s of its pods does not exist", p.Namespace, *pc.ResourceClaimTemplateName)
 			}
-			name := p.Name + "-" + pc.Name
-			c := &resourcev1.ResourceClaim{
-				ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: name, UID: types.UID("kueue-check-" + string(p.UID) + "-" + pc.Name),
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptr.To(true)}}},
-				Spec: *t.Spec.Spec.DeepCopy(),
-			}
-			p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: pc.Name, ResourceClaimName: ptr.To(name)})
+			c := dra.ClaimFromTemplate(p, pc.Name, t, types.UID("kueue-check-"+string(p.UID)+"-"+pc.Name))
 			out = append(out, c)
 		}
 	}
@@ -480,9 +446,9 @@ func (s *Scheduler) podSetUnit(ns string, pods []*corev1.Pod) (*podgroup.TreeUni
 		if err != nil {
 			return nil, queue.Key{}, true
 		}
-		return podgroup.ResolveTree(root, composites, groups, pods, nil), queue.TreeKey(ns, root.Name), false
+		return podgroup.ResolveTree(root, composites, groups, pods, nil, s.kueueWords()), queue.TreeKey(ns, root.Name), false
 	}
-	return podgroup.Single(podgroup.Resolve(pg, ns, group, pods, nil)), queue.GroupKey(ns, group), false
+	return podgroup.Single(podgroup.Resolve(pg, ns, group, pods, nil, s.kueueWords())), queue.GroupKey(ns, group), false
 }
 
 // writeChecks writes the answer into the workload's admission checks,

@@ -419,16 +419,7 @@ func (w *world) makeClaims(pr *podRun) {
 			continue
 		}
 		t := w.wl.ClaimTemplates[types.NamespacedName{Namespace: p.Namespace, Name: *rc.ResourceClaimTemplateName}]
-		c := &resourcev1.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: p.Namespace, Name: p.Name + "-" + rc.Name, UID: types.UID("claim-" + p.Namespace + "-" + p.Name + "-" + rc.Name),
-				Labels: t.Spec.Labels, Annotations: t.Spec.Annotations, CreationTimestamp: p.CreationTimestamp,
-				OwnerReferences: []metav1.OwnerReference{workload.ControllerRef("v1", "Pod", p.Name, p.UID)},
-			},
-			Spec: *t.Spec.Spec.DeepCopy(),
-		}
-		name := c.Name
-		p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: rc.Name, ResourceClaimName: &name})
+		c := dra.ClaimFromTemplate(p, rc.Name, t, types.UID("claim-"+p.Namespace+"-"+p.Name+"-"+rc.Name))
 		pr.claims = append(pr.claims, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
 		w.putClaim(c)
 	}
