@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -115,21 +114,11 @@ is refused before anything runs, naming the object and the field path. See docs/
 // Complete reads the workload files and the cluster spec file, and with
 // --from-cluster the kubeconfig (the cluster itself is read by Run).
 func (o *Options) Complete() error {
-	for _, name := range o.Files {
-		var b []byte
-		var err error
-		if name == "-" {
-			b, err = io.ReadAll(o.stdin)
-			name = "<stdin>"
-		} else {
-			b, err = os.ReadFile(name)
-			name = filepath.Clean(name)
-		}
-		if err != nil {
-			return fmt.Errorf("reading the workload: %w", err)
-		}
-		o.sources = append(o.sources, simworkload.Source{Name: name, Data: b})
+	sources, err := simworkload.ReadSources(o.Files, o.stdin)
+	if err != nil {
+		return fmt.Errorf("reading the workload: %w", err)
 	}
+	o.sources = sources
 	if o.ClusterFile != "" {
 		spec, err := clusterspec.Load(o.ClusterFile)
 		if err != nil {

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,7 +42,7 @@ func (b *builder) priority(spec *corev1.PodSpec, path *field.Path) (int32, field
 	}
 	pc := b.w.PriorityClasses[name]
 	if pc == nil {
-		return 0, field.ErrorList{field.Invalid(path.Child("priorityClassName"), name, "no PriorityClass of this name in the workload: add it (the API server refuses a pod naming a missing class)")}
+		return 0, field.ErrorList{field.Invalid(path.Child("priorityClassName"), name, "no PriorityClass of this name in the "+b.where()+": add it (the API server refuses a pod naming a missing class)")}
 	}
 	spec.Priority = ptr.To(pc.Value)
 	if pc.PreemptionPolicy != nil {
@@ -50,14 +51,22 @@ func (b *builder) priority(spec *corev1.PodSpec, path *field.Path) (int32, field
 	return pc.Value, nil
 }
 
-func checkTemplate(t *corev1.PodTemplateSpec, path *field.Path) field.ErrorList {
-	return checkSpec(&t.Spec, path.Child("spec"))
+func (b *builder) checkTemplate(t *corev1.PodTemplateSpec, path *field.Path) field.ErrorList {
+	return b.checkSpec(&t.Spec, path.Child("spec"))
 }
 
 // checkSpec refuses what the simulator does not model in a pod spec
-// (rather than ignoring it).
-func checkSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
+// (rather than ignoring it); a Live workload keeps it.
+func (b *builder) checkSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	for i, rc := range spec.ResourceClaims {
+		if (rc.ResourceClaimName == nil) == (rc.ResourceClaimTemplateName == nil) {
+			errs = append(errs, field.Required(path.Child("resourceClaims").Index(i), "exactly one of resourceClaimName and resourceClaimTemplateName"))
+		}
+	}
+	if b.opts.Live {
+		return errs
+	}
 	if len(spec.SchedulingGates) > 0 {
 		errs = append(errs, field.Forbidden(path.Child("schedulingGates"), "nothing removes a scheduling gate in a simulation: remove them"))
 	}
@@ -70,11 +79,6 @@ func checkSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 	for i, v := range spec.Volumes {
 		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
 			errs = append(errs, field.Forbidden(path.Child("volumes").Index(i), "persistent volumes are not simulated: remove the volume"))
-		}
-	}
-	for i, rc := range spec.ResourceClaims {
-		if (rc.ResourceClaimName == nil) == (rc.ResourceClaimTemplateName == nil) {
-			errs = append(errs, field.Required(path.Child("resourceClaims").Index(i), "exactly one of resourceClaimName and resourceClaimTemplateName"))
 		}
 	}
 	return errs
@@ -100,10 +104,6 @@ func specPath(j *Job, p *corev1.Pod) *field.Path {
 // workload does not have.
 func (b *builder) checkRefs(j *Job) field.ErrorList {
 	var errs field.ErrorList
-	claims := map[types.NamespacedName]bool{}
-	for _, c := range b.w.Claims {
-		claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = true
-	}
 	seen := map[string]bool{}
 	for _, p := range j.Pods {
 		path := specPath(j, p).Child("resourceClaims")
@@ -118,7 +118,7 @@ func (b *builder) checkRefs(j *Job) field.ErrorList {
 				what = "resourceClaimTemplateName"
 			case rc.ResourceClaimName != nil:
 				key = types.NamespacedName{Namespace: p.Namespace, Name: *rc.ResourceClaimName}
-				ok = claims[key]
+				ok = b.claims[key]
 				what = "resourceClaimName"
 			default:
 				continue
@@ -132,8 +132,27 @@ func (b *builder) checkRefs(j *Job) field.ErrorList {
 			if what == "resourceClaimName" {
 				kind = "ResourceClaim"
 			}
-			errs = append(errs, field.Invalid(path.Index(i).Child(what), key.Name, "no "+kind+" "+key.String()+" in the workload: add it"))
+			errs = append(errs, field.Invalid(path.Index(i).Child(what), key.Name, "no "+kind+" "+key.String()+" in the "+b.where()+": add it"))
 		}
 	}
 	return errs
+}
+
+// where names what a workload's references are looked up in, for errors.
+func (b *builder) where() string {
+	if b.opts.Live {
+		return "manifest or the cluster"
+	}
+	return "workload"
+}
+
+// suspended refuses a suspended job in a simulation (it never runs); a
+// Live workload reads it as it runs once started, and says so in Notes.
+func (b *builder) suspended(path *field.Path, ref string) field.ErrorList {
+	if b.opts.Live {
+		b.w.Notes = append(b.w.Notes, ref+" is suspended (as Kueue creates what it queues): answered as if it started now")
+		return nil
+	}
+	kind, _, _ := strings.Cut(ref, " ")
+	return field.ErrorList{field.Forbidden(path, "a suspended "+kind+" never runs: remove it from the workload or unsuspend it")}
 }

@@ -32,7 +32,7 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 	tpath := spec.Child("template")
 	var errs field.ErrorList
 	if ptr.Deref(j.Spec.Suspend, false) {
-		errs = append(errs, field.Forbidden(spec.Child("suspend"), "a suspended Job never runs: remove it from the workload or unsuspend it"))
+		errs = append(errs, b.suspended(spec.Child("suspend"), "Job "+j.Namespace+"/"+j.Name)...)
 	}
 	parallelism := ptr.Deref(j.Spec.Parallelism, 1)
 	if parallelism < 1 {
@@ -45,7 +45,7 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 	if s := j.Spec.Scheduling; s != nil && s.SchedulingPolicy != nil && s.SchedulingPolicy.Basic != nil {
 		errs = append(errs, field.Forbidden(spec.Child("scheduling", "schedulingPolicy", "basic"), "a basic in-tree group is not simulated: remove spec.scheduling, or use gang"))
 	}
-	errs = append(errs, checkTemplate(&j.Spec.Template, tpath)...)
+	errs = append(errs, b.checkTemplate(&j.Spec.Template, tpath)...)
 	arrival, runtime, terrs := b.timing(j.Annotations, j.Spec.Template.Annotations, tpath)
 	errs = append(errs, terrs...)
 	interval, ierrs := podInterval(j.Annotations)
@@ -164,7 +164,7 @@ func (b *builder) jobSet(js *jobsetv1.JobSet) (*Job, field.ErrorList) {
 		errs = append(errs, field.Forbidden(spec.Child("successPolicy"), "only the default success policy (every child Job completes) is simulated: remove successPolicy"))
 	}
 	if ptr.Deref(js.Spec.Suspend, false) {
-		errs = append(errs, field.Forbidden(spec.Child("suspend"), "a suspended JobSet never runs: remove it from the workload or unsuspend it"))
+		errs = append(errs, b.suspended(spec.Child("suspend"), "JobSet "+js.Namespace+"/"+js.Name)...)
 	}
 	if len(js.Spec.ReplicatedJobs) == 0 {
 		errs = append(errs, field.Required(spec.Child("replicatedJobs"), "a JobSet runs its replicated jobs"))
@@ -178,7 +178,7 @@ func (b *builder) jobSet(js *jobsetv1.JobSet) (*Job, field.ErrorList) {
 		if len(rj.DependsOn) > 0 {
 			errs = append(errs, field.Forbidden(spec.Child("replicatedJobs").Key(rj.Name).Child("dependsOn"), "replicated jobs that wait for each other are not simulated: remove dependsOn"))
 		}
-		errs = append(errs, checkTemplate(&rj.Template.Spec.Template, p)...)
+		errs = append(errs, b.checkTemplate(&rj.Template.Spec.Template, p)...)
 		pr, perrs := b.priority(&rj.Template.Spec.Template.Spec, p.Child("spec"))
 		errs = append(errs, perrs...)
 		if i == 0 || pr < prio {
@@ -268,7 +268,7 @@ func (b *builder) podGroupJob(gd *groupDoc) (*Job, field.ErrorList) {
 		if p.Spec.NodeName != "" {
 			errs = append(errs, field.Forbidden(pp.Child("spec", "nodeName"), "a pod bound in advance is not simulated: remove nodeName"))
 		}
-		errs = append(errs, checkSpec(&p.Spec, pp.Child("spec"))...)
+		errs = append(errs, b.checkSpec(&p.Spec, pp.Child("spec"))...)
 		prio, perrs := b.priority(&p.Spec, pp.Child("spec"))
 		errs = append(errs, perrs...)
 		if i == 0 || prio < out.Priority {
@@ -304,7 +304,7 @@ func (b *builder) barePod(p *corev1.Pod) (*Job, field.ErrorList) {
 	if p.Spec.NodeName != "" {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "nodeName"), "a pod bound in advance is not simulated: remove nodeName"))
 	}
-	errs = append(errs, checkSpec(&p.Spec, field.NewPath("spec"))...)
+	errs = append(errs, b.checkSpec(&p.Spec, field.NewPath("spec"))...)
 	arrival, runtime, terrs := b.timing(p.Annotations, nil, nil)
 	errs = append(errs, terrs...)
 	if _, ok := p.Annotations[PodIntervalAnnotation]; ok {

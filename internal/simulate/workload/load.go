@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +41,27 @@ type LoadOptions struct {
 	// DefaultRuntime is the runtime of a job without RuntimeAnnotation;
 	// 0 makes the annotation required.
 	DefaultRuntime time.Duration
+	// Namespace is the namespace of objects that name none ("default"
+	// when empty).
+	Namespace string
+	// Live reads the workload for a decision on a live cluster (`explain
+	// -f`) rather than a simulation: what only the simulator does not
+	// model (scheduling gates, inter-pod affinity, topology spread,
+	// volumes) is kept, for the scheduler's decision core models it, and a
+	// suspended job is read as it runs once started (Workload.Notes says
+	// so).
+	Live bool
+	// Existing are objects the workload may refer to without carrying
+	// them: a live cluster's.
+	Existing Existing
+}
+
+// Existing are a cluster's objects a workload's pods may name.
+type Existing struct {
+	PriorityClasses []*schedulingv1.PriorityClass
+	ClaimTemplates  []*resourcev1.ResourceClaimTemplate
+	// Claims are the ResourceClaims by namespace/name.
+	Claims []types.NamespacedName
 }
 
 // ObjectError is a problem with one object of a workload: where it was
@@ -64,6 +87,10 @@ func (e *ObjectError) Error() string {
 // ErrInvalid marks a workload or cluster that cannot be simulated: nothing
 // ran.
 var ErrInvalid = errors.New("cannot be simulated")
+
+// ErrInvalidManifest marks a Live workload that cannot be decided:
+// nothing was.
+var ErrInvalidManifest = errors.New("the manifest cannot be answered for")
 
 // object is one decoded document.
 type object struct {
@@ -242,7 +269,16 @@ func Load(sources []Source, opts LoadOptions) (*Workload, error) {
 		PriorityClasses: map[string]*schedulingv1.PriorityClass{},
 		ClaimTemplates:  map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{},
 	}
-	b := &builder{w: w, opts: opts, groups: map[types.NamespacedName]*groupDoc{}}
+	b := &builder{w: w, opts: opts, groups: map[types.NamespacedName]*groupDoc{}, claims: map[types.NamespacedName]bool{}}
+	for _, pc := range opts.Existing.PriorityClasses {
+		w.PriorityClasses[pc.Name] = pc
+	}
+	for _, t := range opts.Existing.ClaimTemplates {
+		w.ClaimTemplates[types.NamespacedName{Namespace: t.Namespace, Name: t.Name}] = t
+	}
+	for _, c := range opts.Existing.Claims {
+		b.claims[c] = true
+	}
 	// Objects jobs refer to first, then the jobs.
 	for _, o := range objs {
 		errs = append(errs, b.addSupporting(o)...)
@@ -251,6 +287,9 @@ func Load(sources []Source, opts LoadOptions) (*Workload, error) {
 		errs = append(errs, b.addJob(o)...)
 	}
 	errs = append(errs, b.finish()...)
+	if len(errs) > 0 && opts.Live {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidManifest, errors.Join(errs...))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
@@ -268,6 +307,9 @@ type builder struct {
 	// bare are pods that name no group.
 	bare  []object
 	names map[string]string // job "kind ns/name" → where, for duplicates
+	// claims are the ResourceClaims pods may name (the workload's and
+	// Existing's).
+	claims map[types.NamespacedName]bool
 }
 
 type groupDoc struct {
@@ -276,11 +318,14 @@ type groupDoc struct {
 	pods  []*corev1.Pod
 }
 
-func nsOr(ns string) string {
-	if ns == "" {
-		return "default"
+func (b *builder) nsOr(ns string) string {
+	switch {
+	case ns != "":
+		return ns
+	case b.opts.Namespace != "":
+		return b.opts.Namespace
 	}
-	return ns
+	return "default"
 }
 
 // addSupporting records the objects jobs refer to.
@@ -291,17 +336,18 @@ func (b *builder) addSupporting(o object) []error {
 	case *resourcev1.DeviceClass:
 		b.w.DeviceClasses = append(b.w.DeviceClasses, v)
 	case *resourcev1.ResourceClaimTemplate:
-		v.Namespace = nsOr(v.Namespace)
+		v.Namespace = b.nsOr(v.Namespace)
 		b.w.ClaimTemplates[types.NamespacedName{Namespace: v.Namespace, Name: v.Name}] = v
 	case *resourcev1.ResourceClaim:
-		v.Namespace = nsOr(v.Namespace)
+		v.Namespace = b.nsOr(v.Namespace)
 		if v.Status.Allocation != nil || len(v.Status.ReservedFor) > 0 {
 			return []error{&ObjectError{Where: o.where, Object: "ResourceClaim " + v.Namespace + "/" + v.Name,
 				Errs: field.ErrorList{field.Forbidden(field.NewPath("status"), "a simulated claim starts unallocated; remove status")}}}
 		}
 		b.w.Claims = append(b.w.Claims, v)
+		b.claims[types.NamespacedName{Namespace: v.Namespace, Name: v.Name}] = true
 	case *lockv1.PodGroup:
-		v.Namespace = nsOr(v.Namespace)
+		v.Namespace = b.nsOr(v.Namespace)
 		key := types.NamespacedName{Namespace: v.Namespace, Name: v.Name}
 		if podgroup.Upstream(v) && v.Spec.DisruptionMode == nil {
 			// The API server defaults an in-tree group to single.
@@ -326,15 +372,15 @@ func (b *builder) addJob(o object) []error {
 	ref := ""
 	switch v := o.obj.(type) {
 	case *batchv1.Job:
-		v.Namespace = nsOr(v.Namespace)
+		v.Namespace = b.nsOr(v.Namespace)
 		ref = "Job " + v.Namespace + "/" + v.Name
 		job, errs = b.batchJob(v)
 	case *jobsetv1.JobSet:
-		v.Namespace = nsOr(v.Namespace)
+		v.Namespace = b.nsOr(v.Namespace)
 		ref = "JobSet " + v.Namespace + "/" + v.Name
 		job, errs = b.jobSet(v)
 	case *corev1.Pod:
-		v.Namespace = nsOr(v.Namespace)
+		v.Namespace = b.nsOr(v.Namespace)
 		if g := podgroup.GroupOf(v); g != "" {
 			gd := b.groups[types.NamespacedName{Namespace: v.Namespace, Name: g}]
 			if gd == nil {
@@ -347,7 +393,7 @@ func (b *builder) addJob(o object) []error {
 		b.bare = append(b.bare, o)
 		return nil
 	case *MixDoc:
-		jobs, templates, errs := v.generate()
+		jobs, templates, errs := v.generate(b.nsOr(v.Namespace))
 		if len(errs) > 0 {
 			return []error{&ObjectError{Where: o.where, Object: "Mix " + v.Name, Errs: errs}}
 		}
@@ -369,7 +415,7 @@ func (b *builder) addJob(o object) []error {
 		if integ == nil {
 			return nil
 		}
-		ref = integ.GVK().Kind + " " + nsOr(co.GetNamespace()) + "/" + co.GetName()
+		ref = integ.GVK().Kind + " " + b.nsOr(co.GetNamespace()) + "/" + co.GetName()
 		job, errs = b.rolesJob(integ, co)
 	}
 	if len(errs) > 0 {
@@ -482,7 +528,7 @@ func (b *builder) timing(obj, template map[string]string, templatePath *field.Pa
 		}
 	}
 	if !ok && len(errs) == 0 {
-		if b.opts.DefaultRuntime <= 0 {
+		if b.opts.DefaultRuntime <= 0 && !b.opts.Live {
 			errs = append(errs, field.Required(meta.Key(RuntimeAnnotation),
 				"how long the job runs once its pods run together (a Go duration); set it on the object or its pod template, or pass --default-runtime"))
 		}
@@ -492,4 +538,25 @@ func (b *builder) timing(obj, template map[string]string, templatePath *field.Pa
 		errs = append(errs, field.Invalid(meta.Key(RuntimeAnnotation), "0s", "a job must run for some time"))
 	}
 	return arrival, runtime, errs
+}
+
+// ReadSources reads manifest files ("-": stdin) as Load takes them.
+func ReadSources(files []string, stdin io.Reader) ([]Source, error) {
+	var out []Source
+	for _, name := range files {
+		var b []byte
+		var err error
+		if name == "-" {
+			b, err = io.ReadAll(stdin)
+			name = "<stdin>"
+		} else {
+			b, err = os.ReadFile(name)
+			name = filepath.Clean(name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Source{Name: name, Data: b})
+	}
+	return out, nil
 }

@@ -190,12 +190,11 @@ func (m *MixDoc) validate() (span time.Duration, runtimes [][2]time.Duration, er
 }
 
 // generate expands the mix into Jobs and the claim templates they use.
-func (m *MixDoc) generate() ([]*batchv1.Job, []*resourcev1.ResourceClaimTemplate, field.ErrorList) {
+func (m *MixDoc) generate(ns string) ([]*batchv1.Job, []*resourcev1.ResourceClaimTemplate, field.ErrorList) {
 	span, runtimes, errs := m.validate()
 	if len(errs) > 0 {
 		return nil, nil, errs
 	}
-	ns := nsOr(m.Namespace)
 	rng := rand.New(rand.NewPCG(m.Spec.Seed, m.Spec.Seed^0x5eed))
 	arrivals := make([]time.Duration, m.Spec.Jobs)
 	for i := range arrivals {

@@ -40,13 +40,16 @@ var roleKinds = func() map[string]jobintegration.Integration {
 // keep their own minimums.
 func (b *builder) rolesJob(integ jobintegration.Integration, obj client.Object) (*Job, field.ErrorList) {
 	obj = obj.DeepCopyObject().(client.Object)
-	obj.SetNamespace(nsOr(obj.GetNamespace()))
+	obj.SetNamespace(b.nsOr(obj.GetNamespace()))
 	gvk := integ.GVK()
 	uid := types.UID(strings.ToLower(gvk.Kind) + "-" + obj.GetNamespace() + "-" + obj.GetName())
 	obj.SetUID(uid)
 	j := integ.Wrap(obj)
 	var errs field.ErrorList
-	if why, _, suspended := j.Stopped(); suspended || why != "" {
+	switch why, _, suspended := j.Stopped(); {
+	case suspended && b.opts.Live:
+		errs = append(errs, b.suspended(field.NewPath("spec"), gvk.Kind+" "+obj.GetNamespace()+"/"+obj.GetName())...)
+	case suspended || why != "":
 		errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("a %s that is %s never runs: remove it from the workload, or start it", gvk.Kind, why)))
 	}
 	roles := j.Roles()
@@ -56,7 +59,7 @@ func (b *builder) rolesJob(integ jobintegration.Integration, obj client.Object) 
 	}
 	prios := make([]int32, len(roles))
 	for i, r := range roles {
-		errs = append(errs, checkTemplate(r.Template, r.Path)...)
+		errs = append(errs, b.checkTemplate(r.Template, r.Path)...)
 		p, perrs := b.priority(&r.Template.Spec, r.Path.Child("spec"))
 		errs = append(errs, perrs...)
 		prios[i] = p

@@ -41,6 +41,9 @@ type Workload struct {
 	// Jobs in arrival order (ties in the order they were read).
 	Jobs     []*Job
 	Failures []Failure
+	// Notes say how a Live workload was read where a simulation would
+	// refuse it.
+	Notes []string
 }
 
 // PodIntervalAnnotation spaces the creation of a job's pods (a Go
