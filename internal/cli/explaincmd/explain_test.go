@@ -1,6 +1,8 @@
 package explaincmd
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,11 +13,16 @@ import (
 // parsed is what Complete and Validate make of a command line.
 type parsed struct {
 	Kind, Name, Namespace, Output string
+	Sources                       []string
 }
 
 func TestCompleteValidate(t *testing.T) {
 	kubeconfig := clitest.Kubeconfig(t, "config", "dev", clitest.Context{Name: "dev", Server: "https://dev.example:6443", Namespace: "ml-team"},
 		clitest.Context{Name: "prod", Server: "https://prod.example:6443"})
+	manifest := filepath.Join(t.TempDir(), "train.yaml")
+	if err := os.WriteFile(manifest, []byte("kind: Job"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name       string
 		argv       []string
@@ -38,11 +45,17 @@ func TestCompleteValidate(t *testing.T) {
 		{name: "two TYPE/NAMEs", argv: []string{"job/a", "job/b"},
 			wantErr: []string{`explain takes one TYPE NAME or TYPE/NAME`}},
 		{name: "three arguments", argv: []string{"job", "a", "b"},
-			wantErr: []string{"accepts between 1 and 2 arg(s), received 3"}},
+			wantErr: []string{"accepts at most 2 arg(s), received 3"}},
+		{name: "-f: a manifest not yet created, in -n's namespace", argv: []string{"-f", manifest, "-n", "research"},
+			want: parsed{Namespace: "research", Sources: []string{manifest}}},
+		{name: "-f with TYPE NAME", argv: []string{"job", "a", "-f", manifest},
+			wantErr: []string{`explain takes TYPE NAME or -f FILE, not both; got "job a" and -f ` + manifest}},
+		{name: "-f of a file that does not exist", argv: []string{"-f", manifest + ".missing"},
+			wantErr: []string{"reading -f: open " + manifest + ".missing: no such file or directory"}},
 		{name: "TYPE/ without a name", argv: []string{"job/"},
 			wantErr: []string{`"job/": want TYPE/NAME`}},
 		{name: "no argument", argv: nil,
-			wantErr: []string{"accepts between 1 and 2 arg(s), received 0"}},
+			wantErr: []string{"explain takes one TYPE NAME or TYPE/NAME", "or -f FILE for something not yet created"}},
 		{name: "-A: explain reads one namespace", argv: []string{"job", "a", "-A"},
 			wantErr: []string{"unknown shorthand flag: 'A'"}},
 		{name: "an output format explain does not print", argv: []string{"job", "a", "-o", "table"},
@@ -64,6 +77,9 @@ func TestCompleteValidate(t *testing.T) {
 				return
 			}
 			got := parsed{Kind: o.Kind, Name: o.Name, Namespace: o.Client.Namespace, Output: o.Output.Format}
+			for _, src := range o.sources {
+				got.Sources = append(got.Sources, src.Name)
+			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want,+got):\n%s", diff)
 			}

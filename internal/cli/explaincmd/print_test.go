@@ -93,3 +93,25 @@ func TestPrintDriverEvidence(t *testing.T) {
 		}
 	}
 }
+
+// The what-if prints its answer, each unit and where it would go, what a
+// preemption would evict, the notes, and that nothing was created.
+func TestPrintWhatIf(t *testing.T) {
+	r := &explain.WhatIfReport{Answer: "Job ml/train would fit if created, after the scheduler preempts: would evict pod other/busy-0", Job: "Job ml/train",
+		Verdict: explain.FitsAfterPreemption, Nodes: 4, Preemption: "would evict pod other/busy-0 (1 pods, priority 0)",
+		Units: []explain.WhatIfUnit{{Name: "PodGroup ml/train", Pods: 4, MinCount: 4, Placeable: 4, NodeCount: 2, Where: []string{"example.com/rack=r1"}}},
+		Notes: []string{"Job ml/train is suspended"}}
+	var out bytes.Buffer
+	printWhatIf(&out, r, false)
+	want := `Job ml/train would fit if created, after the scheduler preempts: would evict pod other/busy-0
+
+UNIT               PODS  MINCOUNT  PLACEABLE  NODES  WHERE
+PodGroup ml/train  4     4         4          2      example.com/rack=r1
+Preemption: would evict pod other/busy-0 (1 pods, priority 0)
+Note: Job ml/train is suspended
+Nothing was created.
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("(-want,+got):\n%s", diff)
+	}
+}

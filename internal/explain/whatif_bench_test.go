@@ -1,0 +1,97 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/cycle"
+	"github.com/lockstep-dev/lockstep/internal/dra"
+	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+	"github.com/lockstep-dev/lockstep/test/builders"
+)
+
+const benchNodes = 5000
+
+// BenchmarkWhatIf is `explain -f` in memory at 5,000 nodes × 8 GPUs in 10
+// zones of 2 blocks of 5 racks (node i with i mod 8 GPUs taken, as
+// internal/decide's benchmark): the manifest read (workload.Load), its pods
+// and claims made, its gang resolved and decided — everything but the
+// watch of the cluster, which the command pays once. One op is one answer.
+func BenchmarkWhatIf(b *testing.B) {
+	in := builders.SnapshotInput(b, fmt.Sprintf(`
+nodePools:
+- name: gpu
+  count: %d
+  capacity: {cpu: "96", memory: 1Ti, pods: "110"}
+  labels:
+    topology.kubernetes.io/zone: "zone-{{div .Index 500}}"
+    example.com/block: "block-{{div .Index 250}}"
+    example.com/rack: "rack-{{div .Index 100}}"
+  devices:
+  - driver: gpu.example.com
+    count: 8
+`, benchNodes))
+	for i, n := range in.Nodes {
+		for d := 0; d < i%8; d++ {
+			name := fmt.Sprintf("busy-%d-%d", i, d)
+			claim := builders.Claim("other", name, "gpu.example.com", 1)
+			claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
+				Request: "dev", Driver: "gpu.example.com", Pool: n.Name, Device: fmt.Sprintf("gpu-%d", d),
+			}}}}
+			in.Claims = append(in.Claims, claim)
+			in.Pods = append(in.Pods, builders.MakePod().Namespace("other").Name(name).Node(n.Name).Req(corev1.ResourceCPU, "4").Obj())
+		}
+	}
+	st := &state{cycle: &cycle.State{Cache: snapshot.CacheFrom(in), CEL: dra.NewCache(), Clock: clock.RealClock{}},
+		nodes: len(in.Nodes), pods: in.Pods, groups: map[string]*lockv1.PodGroup{}, composites: map[string]*lockv1.CompositePodGroup{}}
+	template := `
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com, count: 1}
+---
+`
+	ctx := klog.NewContext(context.Background(), klog.Background().V(0))
+	for _, tc := range []struct {
+		ranks    int
+		topology string
+		verdict  string
+	}{
+		{8, `scheduling.lockstep.dev/required-topology: topology.kubernetes.io/zone, scheduling.lockstep.dev/preferred-topology: example.com/rack`, Fits},
+		{1000, `scheduling.lockstep.dev/required-topology: example.com/block`, Fits},
+		{1000, `scheduling.lockstep.dev/required-topology: example.com/rack`, DoesNotFit},
+	} {
+		b.Run(fmt.Sprintf("nodes=%d/ranks=%d/%s", benchNodes, tc.ranks, tc.verdict), func(b *testing.B) {
+			job := template + whatIfJob("train", tc.ranks, tc.topology, "      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]")
+			src := []workload.Source{{Name: "job.yaml", Data: []byte(job)}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				wl, err := workload.Load(src, workload.LoadOptions{Live: true, Namespace: "ml"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				j, err := oneJob(wl)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r := st.whatIf(ctx, wl, j, st.cycle.Clock.Now()); r.Verdict != tc.verdict {
+					b.Fatalf("%s, want %s: %s", r.Verdict, tc.verdict, r.Answer)
+				}
+			}
+		})
+	}
+}
