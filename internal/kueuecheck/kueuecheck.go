@@ -116,12 +116,23 @@ func ClusterQueue(wl *unstructured.Unstructured, localQueue func(ns, name string
 	if q == "" {
 		return ""
 	}
-	lq, err := localQueue(wl.GetNamespace(), q)
-	if err != nil {
-		return ""
-	}
-	cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+	cq, _ := ClusterQueueOf(localQueue)(wl.GetNamespace(), q)
 	return cq
+}
+
+// ClusterQueueOf names the ClusterQueue a LocalQueue feeds (its
+// spec.clusterQueue), the LocalQueue read by localQueue; the error is
+// localQueue's (podgroup.ClusterQueueOf: the words of a workload Kueue
+// holds name it).
+func ClusterQueueOf(localQueue func(ns, name string) (*unstructured.Unstructured, error)) func(ns, name string) (string, error) {
+	return func(ns, name string) (string, error) {
+		lq, err := localQueue(ns, name)
+		if err != nil {
+			return "", err
+		}
+		cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+		return cq, nil
+	}
 }
 
 // Waiting reports whether wl waits for quota: active, not finished, and

@@ -74,7 +74,8 @@ func assumedNode(assumed Assumed, p *corev1.Pod) (string, bool) {
 
 // ResolvePod is a lone pod's unit: one member, pending unless gated,
 // bound or assumed.
-func ResolvePod(p *corev1.Pod, assumed Assumed) *Unit {
+func ResolvePod(p *corev1.Pod, assumed Assumed, opts ...Option) *Unit {
+	o := resolveOptions(opts)
 	u := &Unit{Pods: []*corev1.Pod{p}, Members: []*corev1.Pod{p}}
 	node, isAssumed := assumedNode(assumed, p)
 	switch {
@@ -89,7 +90,7 @@ func ResolvePod(p *corev1.Pod, assumed Assumed) *Unit {
 	case Gated(p):
 		u.Gated = 1
 		u.addGates(p)
-		u.Waiting, u.WaitReason = u.gatedBy(p.Namespace)+" ("+u.GateList()+"): a gated pod is not scheduled until its last gate is removed", lockv1.PodGroupReasonSchedulingGated
+		u.Waiting, u.WaitReason = u.gatedBy(p.Namespace, o)+" ("+u.GateList()+"): a gated pod is not scheduled until its last gate is removed", lockv1.PodGroupReasonSchedulingGated
 	default:
 		u.Pending = []*corev1.Pod{p}
 	}
@@ -99,7 +100,8 @@ func ResolvePod(p *corev1.Pod, assumed Assumed) *Unit {
 // Resolve is the unit of group ns/name (pg nil when it does not exist)
 // from the pods that name it: its members, which of them count as bound,
 // which are to be placed, and why it waits, if it does.
-func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed Assumed) *Unit {
+func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed Assumed, opts ...Option) *Unit {
+	o := resolveOptions(opts)
 	u := &Unit{Group: pg}
 	var inc *lockv1.PodGroupIncarnation
 	if pg != nil {
@@ -142,7 +144,7 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 		// The whole gang waits: placing the ungated members alone would
 		// hold their nodes and devices below minCount.
 		u.WaitReason = lockv1.PodGroupReasonSchedulingGated
-		u.Waiting = fmt.Sprintf("%s: %d members are gated (%s); none is placed until minCount %d are ungated", u.gatedBy(ns), u.Gated, u.GateList(), u.MinCount())
+		u.Waiting = fmt.Sprintf("%s: %d members are gated (%s); none is placed until minCount %d are ungated", u.gatedBy(ns, o), u.Gated, u.GateList(), u.MinCount())
 	case u.Gang() && have < u.MinCount():
 		// No count in the message: it would change (and be written) with
 		// every member created; explain and `get podgroups` show the count.
@@ -151,7 +153,7 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 		// Nothing to place but members held by gates (Kueue holds a pod
 		// group this way until it admits it): say so, rather than nothing.
 		u.WaitReason = lockv1.PodGroupReasonSchedulingGated
-		u.Waiting = fmt.Sprintf("%s: %d members are gated (%s); a gated pod is not scheduled until its last gate is removed", u.gatedBy(ns), u.Gated, u.GateList())
+		u.Waiting = fmt.Sprintf("%s: %d members are gated (%s); a gated pod is not scheduled until its last gate is removed", u.gatedBy(ns, o), u.Gated, u.GateList())
 	}
 	return u
 }
@@ -169,35 +171,6 @@ func (u *Unit) addGates(p *corev1.Pod) {
 			}
 		}
 	}
-}
-
-// Kueue's names for what holds a pod: the scheduling gate it keeps on a
-// pod until it admits the pod's workload, and the label naming the
-// LocalQueue the workload waits in.
-const (
-	KueueAdmissionGate = "kueue.x-k8s.io/admission"
-	KueueQueueLabel    = "kueue.x-k8s.io/queue-name"
-	// KueueGroupLabel names the Kueue pod group a pod belongs to; a
-	// Lockstep pod joins the PodGroup of that name.
-	KueueGroupLabel = "kueue.x-k8s.io/pod-group-name"
-)
-
-// gatedBy says what holds gated members: Kueue, when its admission gate is
-// among the gates (naming the LocalQueue the workload waits in), else the
-// gates. A workload Kueue holds is not demand on the cluster — the
-// scheduler never marks its pods Unschedulable — and the message says who
-// lets it go.
-func (u *Unit) gatedBy(ns string) string {
-	if !slices.Contains(u.Gates, KueueAdmissionGate) {
-		return "waiting for scheduling gates"
-	}
-	switch len(u.queues) {
-	case 0:
-		return "waiting for Kueue to admit the workload"
-	case 1:
-		return fmt.Sprintf("waiting for Kueue to admit the workload (LocalQueue %s/%s)", ns, u.queues[0])
-	}
-	return fmt.Sprintf("waiting for Kueue to admit the workload (LocalQueues %s/%s)", ns, strings.Join(u.queues, ", "))
 }
 
 // GateList names the members' gates for a message:

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -37,6 +39,12 @@ func TestResolve(t *testing.T) {
 		p.Labels[KueueQueueLabel] = "team"
 		return p
 	}
+	clusterQueues := func(ns, name string) (string, error) {
+		if ns == "ns" && name == "team" {
+			return "gpus", nil
+		}
+		return "", apierrors.NewNotFound(schema.GroupResource{Group: "kueue.x-k8s.io", Resource: "localqueues"}, name)
+	}
 	other := member("other-ns", "", corev1.PodPending)
 	other.Namespace = "elsewhere"
 	foreign := member("kube", "", corev1.PodPending)
@@ -55,6 +63,7 @@ func TestResolve(t *testing.T) {
 		wantMembers int
 		wantWaiting string // substring; "" means the unit can be attempted
 		wantReason  string
+		opts        []Option
 	}{
 		"a full gang is attempted": {
 			pg: gang(2), pods: []*corev1.Pod{member("b", "", corev1.PodPending), member("a", "", corev1.PodPending)},
@@ -72,12 +81,17 @@ func TestResolve(t *testing.T) {
 		"a gang Kueue holds in a LocalQueue says so, naming the queue": {
 			pg: gang(2), pods: []*corev1.Pod{queued("a"), queued("b")},
 			wantGated: 2, wantMembers: 2, wantReason: lockv1.PodGroupReasonSchedulingGated,
-			wantWaiting: "waiting for Kueue to admit the workload (LocalQueue ns/team): 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission); none is placed until minCount 2 are ungated",
+			wantWaiting: "waiting for Kueue admission in LocalQueue ns/team: 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission); none is placed until minCount 2 are ungated",
+		},
+		"a gang Kueue holds names the ClusterQueue its LocalQueue feeds": {
+			pg: gang(2), pods: []*corev1.Pod{queued("a"), queued("b")}, opts: []Option{WithClusterQueues(clusterQueues)},
+			wantGated: 2, wantMembers: 2, wantReason: lockv1.PodGroupReasonSchedulingGated,
+			wantWaiting: "waiting for Kueue admission in ClusterQueue gpus (LocalQueue ns/team): 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission); none is placed until minCount 2 are ungated",
 		},
 		"a group whose pods Kueue holds, none pending": {
-			pg: gang(1), pods: []*corev1.Pod{queued("a"), queued("b"), member("c", "n", corev1.PodRunning)},
+			pg: gang(1), pods: []*corev1.Pod{queued("a"), queued("b"), member("c", "n", corev1.PodRunning)}, opts: []Option{WithClusterQueues(clusterQueues)},
 			wantBound: 1, wantGated: 2, wantMembers: 3, wantReason: lockv1.PodGroupReasonSchedulingGated,
-			wantWaiting: "waiting for Kueue to admit the workload (LocalQueue ns/team): 2 members are gated",
+			wantWaiting: "waiting for Kueue admission in ClusterQueue gpus (LocalQueue ns/team): 2 members are gated",
 		},
 		"a gang whose members are gated waits whole, naming them": {
 			pg: gang(2), pods: []*corev1.Pod{member("a", "", corev1.PodPending), gated},
@@ -101,7 +115,7 @@ func TestResolve(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			u := Resolve(tc.pg, "ns", "g", tc.pods, isAssumed)
+			u := Resolve(tc.pg, "ns", "g", tc.pods, isAssumed, tc.opts...)
 			var pending []string
 			for _, p := range u.Pending {
 				pending = append(pending, p.Name)

@@ -169,7 +169,7 @@ func RootOf(parent string, get func(name string) *lockv1.CompositePodGroup) (*lo
 // as for Resolve). Children are ordered by creation, then name (the order
 // they are tried in). A tree deeper than MaxTreeDepth, or with a node of
 // more than MaxChildren children, or with no PodGroup under it, waits.
-func ResolveTree(root *lockv1.CompositePodGroup, composites []*lockv1.CompositePodGroup, groups []*lockv1.PodGroup, pods []*corev1.Pod, assumed Assumed) *TreeUnit {
+func ResolveTree(root *lockv1.CompositePodGroup, composites []*lockv1.CompositePodGroup, groups []*lockv1.PodGroup, pods []*corev1.Pod, assumed Assumed, opts ...Option) *TreeUnit {
 	childComposites := map[string][]*lockv1.CompositePodGroup{}
 	for _, c := range composites {
 		if p := CompositeParent(c); p != "" && c.Namespace == root.Namespace {
@@ -204,7 +204,7 @@ func ResolveTree(root *lockv1.CompositePodGroup, composites []*lockv1.CompositeP
 		leaves := childGroups[c.Name]
 		sortGroups(leaves)
 		for _, g := range leaves {
-			t.Children = append(t.Children, &Tree{Unit: Resolve(g, g.Namespace, g.Name, byGroup[g.Name], assumed)})
+			t.Children = append(t.Children, &Tree{Unit: Resolve(g, g.Namespace, g.Name, byGroup[g.Name], assumed, opts...)})
 		}
 		if n := len(t.Children); n > lockv1.MaxChildren && tu.Waiting == "" {
 			tu.WaitReason, tu.Waiting = lockv1.CompositeReasonInvalid, fmt.Sprintf("CompositePodGroup %s has %d children, more than %d", c.Name, n, lockv1.MaxChildren)

@@ -289,7 +289,7 @@ func (s *Scheduler) resolve(k queue.Key) (*unit, error) {
 			// placed with its group, never alone.
 			return nil, nil
 		}
-		return &unit{key: k, tree: podgroup.Single(podgroup.ResolvePod(p, s.assumedNode))}, nil
+		return &unit{key: k, tree: podgroup.Single(podgroup.ResolvePod(p, s.assumedNode, s.kueueWords()))}, nil
 	}
 	pods, err := s.groupPods(k.Namespace, k.Name)
 	if err != nil {
@@ -299,7 +299,7 @@ func (s *Scheduler) resolve(k queue.Key) (*unit, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	g := podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode)
+	g := podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode, s.kueueWords())
 	if parent := podgroup.ParentOf(pg); parent != "" {
 		// A group of a tree is placed with its tree, never alone; while
 		// its tree has no root, it waits, saying why.

@@ -12,9 +12,12 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -197,27 +200,106 @@ func TestExecuteWaitsForPods(t *testing.T) {
 }
 
 // A gang whose members are all gated (how Kueue holds a pod group) says
-// why on its condition, naming the gates; nothing else is written.
+// why on its condition, naming the gates and the ClusterQueue whose
+// admission it waits for — with or without the placement check, and in
+// the LocalQueue's name, with why, when the ClusterQueue cannot be read;
+// nothing else is written (its pods are never Unschedulable).
 func TestExecuteAllGatedGangSaysWhy(t *testing.T) {
-	objs := gpuPods("ml", "held", "held", 2, 0)
+	const gated = ": 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission); none is placed until minCount 2 are ungated"
+	cases := map[string]struct {
+		api   fixtureAPI
+		queue string // the pods' kueue.x-k8s.io/queue-name
+		objs  []runtime.Object
+		want  string
+	}{
+		"its LocalQueue's ClusterQueue": {
+			api: fixtureAPI{kueue: true}, queue: "team", objs: []runtime.Object{localQueue("ml", "team", "gpus")},
+			want: "waiting for Kueue admission in ClusterQueue gpus (LocalQueue ml/team)" + gated,
+		},
+		"no LocalQueue named": {
+			api:  fixtureAPI{kueue: true},
+			want: "waiting for Kueue admission" + gated,
+		},
+		"a LocalQueue that does not exist": {
+			api: fixtureAPI{kueue: true}, queue: "team",
+			want: "waiting for Kueue admission in LocalQueue ml/team, which does not exist: create it, or name an existing LocalQueue in the label kueue.x-k8s.io/queue-name" + gated,
+		},
+		"Kueue's API not served": {
+			queue: "team",
+			want:  "waiting for Kueue admission in LocalQueue ml/team (its ClusterQueue could not be read: the API server does not serve localqueues.kueue.x-k8s.io)" + gated,
+		},
+		"LocalQueues the scheduler may not list": {
+			api: fixtureAPI{kueue: true, forbidLocalQueues: true}, queue: "team", objs: []runtime.Object{localQueue("ml", "team", "gpus")},
+			want: `waiting for Kueue admission in LocalQueue ml/team (its ClusterQueue could not be read: the scheduler may not list LocalQueues (grant it list and watch on localqueues.kueue.x-k8s.io): localqueues.kueue.x-k8s.io is forbidden: User "lockstep-scheduler" cannot list resource "localqueues")` + gated,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.api.lockstep = []string{"podgroups", "compositepodgroups", "workloads"}
+			f := newFixtureAPI(t, twoNodes, tc.api, objects(kueueHeld("ml", "held", tc.queue, 2), append(tc.objs, builders.GangPodGroup("ml", "held", 2)))...)
+			k := queue.GroupKey("ml", "held")
+			f.run(k)
+			if w := f.writes(); len(w) != 0 {
+				t.Errorf("a gated gang wrote %v", w)
+			}
+			if diff := cmp.Diff("False/SchedulingGated: "+tc.want, condition(f.group("ml", "held"))); diff != "" {
+				t.Errorf("condition (-want,+got):\n%s", diff)
+			}
+			if got := f.queue.of(k); got != "Wait" {
+				t.Errorf("queue transitions %q, want Wait", got)
+			}
+		})
+	}
+}
+
+// A LocalQueue created after a gang it holds was judged brings the gang
+// back, its words naming the ClusterQueue now.
+func TestExecuteGatedGangFollowsItsLocalQueue(t *testing.T) {
+	f := newFixtureAPI(t, twoNodes, fixtureAPI{lockstep: []string{"podgroups", "compositepodgroups", "workloads"}, kueue: true},
+		objects(kueueHeld("ml", "held", "team", 2), []runtime.Object{builders.GangPodGroup("ml", "held", 2)})...)
+	k := queue.GroupKey("ml", "held")
+	for active, _ := f.queue.Len(); active > 0; active, _ = f.queue.Len() {
+		f.queue.Pop(f.ctx) // the informers' adds: the test runs the cycles
+	}
+	f.run(k)
+	if got := condition(f.group("ml", "held")); !strings.Contains(got, "LocalQueue ml/team, which does not exist") {
+		t.Fatalf("condition %q, want the missing LocalQueue named", got)
+	}
+	if _, err := f.dyn.Resource(kueuecheck.LocalQueueResource).Namespace("ml").Create(f.ctx, localQueue("ml", "team", "gpus"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the gang queued again", func() bool { active, _ := f.queue.Len(); return active == 1 })
+	if it, _ := f.queue.Pop(f.ctx); it.Key != k {
+		t.Fatalf("queued %v, want %v", it.Key, k)
+	}
+	f.run(k)
+	if got := condition(f.group("ml", "held")); !strings.HasPrefix(got, "False/SchedulingGated: waiting for Kueue admission in ClusterQueue gpus (LocalQueue ml/team): 2 members are gated") {
+		t.Errorf("condition %q, want the ClusterQueue named", got)
+	}
+}
+
+// kueueHeld are n pods of group held by Kueue's admission gate, naming
+// LocalQueue queue ("": none).
+func kueueHeld(ns, group, queue string, n int) []runtime.Object {
+	objs := gpuPods(ns, group, group, n, 0)
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
-			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: podgroup.KueueAdmissionGate}}
+			if queue != "" {
+				p.Labels[podgroup.KueueQueueLabel] = queue
+			}
 		}
 	}
-	f := newFixture(t, twoNodes, objects(objs, []runtime.Object{builders.GangPodGroup("ml", "held", 2)})...)
-	k := queue.GroupKey("ml", "held")
-	f.run(k)
-	if w := f.writes(); len(w) != 0 {
-		t.Errorf("a gated gang wrote %v", w)
-	}
-	got := condition(f.group("ml", "held"))
-	if !strings.HasPrefix(got, "False/SchedulingGated: waiting for Kueue to admit the workload: 2 members are gated (spec.schedulingGates: kueue.x-k8s.io/admission)") {
-		t.Errorf("condition %q, want SchedulingGated naming kueue.x-k8s.io/admission", got)
-	}
-	if got := f.queue.of(k); got != "Wait" {
-		t.Errorf("queue transitions %q, want Wait", got)
-	}
+	return objs
+}
+
+// localQueue is Kueue LocalQueue ns/name feeding ClusterQueue cq.
+func localQueue(ns, name, cq string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kueuecheck.LocalQueueResource.GroupVersion().String(), "kind": "LocalQueue",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec":     map[string]any{"clusterQueue": cq},
+	}}
 }
 
 // A gang that does not fit and cannot preempt: every member says so, the

@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -61,6 +62,23 @@ func newFixture(t *testing.T, spec string, objs ...runtime.Object) *fixture {
 // Lockstep's kinds, those resources only (a CRD left out by an upgrade).
 func newFixtureServing(t *testing.T, spec string, lockstep []string, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureAPI(t, spec, fixtureAPI{lockstep: lockstep}, objs...)
+}
+
+// fixtureAPI is what the fixture's API server serves and refuses.
+type fixtureAPI struct {
+	// lockstep are the resources of Lockstep's kinds served.
+	lockstep []string
+	// kueue: Kueue's API (kueue.x-k8s.io/v1beta2) is served; its objects
+	// are unstructured ones among the fixture's objects.
+	kueue bool
+	// forbidLocalQueues: the scheduler may not list LocalQueues.
+	forbidLocalQueues bool
+}
+
+// newFixtureAPI is newFixture on an API server that serves what api says.
+func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Object) *fixture {
+	t.Helper()
 	in := builders.SnapshotInput(t, spec)
 	var typed, groups []runtime.Object
 	for _, n := range in.Nodes {
@@ -86,6 +104,8 @@ func newFixtureServing(t *testing.T, spec string, lockstep []string, objs ...run
 				t.Fatal(err)
 			}
 			groups = append(groups, u)
+		case *unstructured.Unstructured:
+			groups = append(groups, o)
 		default:
 			typed = append(typed, o)
 		}
@@ -93,10 +113,17 @@ func newFixtureServing(t *testing.T, spec string, lockstep []string, objs ...run
 	f := &fixture{t: t, failBind: map[string]bool{}}
 	f.client = fake.NewClientset(typed...)
 	served := &metav1.APIResourceList{GroupVersion: lockv1.GroupVersion.String()}
-	for _, r := range lockstep {
+	for _, r := range api.lockstep {
 		served.APIResources = append(served.APIResources, metav1.APIResource{Name: r, Namespaced: true})
 	}
 	f.client.Resources = []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "devicetaintrules"}}}, served}
+	if api.kueue {
+		kueue := &metav1.APIResourceList{GroupVersion: kueuecheck.LocalQueueResource.GroupVersion().String()}
+		for _, r := range []schema.GroupVersionResource{kueuecheck.WorkloadResource, kueuecheck.CheckResource, kueuecheck.FlavorResource, kueuecheck.LocalQueueResource} {
+			kueue.APIResources = append(kueue.APIResources, metav1.APIResource{Name: r.Resource, Namespaced: r != kueuecheck.CheckResource && r != kueuecheck.FlavorResource})
+		}
+		f.client.Resources = append(f.client.Resources, kueue)
+	}
 	f.client.PrependReactor("create", "pods", f.bind)
 	for _, g := range groups {
 		g.(*unstructured.Unstructured).SetResourceVersion("1")
@@ -104,7 +131,13 @@ func newFixtureServing(t *testing.T, spec string, lockstep []string, objs ...run
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList",
 		podgroup.CompositeResource: "CompositePodGroupList", podgroup.UpstreamCompositeResource: "CompositePodGroupList",
+		kueuecheck.LocalQueueResource: "LocalQueueList",
 	}, groups...)
+	if api.forbidLocalQueues {
+		f.dyn.PrependReactor("list", "localqueues", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(kueuecheck.LocalQueueResource.GroupResource(), "", fmt.Errorf(`User "lockstep-scheduler" cannot list resource "localqueues"`))
+		})
+	}
 	f.dyn.PrependReactor("update", "podgroups", f.update(podgroup.Resource))
 	f.dyn.PrependReactor("update", "compositepodgroups", f.update(podgroup.CompositeResource))
 	f.clock = testingclock.NewFakeClock(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC))

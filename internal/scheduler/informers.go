@@ -34,11 +34,11 @@ type listers struct {
 	// composites are CompositePodGroups (and upstreamComposites the
 	// in-tree ones, nil where scheduling.k8s.io/v1alpha3 is not served).
 	composites, upstreamComposites dynamiclister.Lister
-	// workloads, admissionChecks, flavors and localQueues are Kueue's, claimTemplates the
-	// ResourceClaimTemplates their pods will make claims from (only with
-	// the placement check on).
-	workloads, admissionChecks, flavors, localQueues dynamiclister.Lister
-	claimTemplates                                   resourcelisters.ResourceClaimTemplateLister
+	// workloads, admissionChecks and flavors are Kueue's, claimTemplates
+	// the ResourceClaimTemplates their pods will make claims from (only
+	// with the placement check on; LocalQueues: Scheduler.localQueues).
+	workloads, admissionChecks, flavors dynamiclister.Lister
+	claimTemplates                      resourcelisters.ResourceClaimTemplateLister
 }
 
 // setupInformers wires the listers the scheduler reads besides its cache

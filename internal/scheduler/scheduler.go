@@ -106,9 +106,12 @@ type Scheduler struct {
 	compositesServed bool
 	// taintRulesServed: the API server serves resource.k8s.io/v1 devicetaintrules.
 	taintRulesServed bool
-	// kueueCheck: the placement check is on and Kueue's API is served.
-	kueueCheck bool
-	metrics    *metrics.Scheduler
+	// kueueServed: Kueue's API is served; kueueCheck: and the placement
+	// check is on. localQueues name the ClusterQueue a unit Kueue holds
+	// waits for.
+	kueueServed, kueueCheck bool
+	localQueues             localQueues
+	metrics                 *metrics.Scheduler
 	// handlers report whether the event handlers feeding the cache have
 	// seen every object the informers listed.
 	handlers []cache.InformerSynced
@@ -186,13 +189,12 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	if s.taintRulesServed, err = apidiscovery.Serves(client.Discovery(), "resource.k8s.io/v1", "devicetaintrules"); err != nil {
 		return nil, err
 	}
-	if opts.KueuePlacementCheck {
-		if s.kueueCheck, err = kueueServed(client.Discovery()); err != nil {
-			return nil, err
-		}
-		if !s.kueueCheck {
-			klog.Background().Info("Kueue's API is not served yet: the placement check starts once it is (discovery is asked every 30s)", "resource", kueuecheck.WorkloadResource.String())
-		}
+	if s.kueueServed, err = kueueServed(client.Discovery()); err != nil {
+		return nil, err
+	}
+	s.kueueCheck = s.kueueServed && opts.KueuePlacementCheck
+	if opts.KueuePlacementCheck && !s.kueueServed {
+		klog.Background().Info("Kueue's API is not served yet: the placement check starts once it is (discovery is asked every 30s)", "resource", kueuecheck.WorkloadResource.String())
 	}
 	if err := s.setupInformers(); err != nil {
 		return nil, err
@@ -227,8 +229,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	go s.podStatus.run(ctx)
-	if s.opts.KueuePlacementCheck && !s.kueueCheck {
-		go s.enableKueueCheck(ctx, kueueDiscoveryInterval)
+	if !s.kueueServed {
+		go s.enableKueue(ctx, kueueDiscoveryInterval)
 	}
 	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)
 	if !s.opts.LeaderElect {
