@@ -98,6 +98,10 @@ func Decide(v View) Verdict {
 		}
 	}
 	switch {
+	case inc == nil && v.Owner != nil && v.Owner.Suspended:
+		// Held (e.g. by Kueue, for quota): not demand, and not the
+		// scheduler's to explain — the owner creates no pods until resumed.
+		return Verdict{Running: running(pg, metav1.ConditionFalse, lockv1.RunningReasonSuspended, "not admitted yet: "+v.Owner.suspension())}
 	case inc == nil:
 		return Verdict{Running: running(pg, metav1.ConditionFalse, lockv1.RunningReasonPending, notAdmitted(pg, v.Pods, ours))}
 	case inc.Ended != nil:
@@ -393,6 +397,9 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 		case v.Owner == nil:
 		case v.Owner.Suspended:
 			reason = lockv1.RunningReasonSuspended
+			if v.Owner.Held != "" {
+				msg += "; " + v.Owner.Held
+			}
 		case v.Owner.Stopped == "":
 			reason, msg = lockv1.RunningReasonPending, msg+"; "+v.Owner.Name+" runs again: waiting for its pods to be placed together"
 		case !v.Owner.Failed:
@@ -418,8 +425,10 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 			reason = lockv1.RunningReasonFailed
 			if v.Owner.Suspended {
 				reason = lockv1.RunningReasonSuspended
+				msg += "; " + v.Owner.suspension()
+			} else {
+				msg += "; " + v.Owner.Name + " is " + v.Owner.Stopped
 			}
-			msg += "; " + v.Owner.Name + " is " + v.Owner.Stopped
 		default:
 			msg += "; waiting for " + v.Owner.Name + " to recreate its pods"
 		}
@@ -439,6 +448,16 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 		vd.EvictMessage = fmt.Sprintf("PodGroup %s was preempted whole (%s)", pg.Name, end.Message)
 	}
 	return vd
+}
+
+// suspension says that the owner is suspended, and what it waits for when
+// a queue holds it.
+func (o *Owner) suspension() string {
+	msg := o.Name + " is " + o.Stopped
+	if o.Held != "" {
+		msg += ", " + o.Held
+	}
+	return msg
 }
 
 // notAdmitted is the Running message of a group never admitted. It points

@@ -542,6 +542,63 @@ func TestNotAdmittedNamesOnlyConditionsThatExist(t *testing.T) {
 
 // TestNotAdmittedStableWhileMembersAreCreated: creating a big gang's members
 // one by one writes the waiting condition once.
+// TestSuspendedOwnerSaysWhatItWaitsFor: the Running condition of a gang
+// whose Job is suspended says so — never "no member pods yet", as if the
+// gang lacked pods someone should create — and, when Kueue holds the Job,
+// the ClusterQueue whose admission it waits for; a gang Kueue preempts
+// (suspends) ends whole, with no restart and no eviction of Lockstep's (the
+// Job controller deletes the pods).
+func TestSuspendedOwnerSaysWhatItWaitsFor(t *testing.T) {
+	const held = "waiting for Kueue admission in ClusterQueue gpus (LocalQueue ns/team)"
+	cases := map[string]struct {
+		// ran: the gang ran (incarnation 1) before its Job was suspended,
+		// its pods then deleted by the Job controller.
+		ran  bool
+		held string
+		want string
+	}{
+		"never admitted, held by Kueue": {
+			held: held,
+			want: "not admitted yet: Job ns/train is suspended, " + held,
+		},
+		"never admitted, suspended by hand": {
+			want: "not admitted yet: Job ns/train is suspended",
+		},
+		"preempted by Kueue while running": {
+			ran: true, held: held,
+			want: "incarnation 1 ended: Job ns/train is suspended; " + held,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 4, true)
+			if tc.ran {
+				w.create(0, 4)
+				w.bind()
+				w.decide()
+			}
+			w.owner.Stopped, w.owner.Suspended, w.owner.Held = "suspended", true, tc.held
+			if tc.ran {
+				for i := 0; i < 4; i++ {
+					w.deleting(i)
+				}
+				w.decide()
+				w.terminate()
+			}
+			got := w.decide().Running
+			if got.Reason != lockv1.RunningReasonSuspended {
+				t.Errorf("reason: want %s, got %s", lockv1.RunningReasonSuspended, got.Reason)
+			}
+			if diff := cmp.Diff(tc.want, got.Message); diff != "" {
+				t.Errorf("message (-want,+got):\n%s", diff)
+			}
+			if len(w.restarts) != 0 || w.evictions != 0 {
+				t.Errorf("restarts %v, evictions %d: want none (the Job controller takes the pods down)", w.restarts, w.evictions)
+			}
+		})
+	}
+}
+
 func TestNotAdmittedStableWhileMembersAreCreated(t *testing.T) {
 	w := newWorld(t, 100, true)
 	w.create(0, 1)

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -28,6 +29,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
@@ -328,6 +330,9 @@ func (r *Reconciler) owner(ctx context.Context, pg *lockv1.PodGroup) (*Owner, er
 	j := integ.Wrap(obj)
 	why, failed, suspended := j.Stopped()
 	o := &Owner{Name: name, Stopped: why, Failed: failed, Suspended: suspended, Wants: jobintegration.WantsIndex(j)}
+	if suspended {
+		o.Held = jobintegration.KueueHeld(j, r.clusterQueueOf(ctx))
+	}
 	if groups, err := jobintegration.Groups(j); err == nil {
 		for _, g := range groups {
 			if g.Name == pg.Name {
@@ -342,6 +347,19 @@ func (r *Reconciler) owner(ctx context.Context, pg *lockv1.PodGroup) (*Owner, er
 		}
 	}
 	return o, nil
+}
+
+// clusterQueueOf names the ClusterQueue a Kueue LocalQueue feeds, read from
+// the API server (not a cache: it is read only for a job Kueue keeps
+// suspended, and a cache of LocalQueues would wait for ever where this
+// controller may not list them); an error (Kueue not served, no right to
+// get LocalQueues) leaves the LocalQueue named, with why.
+func (r *Reconciler) clusterQueueOf(ctx context.Context) podgroup.ClusterQueueOf {
+	return kueuecheck.ClusterQueueOf(func(ns, name string) (*unstructured.Unstructured, error) {
+		lq := &unstructured.Unstructured{}
+		lq.SetGroupVersionKind(kueuecheck.LocalQueueResource.GroupVersion().WithKind("LocalQueue"))
+		return lq, r.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, lq)
+	})
 }
 
 // apply writes a verdict: status first (so a crash never evicts without the

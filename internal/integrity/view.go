@@ -130,6 +130,10 @@ type Owner struct {
 	Failed bool
 	// Suspended: the owner is suspended (e.g. held by a queue) and will resume.
 	Suspended bool
+	// Held says what a suspended owner waits for when a queue holds it
+	// ("waiting for Kueue admission in ClusterQueue gpus (LocalQueue
+	// ml/team)", jobintegration.KueueHeld); "" when none does.
+	Held string
 	// Wants reports whether a member with this index is still part of the
 	// owner; false once a scale-down removed the index.
 	Wants func(index int32) bool

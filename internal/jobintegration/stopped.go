@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Condition is a job's status condition as StoppedBy reads it.
@@ -31,4 +33,18 @@ func StoppedBy[C any](suspended bool, conds []C, read func(*C) Condition, comple
 		}
 	}
 	return "", false, false
+}
+
+// KueueHeld is what a job Kueue keeps suspended waits for, in the words
+// the scheduler and explain use (podgroup.KueueWaiting): the job is
+// suspended and queued in Kueue (it names a LocalQueue: label
+// kueue.x-k8s.io/queue-name), so it runs once Kueue admits it into that
+// queue's ClusterQueue, which cq names. "" for a job that is not
+// suspended, or not queued.
+func KueueHeld(j GenericJob, cq podgroup.ClusterQueueOf) string {
+	q := j.Object().GetLabels()[podgroup.KueueQueueLabel]
+	if _, _, suspended := j.Stopped(); !suspended || q == "" {
+		return ""
+	}
+	return podgroup.KueueWaiting(j.Object().GetNamespace(), []string{q}, cq)
 }
