@@ -59,12 +59,16 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	if len(plan.Domains) == 0 {
 		return failAll(unit, Diagnosis{Nodes: len(snap.Nodes), Reasons: plan.Excluded}), nil
 	}
+	// Every domain is tried from the same snapshot (a failed attempt
+	// leaves it as it found it), so the members' signatures are the same
+	// in each: computed once.
+	sigs := signatures(snap, unit)
 	if unit.elastic() && len(plan.Domains) > 1 {
-		return placeElastic(ctx, snap, alloc, unit, plan, dry, j)
+		return placeElastic(ctx, snap, alloc, unit, plan, sigs, dry, j)
 	}
 	var best Result
 	for _, d := range plan.Domains {
-		res, err := placeDomain(ctx, snap, alloc, unit, plan, d, dry, j)
+		res, err := placeDomain(ctx, snap, alloc, unit, plan, d, sigs, dry, j)
 		if err != nil || Judge(unit, res).Admitted {
 			return res, err
 		}
@@ -75,8 +79,10 @@ func place(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, u
 	return best, nil
 }
 
-func placeDomain(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, plan topology.Plan, d topology.Domain, dry bool, j *journal) (Result, error) {
-	res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, within(snap, plan, d), dry, j)
+func placeDomain(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, plan topology.Plan, d topology.Domain, sigs []string, dry bool, j *journal) (Result, error) {
+	sc := within(snap, plan, d)
+	sc.sigs = sigs
+	res, err := placeIn(ctx, snap, alloc.Restrict(d.KeepDevice()), unit, sc, dry, j)
 	res.Domain, res.domainNodes = d.String(), d.Nodes
 	return res, err
 }
@@ -88,11 +94,11 @@ func placeDomain(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloca
 // else the one that holds the most, the earlier on a tie. Each domain is
 // tried as a what-if until one holds them all; the chosen one is then
 // placed for real.
-func placeElastic(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, plan topology.Plan, dry bool, j *journal) (Result, error) {
+func placeElastic(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, unit Unit, plan topology.Plan, sigs []string, dry bool, j *journal) (Result, error) {
 	var best, chosen Result
 	at := -1
 	for i, d := range plan.Domains {
-		res, err := placeDomain(ctx, snap, alloc, unit, plan, d, true, j)
+		res, err := placeDomain(ctx, snap, alloc, unit, plan, d, sigs, true, j)
 		if err != nil {
 			return res, err
 		}
@@ -115,7 +121,7 @@ func placeElastic(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 	if dry {
 		return chosen, nil
 	}
-	return placeDomain(ctx, snap, alloc, unit, plan, plan.Domains[at], false, j)
+	return placeDomain(ctx, snap, alloc, unit, plan, plan.Domains[at], sigs, false, j)
 }
 
 // scope is where a unit's members are placed: nodes, open nodes only
@@ -126,6 +132,9 @@ type scope struct {
 	nodes, open []*snapshot.NodeInfo
 	openReason  string
 	outside     map[string]int
+	// sigs are the members' signatures when known (signatures): the same
+	// in every domain one placement tries.
+	sigs []string
 }
 
 // within is the scope of domain d of plan.
@@ -261,28 +270,59 @@ func (g *group) markFull(i int, reason string) {
 	}
 }
 
-// buildGroups groups the members by signature and filters the nodes of sc
-// for each signature: its open nodes only for members that hold no device.
-func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc scope) ([]*group, error) {
-	logger := klog.FromContext(ctx)
-	bySig := map[string]*group{}
-	var groups []*group
-	// Claims several members share pin them together; a claim only one
-	// member uses is, unallocated, as interchangeable as a template's.
+// signatures are the members' signatures (memberSignature), nil when a
+// member's claims cannot be resolved (buildGroups says so).
+func signatures(snap *snapshot.Snapshot, unit Unit) []string {
+	uses := claimUses(unit)
+	out := make([]string, len(unit.Members))
+	for i, m := range unit.Members {
+		claims, err := resolve(snap, m)
+		if err != nil {
+			return nil
+		}
+		out[i] = memberSignature(snap, m, claims, uses)
+	}
+	return out
+}
+
+// claimUses counts the members that name each claim.
+func claimUses(unit Unit) map[types.NamespacedName]int {
 	uses := map[types.NamespacedName]int{}
 	for _, m := range unit.Members {
 		for _, key := range m.Claims {
 			uses[key]++
 		}
 	}
+	return uses
+}
+
+// memberSignature is a member's signature: members of one are
+// interchangeable. Claims several members share pin them together; a claim
+// only one member uses is, unallocated, as interchangeable as a template's.
+func memberSignature(snap *snapshot.Snapshot, m Member, claims []*resourcev1.ResourceClaim, uses map[types.NamespacedName]int) string {
+	return signatureOf(m.Pod, claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
+		return uses[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] > 1
+	})
+}
+
+// buildGroups groups the members by signature and filters the nodes of sc
+// for each signature: its open nodes only for members that hold no device.
+func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc scope) ([]*group, error) {
+	logger := klog.FromContext(ctx)
+	bySig := map[string]*group{}
+	var groups []*group
+	uses := claimUses(unit)
 	for i, m := range unit.Members {
 		claims, err := resolve(snap, m)
 		if err != nil {
 			return nil, err
 		}
-		sig := signatureOf(m.Pod, claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
-			return uses[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] > 1
-		})
+		var sig string
+		if sc.sigs != nil {
+			sig = sc.sigs[i]
+		} else {
+			sig = memberSignature(snap, m, claims, uses)
+		}
 		if g := bySig[sig]; g != nil {
 			g.members = append(g.members, i)
 			continue
