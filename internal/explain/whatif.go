@@ -112,7 +112,10 @@ func WhatIf(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	if err != nil {
 		return nil, err
 	}
-	r := st.whatIf(ctx, wl, j, time.Now())
+	r, err := st.whatIf(ctx, wl, j, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	r.Notes = append(r.Notes, st.notes...)
 	return r, nil
 }
@@ -166,7 +169,7 @@ func oneJob(wl *workload.Workload) (*workload.Job, error) {
 // their controllers would make them, its units resolved as the scheduler
 // resolves them, each decided (decide.Decide) on one snapshot in turn, so
 // a later unit sees what an earlier one would take.
-func (st *state) whatIf(ctx context.Context, wl *workload.Workload, j *workload.Job, now time.Time) *WhatIfReport {
+func (st *state) whatIf(ctx context.Context, wl *workload.Workload, j *workload.Job, now time.Time) (*WhatIfReport, error) {
 	r := &WhatIfReport{Job: j.Ref(), Nodes: st.nodes, Notes: append([]string(nil), wl.Notes...)}
 	for _, dc := range wl.DeviceClasses {
 		r.Notes = append(r.Notes, fmt.Sprintf("DeviceClass %s of the manifest is not considered: the cluster's DeviceClasses are (create it first)", dc.Name))
@@ -177,6 +180,15 @@ func (st *state) whatIf(ctx context.Context, wl *workload.Workload, j *workload.
 		p.UID = types.UID("whatif-" + p.Namespace + "-" + p.Name)
 		p.CreationTimestamp = metav1.NewTime(now)
 		p.Status.Phase = corev1.PodPending
+		// Lockstep's webhook makes a pod that names a PodGroup Lockstep's
+		// when it names no other scheduler; a job's pods are Lockstep's
+		// only when their template says so.
+		if podgroup.GroupOf(p) != "" && p.Spec.SchedulerName == corev1.DefaultSchedulerName {
+			p.Spec.SchedulerName = lockv1.SchedulerName
+		}
+		if !podgroup.Ours(p) {
+			return nil, fmt.Errorf("the pods of %s are scheduled by %s (schedulerName), not Lockstep: set schedulerName: %s on its pod template for Lockstep to place it (explain -f answers for what Lockstep schedules)", j.Ref(), p.Spec.SchedulerName, lockv1.SchedulerName)
+		}
 		if g := groupOf(j, i); g != "" && p.Spec.SchedulingGroup == nil {
 			if p.Labels == nil {
 				p.Labels = map[string]string{}
@@ -251,7 +263,7 @@ func (st *state) whatIf(ctx context.Context, wl *workload.Workload, j *workload.
 		}
 	}
 	r.Answer = whatIfAnswer(r, blocked)
-	return r
+	return r, nil
 }
 
 // groupOf is the group the job's pod i joins ("" none).

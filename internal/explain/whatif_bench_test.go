@@ -75,7 +75,7 @@ spec:
 		{1000, `scheduling.lockstep.dev/required-topology: example.com/rack`, DoesNotFit},
 	} {
 		b.Run(fmt.Sprintf("nodes=%d/ranks=%d/%s", benchNodes, tc.ranks, tc.verdict), func(b *testing.B) {
-			job := template + whatIfJob("train", tc.ranks, tc.topology, "      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]")
+			job := template + whatIfJob("train", tc.ranks, tc.topology, "      schedulerName: lockstep\n      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]")
 			src := []workload.Source{{Name: "job.yaml", Data: []byte(job)}}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -88,8 +88,8 @@ spec:
 				if err != nil {
 					b.Fatal(err)
 				}
-				if r := st.whatIf(ctx, wl, j, st.cycle.Clock.Now()); r.Verdict != tc.verdict {
-					b.Fatalf("%s, want %s: %s", r.Verdict, tc.verdict, r.Answer)
+				if r, err := st.whatIf(ctx, wl, j, st.cycle.Clock.Now()); err != nil || r.Verdict != tc.verdict {
+					b.Fatalf("%+v (%v), want %s", r, err, tc.verdict)
 				}
 			}
 		})

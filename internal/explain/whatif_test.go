@@ -51,6 +51,7 @@ spec:
   template:
     spec:
       restartPolicy: Never
+      schedulerName: lockstep
 ` + spec + `
       containers:
       - {name: rank, image: train, resources: {requests: {cpu: "3"}}}
@@ -148,6 +149,8 @@ func TestWhatIfRefuses(t *testing.T) {
 			want: "no ResourceClaimTemplate ml/one-gpu in the manifest or the cluster: add it"},
 		{name: "a PriorityClass neither has", manifest: whatIfJob("a", 1, "", "      priorityClassName: urgent"),
 			want: "no PriorityClass of this name in the manifest or the cluster"},
+		{name: "a Job of the default scheduler", manifest: strings.Replace(whatIfJob("a", 2, "", ""), "      schedulerName: lockstep\n", "", 1),
+			want: "the pods of Job ml/a are scheduled by default-scheduler (schedulerName), not Lockstep: set schedulerName: lockstep on its pod template"},
 		{name: "nothing to schedule", manifest: highPriority,
 			want: "the manifest creates nothing to schedule"},
 	} {

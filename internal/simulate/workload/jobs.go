@@ -58,7 +58,7 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 	uid := types.UID("job-" + j.Namespace + "-" + j.Name)
 	j = j.DeepCopy()
 	j.UID = uid
-	j.Spec.Template.Spec.SchedulerName = lockv1.SchedulerName
+	b.ours(&j.Spec.Template.Spec)
 	out := &Job{Kind: KindJob, Namespace: j.Namespace, Name: j.Name, UID: uid, Arrival: arrival, Runtime: runtime, PodInterval: interval, Priority: prio, Template: tpath.String()}
 	owner := ControllerRef(batchv1.SchemeGroupVersion.WithKind("Job").GroupVersion().String(), "Job", j.Name, uid)
 	indexed := j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion
@@ -202,7 +202,7 @@ func (b *builder) jobSet(js *jobsetv1.JobSet) (*Job, field.ErrorList) {
 	var completions int32
 	for i := range js.Spec.ReplicatedJobs {
 		rj := &js.Spec.ReplicatedJobs[i]
-		rj.Template.Spec.Template.Spec.SchedulerName = lockv1.SchedulerName
+		b.ours(&rj.Template.Spec.Template.Spec)
 		completions += jobSetChildren(out, js, rj)
 	}
 	return out, b.gangs(out, jobset.Integration{}.Wrap(js), completions, nil)
@@ -275,7 +275,7 @@ func (b *builder) podGroupJob(gd *groupDoc) (*Job, field.ErrorList) {
 			out.Priority = prio
 		}
 		cp := p.DeepCopy()
-		cp.Spec.SchedulerName = lockv1.SchedulerName
+		b.ours(&cp.Spec)
 		cp.Spec.Priority = ptr.To(prio)
 		cp.UID = ""
 		out.Pods = append(out.Pods, cp)
@@ -316,14 +316,28 @@ func (b *builder) barePod(p *corev1.Pod) (*Job, field.ErrorList) {
 		return nil, errs
 	}
 	cp := p.DeepCopy()
-	cp.Spec.SchedulerName = lockv1.SchedulerName
+	b.ours(&cp.Spec)
 	cp.Spec.Priority = ptr.To(prio)
 	cp.UID = ""
 	return &Job{Kind: KindPod, Namespace: p.Namespace, Name: p.Name, UID: types.UID("pod-" + p.Namespace + "-" + p.Name),
 		Arrival: arrival, Runtime: runtime, Priority: prio, Pods: []*corev1.Pod{cp}, Completions: 1, Template: "spec"}, nil
 }
 
-// podFrom is a pod of a template as a Job controller creates it.
+// ours makes a pod spec Lockstep's, as a simulation of Lockstep assumes
+// whatever scheduler the workload names; a Live read keeps the name the
+// user wrote (defaulted as the API server defaults it), for the caller to
+// judge (the pods of another scheduler are not Lockstep's to place).
+func (b *builder) ours(spec *corev1.PodSpec) {
+	switch {
+	case !b.opts.Live:
+		spec.SchedulerName = lockv1.SchedulerName
+	case spec.SchedulerName == "":
+		spec.SchedulerName = corev1.DefaultSchedulerName
+	}
+}
+
+// podFrom is a pod of a template as a Job controller creates it (the
+// template's schedulerName set by ours).
 func podFrom(t *corev1.PodTemplateSpec, ns, name string, index *int32, owner metav1.OwnerReference, labels map[string]string, prio int32) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: *t.ObjectMeta.DeepCopy(), Spec: *t.Spec.DeepCopy()}
 	p.Namespace, p.Name = ns, name
@@ -345,7 +359,7 @@ func podFrom(t *corev1.PodTemplateSpec, ns, name string, index *int32, owner met
 	// The API server defaults the pod the controller creates (requests
 	// from limits, …).
 	coredefaults.SetObjectDefaults_Pod(p)
-	p.Spec.SchedulerName = lockv1.SchedulerName
+	p.Spec.SchedulerName = t.Spec.SchedulerName
 	p.Spec.Priority = ptr.To(prio)
 	return p
 }

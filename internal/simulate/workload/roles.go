@@ -60,6 +60,7 @@ func (b *builder) rolesJob(integ jobintegration.Integration, obj client.Object) 
 	prios := make([]int32, len(roles))
 	for i, r := range roles {
 		errs = append(errs, b.checkTemplate(r.Template, r.Path)...)
+		b.ours(&r.Template.Spec)
 		p, perrs := b.priority(&r.Template.Spec, r.Path.Child("spec"))
 		errs = append(errs, perrs...)
 		prios[i] = p
