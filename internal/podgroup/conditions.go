@@ -15,6 +15,16 @@ func SetPodCondition(p *corev1.Pod, c corev1.PodCondition) {
 	p.Status.Conditions = append(p.Status.Conditions, c)
 }
 
+// PodCondition returns the pod's condition of type typ, or nil.
+func PodCondition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
 // HasDisruption reports whether the pod carries DisruptionTarget=True with
 // the given reason (e.g. PreemptionByScheduler); "" matches any reason.
 func HasDisruption(p *corev1.Pod, reason string) bool {

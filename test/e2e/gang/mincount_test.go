@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -49,7 +50,7 @@ func TestGangBindsWhatFitsOnceMinCountIs(t *testing.T) {
 				continue
 			}
 			pending = p.Name
-			pc := podScheduledCondition(p)
+			pc := podgroup.PodCondition(p, corev1.PodScheduled)
 			if pc == nil {
 				return false, p.Name + ": no condition", nil
 			}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -103,7 +104,7 @@ func TestEveryMemberOfAnUnplaceableGangSaysWhy(t *testing.T) {
 		}
 		var missing []string
 		for _, p := range pods {
-			c := podScheduledCondition(&p)
+			c := podgroup.PodCondition(&p, corev1.PodScheduled)
 			if c == nil || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable || !strings.Contains(c.Message, "PodGroup big") {
 				missing = append(missing, p.Name+" (condition)")
 			}

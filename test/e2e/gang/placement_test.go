@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -116,7 +117,7 @@ func TestLonePodsFilteredLikeKubeScheduler(t *testing.T) {
 			if p.Spec.NodeName != "" {
 				return false, "", fmt.Errorf("pod %s must not be placed, got %s", name, p.Spec.NodeName)
 			}
-			if c := podScheduledCondition(p); c == nil || c.Reason != corev1.PodReasonUnschedulable || c.Message != msg {
+			if c := podgroup.PodCondition(p, corev1.PodScheduled); c == nil || c.Reason != corev1.PodReasonUnschedulable || c.Message != msg {
 				notYet = append(notYet, fmt.Sprintf("%s condition %+v", name, c))
 			}
 		}
@@ -142,15 +143,6 @@ func TestLonePodsFilteredLikeKubeScheduler(t *testing.T) {
 		}
 		return b.Spec.NodeName != "", "port-2 unbound", nil
 	})
-}
-
-func podScheduledCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodScheduled {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // A basic group places pods one by one and reports on the group.
@@ -189,7 +181,7 @@ func TestBasicGroupPlacesWhatFits(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		c := podScheduledCondition(p)
+		c := podgroup.PodCondition(p, corev1.PodScheduled)
 		if c == nil {
 			return false, "no condition", nil
 		}
