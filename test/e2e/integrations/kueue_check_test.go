@@ -3,6 +3,7 @@ package integrations
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +33,8 @@ func checkedQueue(t *testing.T, ctx context.Context, h *harness.Harness, ns stri
 		}
 		return conditionTrue(ac, "Active"), fmt.Sprint(ac.Object["status"]), nil
 	})
-	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended-"+ns, "gpu.example.com", string(extendedGPU)))
-	applyKueue(t, ctx, h, "resourceflavors", "", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\n", ns))
-	applyKueue(t, ctx, h, "clusterqueues", "", clusterQueue(ns, ns, gpus)+
+	kueueQueueSpec(t, ctx, h, ns, clusterQueue(ns, ns, gpus)+
 		"  admissionChecksStrategy:\n    admissionChecks:\n    - name: "+devcluster.KueuePlacementCheck+"\n")
-	applyKueue(t, ctx, h, "localqueues", ns, fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: team, namespace: %s}\nspec: {clusterQueue: %s}\n", ns, ns))
 }
 
 func conditionTrue(u *unstructured.Unstructured, typ string) bool {
@@ -93,10 +91,13 @@ func gpuBlocker(t *testing.T, ctx context.Context, h *harness.Harness, ns, name,
 	}
 }
 
-func createQueuedJob(t *testing.T, ctx context.Context, h *harness.Harness, ns, name string, ranks int32, annotations map[string]string) {
+// createQueuedJob creates a Job of ranks single-GPU pods in LocalQueue
+// team, with annotations and more labels (e.g. a Kueue priority class).
+func createQueuedJob(t *testing.T, ctx context.Context, h *harness.Harness, ns, name string, ranks int32, annotations, labels map[string]string) {
 	t.Helper()
 	job := builders.IndexedJob(ns, name, ranks, extendedGPUPod())
 	job.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team"}
+	maps.Copy(job.Labels, labels)
 	job.Annotations = annotations
 	if _, err := h.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func TestKueueAdmitsOnlyWhatLockstepCanPlace(t *testing.T) {
 	t.Run("without the check", func(t *testing.T) {
 		ns := h.Namespace(t)
 		kueueQueue(t, ctx, h, ns, 4)
-		createQueuedJob(t, ctx, h, ns, "rack-bound", 4, rackRequired)
+		createQueuedJob(t, ctx, h, ns, "rack-bound", 4, rackRequired, nil)
 		harness.Eventually(t, ctx, "Kueue admits the rack-bound Job on quota alone", func(ctx context.Context) (bool, string, error) {
 			wl, err := workloadOf(ctx, h, ns, "rack-bound")
 			if err != nil || wl == nil {
@@ -160,7 +161,7 @@ func TestKueueAdmitsOnlyWhatLockstepCanPlace(t *testing.T) {
 			}
 			return conditionTrue(wl, "Admitted"), fmt.Sprint(wl.Object["status"]), nil
 		})
-		createQueuedJob(t, ctx, h, ns, "fits", 4, nil)
+		createQueuedJob(t, ctx, h, ns, "fits", 4, nil, nil)
 		// The fitting Job waits behind the held quota; the admitted one
 		// binds nothing (20 s: Kueue schedules in well under a second).
 		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
@@ -184,7 +185,7 @@ func TestKueueAdmitsOnlyWhatLockstepCanPlace(t *testing.T) {
 
 	ns := h.Namespace(t)
 	checkedQueue(t, ctx, h, ns, 4)
-	createQueuedJob(t, ctx, h, ns, "rack-bound", 4, rackRequired)
+	createQueuedJob(t, ctx, h, ns, "rack-bound", 4, rackRequired, nil)
 	var retried string
 	harness.Eventually(t, ctx, "the rack-bound Job's placement check is Retry, holding no quota", func(ctx context.Context) (bool, string, error) {
 		wl, err := workloadOf(ctx, h, ns, "rack-bound")
@@ -197,7 +198,7 @@ func TestKueueAdmitsOnlyWhatLockstepCanPlace(t *testing.T) {
 		}
 		return retried != "" && !conditionTrue(wl, "Admitted"), fmt.Sprintf("check %s %q; status %v", state, msg, wl.Object["status"]), nil
 	})
-	createQueuedJob(t, ctx, h, ns, "fits", 4, nil)
+	createQueuedJob(t, ctx, h, ns, "fits", 4, nil, nil)
 	created := time.Now()
 	harness.Eventually(t, ctx, "the fitting Job is admitted and bound 4/4 while the rack-bound one holds nothing", func(ctx context.Context) (bool, string, error) {
 		_, nodes, err := jobPods(ctx, h, ns, "fits")

@@ -43,10 +43,7 @@ func kueuePodsNamespace(t *testing.T, ctx context.Context, h *harness.Harness, g
 	t.Cleanup(func() {
 		_ = h.Dynamic.Resource(kueue.WithResource("workloads")).Namespace(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
-	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended-"+ns, "gpu.example.com", string(extendedGPU)))
-	applyKueue(t, ctx, h, "resourceflavors", "", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\n", ns))
-	applyKueue(t, ctx, h, "clusterqueues", "", clusterQueue(ns, ns, gpus))
-	applyKueue(t, ctx, h, "localqueues", ns, fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: team, namespace: %s}\nspec: {clusterQueue: %s}\n", ns, ns))
+	kueueQueue(t, ctx, h, ns, gpus)
 	return ns
 }
 

@@ -73,9 +73,16 @@ func extendedGPUPod() *corev1.Pod {
 // named after the namespace, with gpus GPUs of quota, and LocalQueue team.
 func kueueQueue(t *testing.T, ctx context.Context, h *harness.Harness, ns string, gpus int) {
 	t.Helper()
+	kueueQueueSpec(t, ctx, h, ns, clusterQueue(ns, ns, gpus))
+}
+
+// kueueQueueSpec is kueueQueue with the ClusterQueue cq (a manifest, e.g.
+// clusterQueue's with more of its spec).
+func kueueQueueSpec(t *testing.T, ctx context.Context, h *harness.Harness, ns, cq string) {
+	t.Helper()
 	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended-"+ns, "gpu.example.com", string(extendedGPU)))
 	applyKueue(t, ctx, h, "resourceflavors", "", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\n", ns))
-	applyKueue(t, ctx, h, "clusterqueues", "", clusterQueue(ns, ns, gpus))
+	applyKueue(t, ctx, h, "clusterqueues", "", cq)
 	applyKueue(t, ctx, h, "localqueues", ns, fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: team, namespace: %s}\nspec: {clusterQueue: %s}\n", ns, ns))
 }
 
@@ -156,7 +163,7 @@ func TestKueueAdmitsLockstepPlaces(t *testing.T) {
 		return admitted != "", fmt.Sprintf("train-a suspended %v, %d pods, %d bound; train-b suspended %v, %d pods, %d bound", sa, pa, ba, sb, pb, bb), nil
 	})
 	r := h.Explain(t, ns, "job", waiting)
-	if want := "Job " + waiting + " is suspended (e.g. held by a queue such as Kueue)"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
+	if want := "Job " + waiting + " is suspended"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
 		t.Errorf("explain job %s: want no members and %q, got members %d, bound %d: %q", waiting, want, r.Members, r.Bound, r.Answer)
 	}
 	// Raise the quota: Kueue admits the second; Lockstep places it whole.
@@ -212,7 +219,7 @@ func kueueAdmitsInTurn(t *testing.T, ctx context.Context, h *harness.Harness, ns
 		return admitted != "", fmt.Sprintf("%s suspended %v, %d pods, %d bound (grouped %v); %s suspended %v, %d pods, %d bound (grouped %v)", a, sa, pa, ba, ga, b, sb, pb, bb, gb), nil
 	})
 	r := h.Explain(t, ns, alias, waiting)
-	if want := runsAs + " " + waiting + " is suspended (e.g. held by a queue such as Kueue)"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
+	if want := runsAs + " " + waiting + " is suspended"; r.Members != 0 || r.Bound != 0 || !strings.Contains(r.Answer, want) {
 		t.Errorf("explain %s %s: want no members and %q, got members %d, bound %d: %q", alias, waiting, want, r.Members, r.Bound, r.Answer)
 	}
 	raiseQuota(t, ctx, h, ns, 8)
