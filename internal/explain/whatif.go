@@ -279,7 +279,11 @@ func groupOf(j *workload.Job, i int) string {
 func whatIfUnits(j *workload.Job, pods []*corev1.Pod) ([]*podgroup.TreeUnit, []string) {
 	switch {
 	case j.Tree != nil:
-		return []*podgroup.TreeUnit{podgroup.ResolveTree(j.Tree, []*lockv1.CompositePodGroup{j.Tree}, j.Gangs, pods, nil)},
+		composites := j.Composites
+		if composites == nil {
+			composites = []*lockv1.CompositePodGroup{j.Tree}
+		}
+		return []*podgroup.TreeUnit{podgroup.ResolveTree(j.Tree, composites, j.Gangs, pods, nil)},
 			[]string{queue.TreeKey(j.Namespace, j.Tree.Name).String()}
 	case len(j.Gangs) > 0:
 		var units []*podgroup.TreeUnit

@@ -59,6 +59,45 @@ spec:
 `
 }
 
+// treeManifest is a tree written by hand: job (both groups, in one rack)
+// → head (1 pod of 1 CPU) and workers (workers pods of 3 CPUs).
+func treeManifest(workers int) string {
+	out := `
+apiVersion: scheduling.lockstep.dev/v1beta1
+kind: CompositePodGroup
+metadata: {name: job}
+spec:
+  schedulingPolicy: {gang: {minGroupCount: 2}}
+  schedulingConstraints: {topology: [{key: example.com/rack}]}
+---
+apiVersion: scheduling.lockstep.dev/v1beta1
+kind: PodGroup
+metadata: {name: head}
+spec: {parentCompositePodGroupName: job, schedulingPolicy: {gang: {minCount: 1}}}
+---
+apiVersion: scheduling.lockstep.dev/v1beta1
+kind: PodGroup
+metadata: {name: workers}
+spec: {parentCompositePodGroupName: job, schedulingPolicy: {gang: {minCount: ` + fmt.Sprint(workers) + `}}}
+---
+`
+	pod := func(name, group, cpu string) string {
+		return `
+apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `, labels: {scheduling.lockstep.dev/pod-group: ` + group + `}}
+spec:
+  containers: [{name: c, image: train, resources: {requests: {cpu: "` + cpu + `"}}}]
+---
+`
+	}
+	out += pod("head-0", "head", "1")
+	for i := range workers {
+		out += pod(fmt.Sprintf("worker-%d", i), "workers", "3")
+	}
+	return out
+}
+
 const highPriority = `
 apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
@@ -97,6 +136,12 @@ func TestWhatIf(t *testing.T) {
 			wantVerdict: Fits, wantAnswer: []string{"all 2 pods placeable in example.com/rack=r1"},
 			wantUnits: []WhatIfUnit{{Name: "PodGroup ml/train", Pods: 2, MinCount: 2, Placeable: 2, Where: []string{"example.com/rack=r1"}, NodeCount: 2}},
 			wantNotes: []string{"Job ml/train is suspended (as Kueue creates what it queues): answered as if it started now"}},
+		{name: "a tree written by hand fits whole in one rack: the busy one, where it fits tightest", manifest: treeManifest(1),
+			wantVerdict: Fits, wantAnswer: []string{"CompositePodGroup ml/job would fit now if created: all 2 pods placeable in example.com/rack=r0"},
+			wantUnits: []WhatIfUnit{{Name: "PodGroup ml/head", Pods: 1, MinCount: 1, Placeable: 1, Where: []string{"example.com/rack=r0"}, NodeCount: 1},
+				{Name: "PodGroup ml/workers", Pods: 1, MinCount: 1, Placeable: 1, Where: []string{"example.com/rack=r0"}, NodeCount: 1}}},
+		{name: "a tree of 10 CPUs fits in no rack of 8", manifest: treeManifest(3),
+			wantVerdict: DoesNotFit, wantAnswer: []string{"CompositePodGroup ml/job would not fit now if created: "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube, dyn := whatIfCluster()
@@ -151,6 +196,8 @@ func TestWhatIfRefuses(t *testing.T) {
 			want: "no PriorityClass of this name in the manifest or the cluster"},
 		{name: "a Job of the default scheduler", manifest: strings.Replace(whatIfJob("a", 2, "", ""), "      schedulerName: lockstep\n", "", 1),
 			want: "the pods of Job ml/a are scheduled by default-scheduler (schedulerName), not Lockstep: set schedulerName: lockstep on its pod template"},
+		{name: "a group of a tree without its parent", manifest: strings.Replace(treeManifest(1), "kind: CompositePodGroup\nmetadata: {name: job}", "kind: CompositePodGroup\nmetadata: {name: other}", 1),
+			want: "waiting for CompositePodGroup job, its parent, which does not exist: a group of a tree is never scheduled on its own in the manifest or the cluster: give the whole tree"},
 		{name: "nothing to schedule", manifest: highPriority,
 			want: "the manifest creates nothing to schedule"},
 	} {

@@ -70,6 +70,11 @@ func TestLoadRefuses(t *testing.T) {
 			want:     []string{"Deployment web", `kind: Unsupported value: "apps/v1/Deployment"`, "batch/v1/Job"},
 		},
 		{
+			name:     "a scheduling tree written by hand",
+			workload: "apiVersion: scheduling.lockstep.dev/v1beta1\nkind: CompositePodGroup\nmetadata: {name: job, namespace: ml}\nspec: {schedulingPolicy: {gang: {minGroupCount: 1}}}\n",
+			want:     []string{"CompositePodGroup ml/job", "a hand-written scheduling tree is not simulated: use a job whose roles make one"},
+		},
+		{
 			name:     "unknown field",
 			workload: oneGPU + strings.Replace(indexedJob("a", 2, "sim.lockstep.dev/runtime: 1h", ""), "completionMode", "completionMod", 1),
 			want:     []string{"Job ml/a", `unknown field "spec.completionMod"`},

@@ -114,14 +114,16 @@ var kinds = map[string]func() any{
 	"v1/Pod":                          func() any { return &corev1.Pod{} },
 	"batch/v1/Job":                    func() any { return &batchv1.Job{} },
 	"jobset.x-k8s.io/v1alpha2/JobSet": func() any { return &jobsetv1.JobSet{} },
-	"scheduling.lockstep.dev/v1beta1/PodGroup": func() any { return &lockv1.PodGroup{} },
-	"scheduling.k8s.io/v1beta1/PodGroup":       func() any { return &lockv1.PodGroup{} },
-	"scheduling.k8s.io/v1/PriorityClass":       func() any { return &schedulingv1.PriorityClass{} },
-	"resource.k8s.io/v1/DeviceClass":           func() any { return &resourcev1.DeviceClass{} },
-	"resource.k8s.io/v1/ResourceClaimTemplate": func() any { return &resourcev1.ResourceClaimTemplate{} },
-	"resource.k8s.io/v1/ResourceClaim":         func() any { return &resourcev1.ResourceClaim{} },
-	APIVersion + "/Failure":                    func() any { return &failureDoc{} },
-	APIVersion + "/Mix":                        func() any { return &MixDoc{} },
+	"scheduling.lockstep.dev/v1beta1/PodGroup":          func() any { return &lockv1.PodGroup{} },
+	"scheduling.k8s.io/v1beta1/PodGroup":                func() any { return &lockv1.PodGroup{} },
+	"scheduling.lockstep.dev/v1beta1/CompositePodGroup": func() any { return &lockv1.CompositePodGroup{} },
+	"scheduling.k8s.io/v1beta1/CompositePodGroup":       func() any { return &lockv1.CompositePodGroup{} },
+	"scheduling.k8s.io/v1/PriorityClass":                func() any { return &schedulingv1.PriorityClass{} },
+	"resource.k8s.io/v1/DeviceClass":                    func() any { return &resourcev1.DeviceClass{} },
+	"resource.k8s.io/v1/ResourceClaimTemplate":          func() any { return &resourcev1.ResourceClaimTemplate{} },
+	"resource.k8s.io/v1/ResourceClaim":                  func() any { return &resourcev1.ResourceClaim{} },
+	APIVersion + "/Failure":                             func() any { return &failureDoc{} },
+	APIVersion + "/Mix":                                 func() any { return &MixDoc{} },
 }
 
 // supportedKinds lists kinds for messages.
@@ -310,6 +312,13 @@ type builder struct {
 	// claims are the ResourceClaims pods may name (the workload's and
 	// Existing's).
 	claims map[types.NamespacedName]bool
+	// composites are the CompositePodGroups read (a Live workload's).
+	composites map[types.NamespacedName]*compositeDoc
+}
+
+type compositeDoc struct {
+	where string
+	c     *lockv1.CompositePodGroup
 }
 
 type groupDoc struct {
@@ -354,6 +363,16 @@ func (b *builder) addSupporting(o object) []error {
 			v.Spec.DisruptionMode = &lockv1.DisruptionMode{Single: &lockv1.SingleDisruptionMode{}}
 		}
 		b.groups[key] = &groupDoc{where: o.where, pg: v}
+	case *lockv1.CompositePodGroup:
+		v.Namespace = b.nsOr(v.Namespace)
+		if !b.opts.Live {
+			return []error{&ObjectError{Where: o.where, Object: "CompositePodGroup " + v.Namespace + "/" + v.Name, Errs: field.ErrorList{field.Forbidden(field.NewPath("kind"),
+				"a hand-written scheduling tree is not simulated: use a job whose roles make one (RayCluster, RayJob, an elastic PyTorchJob, an MPIJob with a launcher)")}}}
+		}
+		if b.composites == nil {
+			b.composites = map[types.NamespacedName]*compositeDoc{}
+		}
+		b.composites[types.NamespacedName{Namespace: v.Namespace, Name: v.Name}] = &compositeDoc{where: o.where, c: v}
 	case *failureDoc:
 		f, errs := v.failure()
 		if len(errs) > 0 {
@@ -449,11 +468,23 @@ func (b *builder) finish() []error {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	trees := map[types.NamespacedName]*Job{}
 	for _, k := range keys {
 		gd := b.groups[k]
 		j, fe := b.podGroupJob(gd)
 		if len(fe) > 0 {
 			errs = append(errs, &ObjectError{Where: gd.where, Object: "PodGroup " + k.String(), Errs: fe})
+			continue
+		}
+		if parent := podgroup.ParentOf(gd.pg); parent != "" {
+			tree, err := b.intoTree(trees, j, gd, parent)
+			if err != nil {
+				errs = append(errs, err)
+			} else if tree != nil {
+				if err := b.add(tree, b.composites[types.NamespacedName{Namespace: tree.Namespace, Name: tree.Name}].where); err != nil {
+					errs = append(errs, err)
+				}
+			}
 			continue
 		}
 		if err := b.add(j, gd.where); err != nil {
@@ -480,6 +511,49 @@ func (b *builder) finish() []error {
 		}
 	}
 	return errs
+}
+
+// intoTree adds a PodGroup's job to the job of its tree (by its root
+// CompositePodGroup, which the workload must hold with every composite
+// between): one job the scheduler places as one unit. It returns the
+// tree's job when it is new.
+func (b *builder) intoTree(trees map[types.NamespacedName]*Job, j *Job, gd *groupDoc, parent string) (*Job, error) {
+	ns := gd.pg.Namespace
+	get := func(name string) *lockv1.CompositePodGroup {
+		if cd := b.composites[types.NamespacedName{Namespace: ns, Name: name}]; cd != nil {
+			return cd.c
+		}
+		return nil
+	}
+	root, _, why := podgroup.RootOf(parent, get)
+	if root == nil {
+		return nil, &ObjectError{Where: gd.where, Object: "PodGroup " + ns + "/" + gd.pg.Name, Errs: field.ErrorList{field.Invalid(field.NewPath("spec", "parentCompositePodGroupName"), parent,
+			why+" in the "+b.where()+": give the whole tree")}}
+	}
+	key := types.NamespacedName{Namespace: ns, Name: root.Name}
+	tree, seen := trees[key]
+	if !seen {
+		tree = &Job{Kind: KindCompositePodGroup, Namespace: ns, Name: root.Name, UID: types.UID("cpg-" + ns + "-" + root.Name), Priority: j.Priority, Template: "pods", Tree: root}
+		for _, cd := range b.composites {
+			if cd.c.Namespace != ns {
+				continue
+			}
+			if r, _, _ := podgroup.RootOf(cd.c.Name, get); r == root {
+				tree.Composites = append(tree.Composites, cd.c)
+			}
+		}
+		sort.Slice(tree.Composites, func(i, k int) bool { return tree.Composites[i].Name < tree.Composites[k].Name })
+		trees[key] = tree
+	}
+	tree.Pods = append(tree.Pods, j.Pods...)
+	tree.GroupOf = append(tree.GroupOf, j.GroupOf...)
+	tree.Gangs = append(tree.Gangs, j.Gangs...)
+	tree.Need += j.Need
+	tree.Priority = min(tree.Priority, j.Priority)
+	if seen {
+		return nil, nil
+	}
+	return tree, nil
 }
 
 // duration reads a duration annotation of meta at path; ok false when

@@ -57,7 +57,10 @@ const (
 	KindJob      = "Job"
 	KindJobSet   = "JobSet"
 	KindPodGroup = "PodGroup"
-	KindPod      = "Pod"
+	// KindCompositePodGroup is a scheduling tree written by hand (a Live
+	// workload's): its CompositePodGroups, PodGroups and pods.
+	KindCompositePodGroup = "CompositePodGroup"
+	KindPod               = "Pod"
 )
 
 // Job is one thing a user submits and waits for: a batch/v1 Job, a
@@ -95,6 +98,9 @@ type Job struct {
 	// root CompositePodGroup Lockstep's integration hangs Gangs under;
 	// nil otherwise. The in-tree model places the groups one by one.
 	Tree *lockv1.CompositePodGroup
+	// Composites are, for a tree written by hand, every CompositePodGroup
+	// of it (Tree among them); nil otherwise (the tree is Tree alone).
+	Composites []*lockv1.CompositePodGroup
 	// GroupOf is the group each of Pods joins ("" none), by index.
 	GroupOf []string
 	// Template is the field path of what a job's pods are made from, for
