@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-dev/lockstep/internal/certs"
+	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 )
 
 // Controller is another project's controller run beside Lockstep (by the
@@ -193,7 +194,7 @@ var KueueController = Controller{
 	},
 	Args: []string{"--feature-gates=VisibilityOnDemand=false"},
 	Objects: []PeerObject{{Resource: schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "admissionchecks"},
-		Manifest: "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: " + KueuePlacementCheck + "}\nspec: {controllerName: scheduling.lockstep.dev/placement}\n"}},
+		Manifest: "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: " + KueuePlacementCheck + "}\nspec: {controllerName: " + kueuecheck.ControllerName + "}\n"}},
 	Config: func(p ControllerPorts) string {
 		return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
