@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,6 +29,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/kubefilter"
+	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -49,6 +51,11 @@ type state struct {
 	// notes say what explain could not see as the scheduler does (e.g.
 	// DeviceTaintRules it may not read).
 	notes []string
+	// clusterQueueOf names the ClusterQueue a Kueue LocalQueue feeds, read
+	// from the API server: a unit Kueue holds says whose admission it waits
+	// for in the scheduler's words (a user who may not read LocalQueues
+	// gets the LocalQueue named, with why).
+	clusterQueueOf podgroup.ClusterQueueOf
 }
 
 // syncTimeout bounds how long explain waits for its watch of the cluster
@@ -60,6 +67,9 @@ const syncTimeout = time.Minute
 // status.nominatedNodeName. The informers stop with ctx.
 func load(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (*state, error) {
 	st := &state{groups: map[string]*lockv1.PodGroup{}, composites: map[string]*lockv1.CompositePodGroup{}}
+	st.clusterQueueOf = kueuecheck.ClusterQueueOf(func(ns, name string) (*unstructured.Unstructured, error) {
+		return dyn.Resource(kueuecheck.LocalQueueResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	})
 	taintRules, note, err := taintRulesReadable(ctx, client)
 	if err != nil {
 		return nil, err

@@ -155,7 +155,7 @@ func resolveJobObject(ctx context.Context, dyn dynamic.Interface, st *state, int
 // groupUnit resolves a group as the scheduler does (podgroup.Resolve; pg
 // may be nil: the pods name a group that does not exist).
 func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
-	u := &unit{Unit: podgroup.Resolve(pg, ns, name, st.pods, nil), label: "PodGroup " + ns + "/" + name, key: queue.GroupKey(ns, name).String()}
+	u := &unit{Unit: podgroup.Resolve(pg, ns, name, st.pods, nil, podgroup.WithClusterQueues(st.clusterQueueOf)), label: "PodGroup " + ns + "/" + name, key: queue.GroupKey(ns, name).String()}
 	if pg != nil {
 		u.priority = st.groupPriority(pg)
 	}
@@ -163,7 +163,7 @@ func groupUnit(st *state, pg *lockv1.PodGroup, ns, name string) *unit {
 }
 
 func podUnit(st *state, p *corev1.Pod) *unit {
-	return &unit{Unit: podgroup.ResolvePod(p, nil), label: "pod " + p.Namespace + "/" + p.Name, key: queue.PodKey(p.Namespace, p.Name).String(), priority: corev1helpers.PodPriority(p)}
+	return &unit{Unit: podgroup.ResolvePod(p, nil, podgroup.WithClusterQueues(st.clusterQueueOf)), label: "pod " + p.Namespace + "/" + p.Name, key: queue.PodKey(p.Namespace, p.Name).String(), priority: corev1helpers.PodPriority(p)}
 }
 
 // dynGetter reads the objects of the integrations' kinds (a JobSet's Jobs,

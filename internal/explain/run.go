@@ -68,7 +68,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	}
 	r.LastEvent = lastEvent(ctx, client, u)
 	r.DeviceHealth, r.HealthyDevices = deviceHealth(u.Pods)
-	if answer := notScheduledAnswer(u, r.State); answer != "" {
+	if answer := notScheduledAnswer(u, r.State, st.clusterQueueOf); answer != "" {
 		r.Answer = answer
 		return r, nil
 	}
@@ -201,10 +201,17 @@ func (st *state) candidates() []preemption.Candidate {
 }
 
 // notScheduledAnswer covers what the scheduler has no decision for: a
-// target with no pods at all (a job not started, suspended, or not a
-// gang), and a unit with nothing to place and nothing to wait for.
-func notScheduledAnswer(u *unit, state *metav1.Condition) string {
+// target with no pods at all (a job not started, suspended — by Kueue,
+// naming the ClusterQueue cq says, as the integrity controller does — or
+// not a gang), and a unit with nothing to place and nothing to wait for.
+func notScheduledAnswer(u *unit, state *metav1.Condition, cq podgroup.ClusterQueueOf) string {
+	held := ""
+	if len(u.Pods) == 0 && u.owner != nil {
+		held = jobintegration.KueueHeld(u.owner, cq)
+	}
 	switch {
+	case held != "":
+		return fmt.Sprintf("%s has no pods: %s %s is suspended, %s; nothing is scheduled until Kueue admits it", u.label, u.owner.GVK().Kind, u.owner.Object().GetName(), held)
 	case len(u.Pods) == 0 && u.owner != nil && suspended(u.owner):
 		return fmt.Sprintf("%s has no pods: %s %s is suspended (e.g. held by a queue such as Kueue); nothing is scheduled until it is resumed", u.label, u.owner.GVK().Kind, u.owner.Object().GetName())
 	case len(u.Pods) == 0 && u.notGang != "":

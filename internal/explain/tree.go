@@ -134,7 +134,7 @@ func (st *state) decideTree(ctx context.Context, composites []*lockv1.CompositeP
 			groups = append(groups, g)
 		}
 	}
-	tr.tu = podgroup.ResolveTree(root, inNS, groups, st.pods, nil)
+	tr.tu = podgroup.ResolveTree(root, inNS, groups, st.pods, nil, podgroup.WithClusterQueues(st.clusterQueueOf))
 	var pods []*corev1.Pod
 	for _, u := range tr.tu.Root.Leaves() {
 		pods = append(pods, u.Pods...)
