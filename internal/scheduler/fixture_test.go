@@ -74,6 +74,9 @@ type fixtureAPI struct {
 	kueue bool
 	// forbidLocalQueues: the scheduler may not list LocalQueues.
 	forbidLocalQueues bool
+	// check: the scheduler runs Kueue's placement check
+	// (--kueue-placement-check).
+	check bool
 }
 
 // newFixtureAPI is newFixture on an API server that serves what api says.
@@ -131,7 +134,8 @@ func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Ob
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		podgroup.Resource: "PodGroupList", podgroup.UpstreamResource: "PodGroupList",
 		podgroup.CompositeResource: "CompositePodGroupList", podgroup.UpstreamCompositeResource: "CompositePodGroupList",
-		kueuecheck.LocalQueueResource: "LocalQueueList",
+		kueuecheck.LocalQueueResource: "LocalQueueList", kueuecheck.WorkloadResource: "WorkloadList",
+		kueuecheck.CheckResource: "AdmissionCheckList", kueuecheck.FlavorResource: "ResourceFlavorList",
 	}, groups...)
 	if api.forbidLocalQueues {
 		f.dyn.PrependReactor("list", "localqueues", func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -146,7 +150,7 @@ func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Ob
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	f.ctx = ctx
-	s, err := New(f.client, f.dyn, Options{Clock: f.clock})
+	s, err := New(f.client, f.dyn, Options{Clock: f.clock, KueuePlacementCheck: api.check})
 	if err != nil {
 		t.Fatal(err)
 	}
