@@ -340,6 +340,15 @@ func (q *recordingQueue) of(k queue.Key) string {
 }
 
 func (q *recordingQueue) Done(k queue.Key) { q.record(k, "Done"); q.Queue.Done(k) }
+
+// Add records the adds of Kueue workloads only (the informers add units
+// all the time; a placement check is added when something changes for it).
+func (q *recordingQueue) Add(k queue.Key) {
+	if k.Kind == queue.Workload {
+		q.record(k, "Add")
+	}
+	q.Queue.Add(k)
+}
 func (q *recordingQueue) Unschedulable(k queue.Key) {
 	q.record(k, "Unschedulable")
 	q.Queue.Unschedulable(k)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -159,9 +161,49 @@ func (s *Scheduler) setupKueueInformers() error {
 }
 
 func (s *Scheduler) onWorkload(obj any) {
-	if wl, ok := obj.(*unstructured.Unstructured); ok && len(kueuecheck.PendingChecks(wl, s.ourCheck)) > 0 {
+	wl, ok := obj.(*unstructured.Unstructured)
+	switch {
+	case !ok:
+	case len(kueuecheck.PendingChecks(wl, s.ourCheck)) > 0:
 		s.queue.Add(queue.WorkloadKey(wl.GetNamespace(), wl.GetName()))
+	case kueuecheck.Waiting(wl):
+		// It waits for quota: the checks paced in its ClusterQueue while
+		// nothing waited are answered now, so the quota a workload that
+		// cannot be placed holds goes to this one at once.
+		for _, k := range s.paced.take(kueuecheck.ClusterQueue(wl, s.localQueues.get)) {
+			s.queue.Add(k)
+		}
 	}
+}
+
+// pacedChecks are workloads whose check is paced, by ClusterQueue.
+type pacedChecks struct {
+	mu sync.Mutex
+	by map[string][]queue.Key
+}
+
+// add records k as paced in ClusterQueue cq.
+func (p *pacedChecks) add(cq string, k queue.Key) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by == nil {
+		p.by = map[string][]queue.Key{}
+	}
+	if !slices.Contains(p.by[cq], k) {
+		p.by[cq] = append(p.by[cq], k)
+	}
+}
+
+// take returns and forgets the workloads paced in cq ("" none).
+func (p *pacedChecks) take(cq string) []queue.Key {
+	if cq == "" {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.by[cq]
+	delete(p.by, cq)
+	return out
 }
 
 func (s *Scheduler) onAdmissionCheck(obj any) {
@@ -254,6 +296,7 @@ func (s *Scheduler) checkWorkload(ctx context.Context, it queue.Item) {
 		if at, ok := kueuecheck.LastRetried(wl, names[0]); ok {
 			if wait := retryPace - s.clock.Since(at); wait > 0 {
 				logger.V(2).Info("Not placeable; judging again before retrying", "after", wait)
+				s.paced.add(kueuecheck.ClusterQueue(wl, s.localQueues.get), k)
 				s.queue.WaitFor(k, wait)
 				return
 			}

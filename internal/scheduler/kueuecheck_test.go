@@ -238,3 +238,43 @@ func rackGang(name string) *lockv1.PodGroup {
 	pg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: "example.com/rack"}}}
 	return pg
 }
+
+// A check paced because nothing else waited in its ClusterQueue (a
+// workload that cannot be placed, retried a moment ago, alone) is answered
+// at once when another workload starts waiting there: the quota the first
+// holds goes to the second without waiting out the pace.
+func TestPacedCheckAnsweredWhenAnotherWaits(t *testing.T) {
+	taint := &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "rack-3-broken"},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To("gpu.example.com"), Pool: ptr.To("gpu-3")},
+			Taint:          resourcev1.DeviceTaint{Key: "example.com/broken", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		},
+	}
+	// Retried once, just now (Kueue reset the check to Pending).
+	retried := strings.Replace(checkedWorkload, "{name: lockstep-placement, state: Pending,", "{name: lockstep-placement, state: Pending, retryCount: 1,", 1)
+	f := newFixtureAPI(t, zonedRacks, fixtureAPI{kueue: true, check: true}, objects(busy(), kueueObjects(t, retried), []runtime.Object{
+		taint, rackGang("train"), builders.ClaimTemplate("ml", "one-gpu", "gpu.example.com", 1), localQueue("ml", "team", "gpus"),
+	})...)
+	k := queue.WorkloadKey("ml", "job-train")
+	f.waitFor("the workload, the check and the LocalQueue in the caches", func() bool {
+		_, err := f.s.listers.workloads.Namespace("ml").Get("job-train")
+		_, lqErr := f.s.localQueues.get("ml", "team")
+		return f.s.ourCheck("lockstep-placement") && err == nil && lqErr == nil
+	})
+	f.run(k)
+	if got := f.queue.of(k); !strings.HasSuffix(got, "WaitFor") {
+		t.Fatalf("the retried workload alone in its ClusterQueue: %q, want its check paced (WaitFor)", got)
+	}
+	before := f.queue.of(k)
+	rival := kueueObjects(t, `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: job-rival, namespace: ml, uid: wl-rival}
+spec: {queueName: team, podSets: [{name: main, count: 2, template: {spec: {containers: [{name: c, image: x}]}}}]}
+`)[0].(*unstructured.Unstructured)
+	if _, err := f.dyn.Resource(kueuecheck.WorkloadResource).Namespace("ml").Create(f.ctx, rival, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the paced check added again", func() bool { return f.queue.of(k) == before+",Add" })
+}

@@ -111,7 +111,11 @@ type Scheduler struct {
 	// waits for.
 	kueueServed, kueueCheck bool
 	localQueues             localQueues
-	metrics                 *metrics.Scheduler
+	// paced are the workloads whose placement check waits (retryPace)
+	// because nothing else waited in their ClusterQueue: a workload that
+	// starts waiting there has them answered at once.
+	paced   pacedChecks
+	metrics *metrics.Scheduler
 	// handlers report whether the event handlers feeding the cache have
 	// seen every object the informers listed.
 	handlers []cache.InformerSynced
