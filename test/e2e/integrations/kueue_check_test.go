@@ -24,7 +24,7 @@ import (
 // checkedQueue is kueueQueue whose ClusterQueue names Lockstep's placement
 // check (the AdmissionCheck the harness creates with Kueue, as `dev up
 // --integrations kueue` does), once Lockstep has marked it Active.
-func checkedQueue(t *testing.T, ctx context.Context, h *harness.Harness, ns string, gpus int) {
+func checkedQueue(t testing.TB, ctx context.Context, h *harness.Harness, ns string, gpus int) {
 	t.Helper()
 	harness.Eventually(t, ctx, "Lockstep marks AdmissionCheck "+devcluster.KueuePlacementCheck+" Active", func(ctx context.Context) (bool, string, error) {
 		ac, err := h.Dynamic.Resource(kueue.WithResource("admissionchecks")).Get(ctx, devcluster.KueuePlacementCheck, metav1.GetOptions{})
@@ -81,7 +81,7 @@ func placementCheck(wl *unstructured.Unstructured) (state, message string, pin m
 }
 
 // gpuBlocker is a lone Lockstep pod taking one GPU on node.
-func gpuBlocker(t *testing.T, ctx context.Context, h *harness.Harness, ns, name, node string) {
+func gpuBlocker(t testing.TB, ctx context.Context, h *harness.Harness, ns, name, node string) {
 	t.Helper()
 	p := extendedGPUPod()
 	p.Name, p.Namespace = name, ns
@@ -93,7 +93,7 @@ func gpuBlocker(t *testing.T, ctx context.Context, h *harness.Harness, ns, name,
 
 // createQueuedJob creates a Job of ranks single-GPU pods in LocalQueue
 // team, with annotations and more labels (e.g. a Kueue priority class).
-func createQueuedJob(t *testing.T, ctx context.Context, h *harness.Harness, ns, name string, ranks int32, annotations, labels map[string]string) {
+func createQueuedJob(t testing.TB, ctx context.Context, h *harness.Harness, ns, name string, ranks int32, annotations, labels map[string]string) {
 	t.Helper()
 	job := builders.IndexedJob(ns, name, ranks, extendedGPUPod())
 	job.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team"}

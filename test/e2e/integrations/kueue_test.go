@@ -26,7 +26,7 @@ var kueue = schema.GroupVersion{Group: "kueue.x-k8s.io", Version: "v1beta2"}
 
 const extendedGPU = corev1.ResourceName("example.com/gpu")
 
-func applyKueue(t *testing.T, ctx context.Context, h *harness.Harness, resource, ns, manifest string) {
+func applyKueue(t testing.TB, ctx context.Context, h *harness.Harness, resource, ns, manifest string) {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
@@ -71,14 +71,14 @@ func extendedGPUPod() *corev1.Pod {
 // kueueQueue is a namespace's own Kueue queue: the DeviceClass that serves
 // example.com/gpu from DRA devices, a ResourceFlavor and a ClusterQueue
 // named after the namespace, with gpus GPUs of quota, and LocalQueue team.
-func kueueQueue(t *testing.T, ctx context.Context, h *harness.Harness, ns string, gpus int) {
+func kueueQueue(t testing.TB, ctx context.Context, h *harness.Harness, ns string, gpus int) {
 	t.Helper()
 	kueueQueueSpec(t, ctx, h, ns, clusterQueue(ns, ns, gpus))
 }
 
 // kueueQueueSpec is kueueQueue with the ClusterQueue cq (a manifest, e.g.
 // clusterQueue's with more of its spec).
-func kueueQueueSpec(t *testing.T, ctx context.Context, h *harness.Harness, ns, cq string) {
+func kueueQueueSpec(t testing.TB, ctx context.Context, h *harness.Harness, ns, cq string) {
 	t.Helper()
 	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended-"+ns, "gpu.example.com", string(extendedGPU)))
 	applyKueue(t, ctx, h, "resourceflavors", "", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: %s}\n", ns))
