@@ -30,31 +30,7 @@ const benchNodes = 5000
 // i has i mod 8 of its GPUs (and 4 CPUs each) already taken, so free GPUs
 // are scattered in runs of 1 to 8.
 func benchCluster(b *testing.B) snapshot.Input {
-	in := builders.SnapshotInput(b, fmt.Sprintf(`
-nodePools:
-- name: gpu
-  count: %d
-  capacity: {cpu: "96", memory: 1Ti, pods: "110"}
-  labels:
-    topology.kubernetes.io/zone: "zone-{{div .Index 500}}"
-    example.com/block: "block-{{div .Index 250}}"
-    example.com/rack: "rack-{{div .Index 100}}"
-  devices:
-  - driver: gpu.example.com
-    count: 8
-`, benchNodes))
-	for i, n := range in.Nodes {
-		for d := 0; d < i%8; d++ {
-			name := fmt.Sprintf("busy-%d-%d", i, d)
-			claim := builders.Claim("other", name, "gpu.example.com", 1)
-			claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
-				Request: "dev", Driver: "gpu.example.com", Pool: n.Name, Device: fmt.Sprintf("gpu-%d", d),
-			}}}}
-			in.Claims = append(in.Claims, claim)
-			in.Pods = append(in.Pods, builders.MakePod().Namespace("other").Name(name).Node(n.Name).Req(corev1.ResourceCPU, "4").Obj())
-		}
-	}
-	return in
+	return builders.FragmentedRacks(b, benchNodes)
 }
 
 // benchGang is a gang of n one-GPU ranks (each with its own claim, as an

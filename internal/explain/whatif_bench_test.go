@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -26,30 +24,7 @@ const benchNodes = 5000
 // and claims made, its gang resolved and decided — everything but the
 // watch of the cluster, which the command pays once. One op is one answer.
 func BenchmarkWhatIf(b *testing.B) {
-	in := builders.SnapshotInput(b, fmt.Sprintf(`
-nodePools:
-- name: gpu
-  count: %d
-  capacity: {cpu: "96", memory: 1Ti, pods: "110"}
-  labels:
-    topology.kubernetes.io/zone: "zone-{{div .Index 500}}"
-    example.com/block: "block-{{div .Index 250}}"
-    example.com/rack: "rack-{{div .Index 100}}"
-  devices:
-  - driver: gpu.example.com
-    count: 8
-`, benchNodes))
-	for i, n := range in.Nodes {
-		for d := 0; d < i%8; d++ {
-			name := fmt.Sprintf("busy-%d-%d", i, d)
-			claim := builders.Claim("other", name, "gpu.example.com", 1)
-			claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
-				Request: "dev", Driver: "gpu.example.com", Pool: n.Name, Device: fmt.Sprintf("gpu-%d", d),
-			}}}}
-			in.Claims = append(in.Claims, claim)
-			in.Pods = append(in.Pods, builders.MakePod().Namespace("other").Name(name).Node(n.Name).Req(corev1.ResourceCPU, "4").Obj())
-		}
-	}
+	in := builders.FragmentedRacks(b, benchNodes)
 	st := &state{cycle: &cycle.State{Cache: snapshot.CacheFrom(in), CEL: dra.NewCache(), Clock: clock.RealClock{}},
 		nodes: len(in.Nodes), pods: in.Pods, groups: map[string]*lockv1.PodGroup{}, composites: map[string]*lockv1.CompositePodGroup{}}
 	template := `

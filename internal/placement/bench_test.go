@@ -51,18 +51,7 @@ nodePools:
 	if !fragmented {
 		return in
 	}
-	for i, n := range objs.Nodes {
-		for d := 0; d < i%8; d++ {
-			name := fmt.Sprintf("busy-%d-%d", i, d)
-			claim := builders.Claim("other", name, "gpu.example.com", 1)
-			claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
-				Request: "dev", Driver: "gpu.example.com", Pool: n.Name, Device: fmt.Sprintf("gpu-%d", d),
-			}}}}
-			in.Claims = append(in.Claims, claim)
-			pod := builders.MakePod().Namespace("other").Name(name).Node(n.Name).Req(corev1.ResourceCPU, "4").Obj()
-			in.Pods = append(in.Pods, pod)
-		}
-	}
+	builders.Fragment(&in)
 	return in
 }
 
