@@ -81,6 +81,17 @@ func busy() []runtime.Object {
 	return out
 }
 
+// rack3Broken is a DeviceTaintRule taking every GPU of rack-3's node.
+func rack3Broken() *resourcev1.DeviceTaintRule {
+	return &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "rack-3-broken"},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To("gpu.example.com"), Pool: ptr.To("gpu-3")},
+			Taint:          resourcev1.DeviceTaint{Key: "example.com/broken", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		},
+	}
+}
+
 // checkState is the workload's Lockstep check as the API server has it.
 func (f *fixture) checkState() (state, message string, pin map[string]string) {
 	f.t.Helper()
@@ -144,13 +155,7 @@ func (f *fixture) admit(pin map[string]string) []string {
 // nomination holds, and against a competitor that arrives between the
 // check and the pods (the check's own hold keeps the room for them).
 func TestPlacementCheckAgreesWithTheScheduler(t *testing.T) {
-	taint := &resourcev1.DeviceTaintRule{
-		ObjectMeta: metav1.ObjectMeta{Name: "rack-3-broken"},
-		Spec: resourcev1.DeviceTaintRuleSpec{
-			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To("gpu.example.com"), Pool: ptr.To("gpu-3")},
-			Taint:          resourcev1.DeviceTaint{Key: "example.com/broken", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule},
-		},
-	}
+	taint := rack3Broken()
 	// urgent: 2 pending pods of priority 2000 nominated to rack-3's node
 	// (their preemption's victims gone): they hold 2 of its GPUs.
 	urgent := gpuPods("hi", "", "urgent", 2, 2000)
@@ -244,13 +249,7 @@ func rackGang(name string) *lockv1.PodGroup {
 // at once when another workload starts waiting there: the quota the first
 // holds goes to the second without waiting out the pace.
 func TestPacedCheckAnsweredWhenAnotherWaits(t *testing.T) {
-	taint := &resourcev1.DeviceTaintRule{
-		ObjectMeta: metav1.ObjectMeta{Name: "rack-3-broken"},
-		Spec: resourcev1.DeviceTaintRuleSpec{
-			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To("gpu.example.com"), Pool: ptr.To("gpu-3")},
-			Taint:          resourcev1.DeviceTaint{Key: "example.com/broken", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule},
-		},
-	}
+	taint := rack3Broken()
 	// Retried once, just now (Kueue reset the check to Pending).
 	retried := strings.Replace(checkedWorkload, "{name: lockstep-placement, state: Pending,", "{name: lockstep-placement, state: Pending, retryCount: 1,", 1)
 	f := newFixtureAPI(t, zonedRacks, fixtureAPI{kueue: true, check: true}, objects(busy(), kueueObjects(t, retried), []runtime.Object{

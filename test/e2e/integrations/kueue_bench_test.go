@@ -113,12 +113,7 @@ func BenchmarkKueuePlacementCheck(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			runs := map[string]mixRun{}
 			for _, mode := range []string{"without", "with"} {
-				ns := h.Namespace(b)
-				if mode == "with" {
-					checkedQueue(b, ctx, h, ns, 4)
-				} else {
-					kueueQueue(b, ctx, h, ns, 4)
-				}
+				ns := benchQueue(b, ctx, h, mode)
 				runs[mode] = runMix(b, ctx, h, ns, mix, window, 250*time.Millisecond)
 				deleteJobs(b, ctx, h, ns)
 			}
@@ -140,12 +135,7 @@ func BenchmarkKueuePlacementCheck(b *testing.B) {
 			var with, without [][2]time.Duration
 			for round := range 5 {
 				for _, mode := range []string{"without", "with"} {
-					ns := h.Namespace(b)
-					if mode == "with" {
-						checkedQueue(b, ctx, h, ns, 4)
-					} else {
-						kueueQueue(b, ctx, h, ns, 4)
-					}
+					ns := benchQueue(b, ctx, h, mode)
 					r := runMix(b, ctx, h, ns, []benchJob{{Name: "fits", Ranks: 3}}, 10*time.Second, 20*time.Millisecond)
 					a, okA := r.admitted["fits"]
 					bd, okB := r.bound["fits"]
@@ -167,6 +157,18 @@ func BenchmarkKueuePlacementCheck(b *testing.B) {
 			b.ReportMetric(median(with, 1).Seconds(), "fit-bound-s-with")
 		}
 	})
+}
+
+// benchQueue is a namespace with LocalQueue team in a ClusterQueue of 4
+// GPUs, naming Lockstep's placement check when mode is "with".
+func benchQueue(b *testing.B, ctx context.Context, h *harness.Harness, mode string) string {
+	ns := h.Namespace(b)
+	if mode == "with" {
+		checkedQueue(b, ctx, h, ns, 4)
+	} else {
+		kueueQueue(b, ctx, h, ns, 4)
+	}
+	return ns
 }
 
 func latency(r mixRun, job string) string {

@@ -37,6 +37,19 @@ func rackGang(t *testing.T, ctx context.Context, h *harness.Harness, ns, name st
 	}
 }
 
+// sixInOneRack is a namespace with the one-GPU claim template and a rack
+// gang of 6 bound (6 of one rack's 8 GPUs).
+func sixInOneRack(t *testing.T) (*harness.Harness, string, context.Context) {
+	t.Helper()
+	h := harness.Get(t)
+	ns := h.Namespace(t)
+	ctx := harness.Context(t, 3*time.Minute)
+	h.OneGPUTemplate(ctx, t, ns)
+	rackGang(t, ctx, h, ns, "six", 6)
+	waitBound(t, ctx, h, ns, "six", 6)
+	return h, ns, ctx
+}
+
 // racksOf are the racks (and zones) the group's bound pods run in.
 func racksOf(t *testing.T, ctx context.Context, h *harness.Harness, ns, group string) (racks, zones map[string]int) {
 	t.Helper()
@@ -62,12 +75,7 @@ func racksOf(t *testing.T, ctx context.Context, h *harness.Harness, ns, group st
 // rack), and the node without the rack label; the scheduler's metric
 // counts the free GPUs per rack and per zone.
 func TestDomainsInExplainAndMetrics(t *testing.T) {
-	h := harness.Get(t)
-	ns := h.Namespace(t)
-	ctx := harness.Context(t, 3*time.Minute)
-	h.OneGPUTemplate(ctx, t, ns)
-	rackGang(t, ctx, h, ns, "six", 6)
-	waitBound(t, ctx, h, ns, "six", 6)
+	h, ns, ctx := sixInOneRack(t)
 	racks, zones := racksOf(t, ctx, h, ns, "six")
 	if len(racks) != 1 {
 		t.Fatalf("the rack gang runs in racks %v, want one", racks)

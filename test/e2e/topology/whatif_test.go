@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,12 +68,7 @@ func whatIf(t *testing.T, h *harness.Harness, ns, manifest string) *explain.What
 // nothing; for a 9-rank one that it fits no rack. Created, the 4-rank Job
 // is bound whole in the very rack the what-if named.
 func TestWhatIfAgreesWithTheScheduler(t *testing.T) {
-	h := harness.Get(t)
-	ns := h.Namespace(t)
-	ctx := harness.Context(t, 3*time.Minute)
-	h.OneGPUTemplate(ctx, t, ns)
-	rackGang(t, ctx, h, ns, "six", 6)
-	waitBound(t, ctx, h, ns, "six", 6)
+	h, ns, ctx := sixInOneRack(t)
 	busy, _ := racksOf(t, ctx, h, ns, "six")
 
 	r := whatIf(t, h, ns, rackJob("train", 4))
