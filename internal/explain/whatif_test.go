@@ -140,6 +140,21 @@ func TestWhatIf(t *testing.T) {
 			wantVerdict: Fits, wantAnswer: []string{"CompositePodGroup ml/job would fit now if created: all 2 pods placeable in example.com/rack=r0"},
 			wantUnits: []WhatIfUnit{{Name: "PodGroup ml/head", Pods: 1, MinCount: 1, Placeable: 1, Where: []string{"example.com/rack=r0"}, NodeCount: 1},
 				{Name: "PodGroup ml/workers", Pods: 1, MinCount: 1, Placeable: 1, Where: []string{"example.com/rack=r0"}, NodeCount: 1}}},
+		{name: "a LeaderWorkerSet: one gang per replica, decided in turn", manifest: `
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: infer}
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        schedulerName: lockstep
+        containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]
+`,
+			wantVerdict: Fits, wantAnswer: []string{"LeaderWorkerSet ml/infer would fit now if created: all 4 pods placeable"},
+			wantUnits: []WhatIfUnit{{Name: "PodGroup ml/infer-0", Pods: 2, MinCount: 2, Placeable: 2, NodeCount: 1}, {Name: "PodGroup ml/infer-1", Pods: 2, MinCount: 2, Placeable: 2, NodeCount: 1}}},
 		{name: "a tree of 10 CPUs fits in no rack of 8", manifest: treeManifest(3),
 			wantVerdict: DoesNotFit, wantAnswer: []string{"CompositePodGroup ml/job would not fit now if created: "}},
 	} {

@@ -24,6 +24,7 @@ import (
 	resourcedefaults "k8s.io/kubernetes/pkg/apis/resource/v1"
 	jobsetv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kjson "sigs.k8s.io/json"
+	lwsv1 "sigs.k8s.io/lws/api/leaderworkerset/v1"
 	"sigs.k8s.io/yaml"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
@@ -114,6 +115,7 @@ var kinds = map[string]func() any{
 	"v1/Pod":                          func() any { return &corev1.Pod{} },
 	"batch/v1/Job":                    func() any { return &batchv1.Job{} },
 	"jobset.x-k8s.io/v1alpha2/JobSet": func() any { return &jobsetv1.JobSet{} },
+	"leaderworkerset.x-k8s.io/v1/LeaderWorkerSet":       func() any { return &lwsv1.LeaderWorkerSet{} },
 	"scheduling.lockstep.dev/v1beta1/PodGroup":          func() any { return &lockv1.PodGroup{} },
 	"scheduling.k8s.io/v1beta1/PodGroup":                func() any { return &lockv1.PodGroup{} },
 	"scheduling.lockstep.dev/v1beta1/CompositePodGroup": func() any { return &lockv1.CompositePodGroup{} },
@@ -398,6 +400,9 @@ func (b *builder) addJob(o object) []error {
 		v.Namespace = b.nsOr(v.Namespace)
 		ref = "JobSet " + v.Namespace + "/" + v.Name
 		job, errs = b.jobSet(v)
+	case *lwsv1.LeaderWorkerSet:
+		ref = KindLeaderWorkerSet + " " + b.nsOr(v.Namespace) + "/" + v.Name
+		job, errs = b.lwsJob(v)
 	case *corev1.Pod:
 		v.Namespace = b.nsOr(v.Namespace)
 		if g := podgroup.GroupOf(v); g != "" {
