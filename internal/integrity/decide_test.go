@@ -540,8 +540,6 @@ func TestNotAdmittedNamesOnlyConditionsThatExist(t *testing.T) {
 	}
 }
 
-// TestNotAdmittedStableWhileMembersAreCreated: creating a big gang's members
-// one by one writes the waiting condition once.
 // TestSuspendedOwnerSaysWhatItWaitsFor: the Running condition of a gang
 // whose Job is suspended says so — never "no member pods yet", as if the
 // gang lacked pods someone should create — and, when Kueue holds the Job,
@@ -599,6 +597,8 @@ func TestSuspendedOwnerSaysWhatItWaitsFor(t *testing.T) {
 	}
 }
 
+// TestNotAdmittedStableWhileMembersAreCreated: creating a big gang's members
+// one by one writes the waiting condition once.
 func TestNotAdmittedStableWhileMembersAreCreated(t *testing.T) {
 	w := newWorld(t, 100, true)
 	w.create(0, 1)
