@@ -74,7 +74,10 @@ type claimWrite struct {
 // The placement must have been assumed (assume) first; bind ends the
 // assumption's pin, so what it wrote stays assumed only until the informers
 // show it.
-func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*corev1.Pod, error) {
+//
+// Pods in protect are bound with karpenter.sh/do-not-disrupt (unless they
+// name it themselves): the binding adds the annotation, no other write.
+func (b *binder) bind(ctx context.Context, asgs []placement.Assignment, protect map[types.UID]bool) ([]*corev1.Pod, error) {
 	logger := klog.FromContext(ctx)
 	writes := groupClaimWrites(asgs)
 	defer b.settle(asgs, writes)
@@ -116,7 +119,7 @@ func (b *binder) bind(ctx context.Context, asgs []placement.Assignment) ([]*core
 		return nil, fmt.Errorf("%w: %w", errClaimWrite, err)
 	}
 	b.maybeCrash(logger, 0)
-	failed := b.bindPods(ctx, asgs)
+	failed := b.bindPods(ctx, asgs, protect)
 	bound := make([]*corev1.Pod, 0, len(asgs))
 	for _, asg := range asgs {
 		if _, ok := failed[asg.Pod.UID]; !ok {
@@ -342,7 +345,7 @@ func releaseClaim(ctx context.Context, client kubernetes.Interface, key types.Na
 }
 
 // bindPods binds in parallel and returns the pods that failed.
-func (b *binder) bindPods(ctx context.Context, asgs []placement.Assignment) map[types.UID]error {
+func (b *binder) bindPods(ctx context.Context, asgs []placement.Assignment, protect map[types.UID]bool) map[types.UID]error {
 	logger := klog.FromContext(ctx)
 	var mu sync.Mutex
 	failed := map[types.UID]error{}
@@ -350,7 +353,7 @@ func (b *binder) bindPods(ctx context.Context, asgs []placement.Assignment) map[
 		asg := asgs[i]
 		err := retry.OnError(retry.DefaultBackoff, func(err error) bool { return !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) }, func() error {
 			return b.client.CoreV1().Pods(asg.Pod.Namespace).Bind(ctx, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Namespace: asg.Pod.Namespace, Name: asg.Pod.Name, UID: asg.Pod.UID},
+				ObjectMeta: metav1.ObjectMeta{Namespace: asg.Pod.Namespace, Name: asg.Pod.Name, UID: asg.Pod.UID, Annotations: bindingAnnotations(asg.Pod, protect)},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: asg.Node},
 			}, metav1.CreateOptions{})
 		})
@@ -365,6 +368,23 @@ func (b *binder) bindPods(ctx context.Context, asgs []placement.Assignment) map[
 		return nil
 	})
 	return failed
+}
+
+// DoNotDisruptAnnotation is Karpenter's: a pod carrying it blocks the
+// voluntary disruption (consolidation, drift) of its node while it runs.
+const DoNotDisruptAnnotation = "karpenter.sh/do-not-disrupt"
+
+// bindingAnnotations are the annotations a pod's binding adds: Karpenter's
+// do-not-disrupt for a protected pod, unless the pod names it itself (its
+// own value, e.g. a duration, is the user's and is kept).
+func bindingAnnotations(pod *corev1.Pod, protect map[types.UID]bool) map[string]string {
+	if !protect[pod.UID] {
+		return nil
+	}
+	if _, own := pod.Annotations[DoNotDisruptAnnotation]; own {
+		return nil
+	}
+	return map[string]string{DoNotDisruptAnnotation: "true"}
 }
 
 func (b *binder) maybeCrash(logger klog.Logger, n int64) {

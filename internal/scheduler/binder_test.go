@@ -38,7 +38,7 @@ func TestFailedClaimPhaseForgetsItsAssumptions(t *testing.T) {
 	if _, ok := a.AssumedNode(pod.UID); !ok || claims(a) != 1 {
 		t.Fatalf("assume: pod assumed %v, %d claims assumed", ok, claims(a))
 	}
-	if _, err := b.bind(context.Background(), asgs); !errors.Is(err, errClaimWrite) {
+	if _, err := b.bind(context.Background(), asgs, nil); !errors.Is(err, errClaimWrite) {
 		t.Fatalf("bind: %v, want a claim-write error", err)
 	}
 	if _, ok := a.AssumedNode(pod.UID); ok || claims(a) != 0 {

@@ -154,13 +154,43 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 	}
 }
 
+// protected are the pods of a decision to bind with Karpenter's
+// do-not-disrupt (--karpenter): the members of a unit of more than one
+// member that loses them all when it loses one — its groups disrupted
+// whole (disruptionMode all, the default). A group that replaces members
+// one by one (single), and a lone pod, lose only what a drain takes, so
+// Karpenter may drain their nodes as usual.
+func (s *Scheduler) protected(d decide.Decision) map[types.UID]bool {
+	if !s.opts.Karpenter {
+		return nil
+	}
+	leaves := d.Leaves()
+	members := 0
+	for _, n := range leaves {
+		members += len(d.Nodes[n].Unit.Members)
+	}
+	if members < 2 {
+		return nil
+	}
+	out := map[types.UID]bool{}
+	for _, n := range leaves {
+		if !podgroup.DisruptAll(d.Nodes[n].Unit.Group) {
+			continue
+		}
+		for _, a := range d.Tree.Leaves[n].Assignments {
+			out[a.Pod.UID] = true
+		}
+	}
+	return out
+}
+
 // bind is a unit's binding cycle: the bindings, each group's incarnation
 // and status, each composite's condition, events, and the queue
 // transition.
 func (s *Scheduler) bind(ctx context.Context, u *unit, d decide.Decision, start time.Time) {
 	logger := klog.FromContext(ctx)
 	k := u.key
-	bound, err := s.binder.bind(ctx, d.Assignments())
+	bound, err := s.binder.bind(ctx, d.Assignments(), s.protected(d))
 	boundUIDs := make(map[types.UID]bool, len(bound))
 	for _, p := range bound {
 		boundUIDs[p.UID] = true

@@ -77,6 +77,8 @@ type fixtureAPI struct {
 	// check: the scheduler runs Kueue's placement check
 	// (--kueue-placement-check).
 	check bool
+	// karpenter: the scheduler cooperates with Karpenter (--karpenter).
+	karpenter bool
 }
 
 // newFixtureAPI is newFixture on an API server that serves what api says.
@@ -150,7 +152,7 @@ func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Ob
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	f.ctx = ctx
-	s, err := New(f.client, f.dyn, Options{Clock: f.clock, KueuePlacementCheck: api.check})
+	s, err := New(f.client, f.dyn, Options{Clock: f.clock, KueuePlacementCheck: api.check, Karpenter: api.karpenter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,8 @@ func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Ob
 	return f
 }
 
-// bind is the API server's pods/binding: the pod gets its node.
+// bind is the API server's pods/binding: the pod gets its node and the
+// binding's annotations.
 func (f *fixture) bind(a clienttesting.Action) (bool, runtime.Object, error) {
 	if a.GetSubresource() != "binding" {
 		return false, nil, nil
@@ -184,6 +187,9 @@ func (f *fixture) bind(a clienttesting.Action) (bool, runtime.Object, error) {
 	}
 	p := obj.(*corev1.Pod).DeepCopy()
 	p.Spec.NodeName = b.Target.Name
+	for k, v := range b.Annotations {
+		metav1.SetMetaDataAnnotation(&p.ObjectMeta, k, v)
+	}
 	return true, b, f.client.Tracker().Update(gvr, p, b.Namespace)
 }
 

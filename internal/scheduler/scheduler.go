@@ -73,6 +73,11 @@ type Options struct {
 	// controllerName scheduling.lockstep.dev/placement (kueuecheck): on
 	// where Kueue's API is served.
 	KueuePlacementCheck bool
+	// Karpenter cooperates with Karpenter (--karpenter): every member of a
+	// gang is bound with karpenter.sh/do-not-disrupt, so that voluntary
+	// disruption (consolidation, drift) never drains one rank of a running
+	// gang; the member lets its node go when it ends.
+	Karpenter bool
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.

@@ -72,6 +72,7 @@ func newCommand(o *Options) *cobra.Command {
 	f.DurationVar(&o.Scheduler.RetryPeriod, "leader-elect-retry-period", o.Scheduler.RetryPeriod, "how often to try to acquire or renew")
 	f.Var(podgroup.DefaultCapacityTypesFlag{}, "default-capacity-types", podgroup.DefaultCapacityTypesUsage)
 	f.BoolVar(&o.Scheduler.KueuePlacementCheck, "kueue-placement-check", o.Scheduler.KueuePlacementCheck, "answer Kueue's AdmissionChecks of controllerName "+kueuecheck.ControllerName+": a Workload whose quota is reserved is admitted only if Lockstep can place it whole now (its pods pinned to the domain chosen), else retried holding no quota (needs Kueue's API served)")
+	f.BoolVar(&o.Scheduler.Karpenter, "karpenter", o.Scheduler.Karpenter, "cooperate with Karpenter: bind every member of a gang disrupted whole with karpenter.sh/do-not-disrupt, so that consolidation and drift never drain one rank of a running gang (a member that names the annotation keeps its own value)")
 	// A fault-test hook, hidden from --help: exit after the N-th binding.
 	f.Int64Var(&o.crashAfterBinds, "test-crash-after-binds", o.crashAfterBinds, "fault tests only: exit right after the N-th successful binding (0: after the claim phase); negative: off")
 	_ = f.MarkHidden("test-crash-after-binds")
