@@ -1,0 +1,117 @@
+package provision
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+// Lockstep's marks on the NodeClaims it creates.
+const (
+	// RequestLabel names the request a NodeClaim is part of: the set
+	// created together and released together.
+	RequestLabel = "scheduling.lockstep.dev/provision-request"
+	// UnitLabel is a hash of the unit (its key) a NodeClaim was made for;
+	// UnitAnnotation names it (namespace/name).
+	UnitLabel      = "scheduling.lockstep.dev/provisioned-for"
+	UnitAnnotation = "scheduling.lockstep.dev/provisioned-for"
+	// CreatedByLabel marks every NodeClaim Lockstep made: Lockstep never
+	// deletes one without it.
+	CreatedByLabel = "app.kubernetes.io/created-by"
+	CreatedBy      = "lockstep"
+)
+
+// UnitHash is the label value of a unit key (label values cannot hold a
+// slash).
+func UnitHash(unit string) string {
+	sum := sha256.Sum256([]byte(unit))
+	return hex.EncodeToString(sum[:])[:20]
+}
+
+// RequestID names the attempt-th request of a unit.
+func RequestID(unit string, attempt int) string {
+	return fmt.Sprintf("%s-%d", UnitHash(unit)[:10], attempt)
+}
+
+// nodeClaimSpec is the part of karpenter.sh/v1 NodeClaim's spec Lockstep
+// writes.
+type nodeClaimSpec struct {
+	Requirements           []corev1.NodeSelectorRequirement `json:"requirements"`
+	Taints                 []corev1.Taint                   `json:"taints,omitempty"`
+	StartupTaints          []corev1.Taint                   `json:"startupTaints,omitempty"`
+	NodeClassRef           map[string]any                   `json:"nodeClassRef"`
+	ExpireAfter            any                              `json:"expireAfter,omitempty"`
+	TerminationGracePeriod any                              `json:"terminationGracePeriod,omitempty"`
+}
+
+// NodeClaims are the NodeClaims of a request made for unit (its key), as
+// Karpenter makes them for its NodePool: the template's labels, taints,
+// startup taints, node class, expiry and hash annotations, requirements
+// narrowed to the offering's instance type, zone and capacity type, and
+// owned by the NodePool. They are named after the request (creating one
+// twice is AlreadyExists, not a second node) and carry Karpenter's
+// do-not-disrupt until the unit binds: no consolidation takes a node held
+// for a gang that is forming.
+func NodeClaims(r Request, unit, requestID string) ([]*unstructured.Unstructured, error) {
+	np := r.Offering.NodePool
+	reqs := append([]corev1.NodeSelectorRequirement(nil), np.Requirements...)
+	for _, fixed := range []corev1.NodeSelectorRequirement{
+		{Key: NodePoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{np.Name}},
+		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{r.Offering.InstanceType.Name}},
+		{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{r.Offering.Zone}},
+		{Key: CapacityTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{r.Offering.CapacityType}},
+	} {
+		if len(fixed.Values[0]) == 0 {
+			continue
+		}
+		kept := reqs[:0]
+		for _, q := range reqs {
+			if q.Key != fixed.Key {
+				kept = append(kept, q)
+			}
+		}
+		reqs = append(kept, fixed)
+	}
+	sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].Key < reqs[j].Key })
+	var out []*unstructured.Unstructured
+	for i := 0; i < r.Count; i++ {
+		labels := map[string]string{}
+		for k, v := range np.Labels {
+			labels[k] = v
+		}
+		labels[NodePoolLabel] = np.Name
+		labels[RequestLabel] = requestID
+		labels[UnitLabel] = UnitHash(unit)
+		labels[CreatedByLabel] = CreatedBy
+		annotations := map[string]string{UnitAnnotation: unit, DoNotDisruptAnnotation: "true"}
+		for k, v := range np.Annotations {
+			annotations[k] = v
+		}
+		spec := nodeClaimSpec{Requirements: reqs, NodeClassRef: np.NodeClassRef, Taints: np.Taints, StartupTaints: np.StartupTaints,
+			ExpireAfter: np.ExpireAfter, TerminationGracePeriod: np.TerminationGracePeriod}
+		specObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": NodeClaimResource.GroupVersion().String(),
+			"kind":       "NodeClaim",
+			"spec":       specObj,
+		}}
+		u.SetName(fmt.Sprintf("%s-%s-%d", np.Name, requestID, i))
+		u.SetLabels(labels)
+		u.SetAnnotations(annotations)
+		if np.UID != "" {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: NodePoolResource.GroupVersion().String(), Kind: "NodePool", Name: np.Name, UID: np.UID, BlockOwnerDeletion: ptr.To(true)}})
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
