@@ -114,12 +114,20 @@ for tool in golangci-lint:github.com/golangci/golangci-lint/v2:github.com/golang
 done
 # Other projects' controllers (module hack/integrations/<name> each, so that
 # their dependencies meet neither Lockstep's nor each other's).
+# tools.go names the package; when it is the module's own (a main that wires
+# the project's packages, as Karpenter's with its test cloud provider), its
+# version is a digest of the module's Go files and go.sum, so that an edit
+# or a new pin rebuilds it.
 for dir in "$root"/hack/integrations/*/; do
   name=$(basename "$dir")
   wanted "$name-controller" || continue
-  mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
   pkg=$(sed -n 's/^import _ "\(.*\)"/\1/p' "$dir/tools.go")
-  v=$(modversion "$dir" "$mod")
+  if [[ $pkg == "$(sed -n 's/^module //p' "$dir/go.mod")"/* ]]; then
+    v=sources-$(find "$dir" -name '*.go' -print0 | sort -z | xargs -0 cat "$dir/go.sum" | sha256sum | cut -c1-16)
+  else
+    mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
+    v=$(modversion "$dir" "$mod")
+  fi
   stale "$name-controller" "$v" && step build_in "$dir" "$name-controller" "$v" "$pkg" "-s -w" "the $name controller"
 done
 # The image builder is this repository's own code: its version is its sources'.
