@@ -120,8 +120,11 @@ const KueuePlacementCheck = "lockstep-placement"
 // ControllerPorts are where a started controller serves.
 type ControllerPorts struct {
 	Webhook, Health int
-	CertDir         string
-	Namespace       string
+	// Metrics is a free port for a controller that serves metrics on a
+	// port it cannot be told to turn off.
+	Metrics   int
+	CertDir   string
+	Namespace string
 	// dir is the controller's own directory.
 	dir string
 }
@@ -361,6 +364,9 @@ func (c *Cluster) prepareController(ctx context.Context, ctl Controller, root st
 		return nil, p, err
 	}
 	if p.Health, err = freePort(); err != nil {
+		return nil, p, err
+	}
+	if p.Metrics, err = freePort(); err != nil {
 		return nil, p, err
 	}
 	if ctl.HealthPort != 0 {

@@ -10,7 +10,7 @@ import (
 // (devcluster.Controller).
 type Controller = devcluster.Controller
 
-// The projects' controllers the integration tests run.
+// The projects' controllers the integration and autoscaling tests run.
 var (
 	JobSetController           = devcluster.JobSetController
 	LWSController              = devcluster.LWSController
@@ -19,6 +19,7 @@ var (
 	MPIOperatorController      = devcluster.MPIOperatorController
 	KubeRayController          = devcluster.KubeRayController
 	TrainerController          = devcluster.TrainerController
+	KarpenterController        = devcluster.KarpenterController
 )
 
 // StartController installs c's CRDs and webhooks and runs it until the
