@@ -641,7 +641,8 @@ func tailLines(s string, n int) string {
 // --integrations` runs, in the order they start: Kubeflow Trainer runs a
 // TrainJob as a JobSet, and Kueue's JobSet and TrainJob integrations
 // expect their CRDs, so JobSet comes before both and Kueue last.
-var Peers = []Controller{JobSetController, TrainerController, LWSController, TrainingOperatorController, MPIOperatorController, KubeRayController, KueueController}
+// Karpenter needs none of them.
+var Peers = []Controller{JobSetController, TrainerController, LWSController, TrainingOperatorController, MPIOperatorController, KubeRayController, KarpenterController, KueueController}
 
 // peerNeeds are the peers each peer cannot run without.
 var peerNeeds = map[string][]string{TrainerController.Name: {JobSetController.Name}}
