@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,9 @@ const (
 	// UnitAnnotation names it (namespace/name).
 	UnitLabel      = "scheduling.lockstep.dev/provisioned-for"
 	UnitAnnotation = "scheduling.lockstep.dev/provisioned-for"
+	// CountAnnotation is how many NodeClaims the request has: one missing
+	// is one Karpenter deleted (a launch that failed).
+	CountAnnotation = "scheduling.lockstep.dev/provision-count"
 	// CreatedByLabel marks every NodeClaim Lockstep made: Lockstep never
 	// deletes one without it.
 	CreatedByLabel = "app.kubernetes.io/created-by"
@@ -90,7 +94,7 @@ func NodeClaims(r Request, unit, requestID string) ([]*unstructured.Unstructured
 		labels[RequestLabel] = requestID
 		labels[UnitLabel] = UnitHash(unit)
 		labels[CreatedByLabel] = CreatedBy
-		annotations := map[string]string{UnitAnnotation: unit, DoNotDisruptAnnotation: "true"}
+		annotations := map[string]string{UnitAnnotation: unit, DoNotDisruptAnnotation: "true", CountAnnotation: strconv.Itoa(r.Count)}
 		for k, v := range np.Annotations {
 			annotations[k] = v
 		}

@@ -161,6 +161,7 @@ metadata:
     karpenter.sh/do-not-disrupt: "true"
     karpenter.sh/nodepool-hash: "123"
     karpenter.sh/nodepool-hash-version: v3
+    scheduling.lockstep.dev/provision-count: "2"
     scheduling.lockstep.dev/provisioned-for: ml/train
   labels:
     app.kubernetes.io/created-by: lockstep

@@ -22,6 +22,7 @@ package queue
 import (
 	"container/heap"
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,30 @@ func WorkloadKey(ns, name string) Key { return Key{Kind: Workload, Namespace: ns
 
 // CheckKey is the key of Kueue AdmissionCheck name.
 func CheckKey(name string) Key { return Key{Kind: Check, Name: name} }
+
+// ParseKey is the key of its String form; false when s is not one.
+func ParseKey(s string) (Key, bool) {
+	parts := strings.SplitN(s, "/", 3)
+	if len(parts) != 3 {
+		return Key{}, false
+	}
+	k := Key{Namespace: parts[1], Name: parts[2]}
+	switch parts[0] {
+	case "pg":
+		k.Kind = Group
+	case "pod":
+		k.Kind = Pod
+	case "tree":
+		k.Kind = Tree
+	case "workload":
+		k.Kind = Workload
+	case "admissioncheck":
+		k.Kind = Check
+	default:
+		return Key{}, false
+	}
+	return k, k.Name != ""
+}
 
 // String is "pg/ns/name", "pod/ns/name", "tree/ns/name",
 // "workload/ns/name" or "admissioncheck//name" (logs, nominations).

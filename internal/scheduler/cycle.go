@@ -142,6 +142,17 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 			s.state.Cache.DropNomination(k.String())
 		}
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
+		if d.Kind == decide.Unschedulable && !victimsGoing {
+			// No node fits it and no preemption makes room: a gang's
+			// missing nodes are asked of Karpenter (--karpenter), and its
+			// pods say so instead of Unschedulable.
+			if out, ok := s.provision(ctx, u, prio); ok {
+				s.reportProvisioning(ctx, u, d, out)
+				s.observe(u, start, metrics.ResultUnschedulable)
+				s.queue.WaitFor(k, provisionPoll)
+				return
+			}
+		}
 		s.reportUnplaced(ctx, u, d, note)
 		s.observe(u, start, metrics.ResultUnschedulable)
 		s.countDeviceFailures(d)
@@ -230,6 +241,7 @@ func (s *Scheduler) bind(ctx context.Context, u *unit, d decide.Decision, start 
 		}
 	}
 	s.reportComposites(ctx, u, d, len(bound))
+	s.finishProvisioning(ctx, u)
 	s.observe(u, start, metrics.ResultScheduled)
 	if complete {
 		s.queue.Done(k)

@@ -29,6 +29,7 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/provision"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -79,6 +80,10 @@ type fixtureAPI struct {
 	check bool
 	// karpenter: the scheduler cooperates with Karpenter (--karpenter).
 	karpenter bool
+	// instanceTypes: Karpenter's API is served (its objects are
+	// unstructured ones among the fixture's objects) and the scheduler may
+	// ask for these (--karpenter --karpenter-instance-types).
+	instanceTypes []provision.InstanceType
 }
 
 // newFixtureAPI is newFixture on an API server that serves what api says.
@@ -129,6 +134,10 @@ func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Ob
 		}
 		f.client.Resources = append(f.client.Resources, kueue)
 	}
+	if api.instanceTypes != nil {
+		f.client.Resources = append(f.client.Resources, &metav1.APIResourceList{GroupVersion: provision.NodeClaimResource.GroupVersion().String(),
+			APIResources: []metav1.APIResource{{Name: provision.NodePoolResource.Resource}, {Name: provision.NodeClaimResource.Resource}}})
+	}
 	f.client.PrependReactor("create", "pods", f.bind)
 	for _, g := range groups {
 		g.(*unstructured.Unstructured).SetResourceVersion("1")
@@ -138,6 +147,7 @@ func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Ob
 		podgroup.CompositeResource: "CompositePodGroupList", podgroup.UpstreamCompositeResource: "CompositePodGroupList",
 		kueuecheck.LocalQueueResource: "LocalQueueList", kueuecheck.WorkloadResource: "WorkloadList",
 		kueuecheck.CheckResource: "AdmissionCheckList", kueuecheck.FlavorResource: "ResourceFlavorList",
+		provision.NodePoolResource: "NodePoolList", provision.NodeClaimResource: "NodeClaimList",
 	}, groups...)
 	if api.forbidLocalQueues {
 		f.dyn.PrependReactor("list", "localqueues", func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -152,7 +162,7 @@ func newFixtureAPI(t *testing.T, spec string, api fixtureAPI, objs ...runtime.Ob
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	f.ctx = ctx
-	s, err := New(f.client, f.dyn, Options{Clock: f.clock, KueuePlacementCheck: api.check, Karpenter: api.karpenter})
+	s, err := New(f.client, f.dyn, Options{Clock: f.clock, KueuePlacementCheck: api.check, Karpenter: api.karpenter || api.instanceTypes != nil, KarpenterInstanceTypes: api.instanceTypes})
 	if err != nil {
 		t.Fatal(err)
 	}

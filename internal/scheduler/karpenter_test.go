@@ -1,11 +1,17 @@
 package scheduler
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/lockstep-dev/lockstep/internal/provision"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
@@ -72,6 +78,213 @@ func TestBindingProtectsRunningGangsFromKarpenter(t *testing.T) {
 				if got := p.Annotations[DoNotDisruptAnnotation]; got != want {
 					t.Errorf("%s: %s=%q, want %q", name, DoNotDisruptAnnotation, got, want)
 				}
+			}
+		})
+	}
+}
+
+// fourGPUTypes are one instance type of 4 GPUs, offered in two zones.
+const fourGPUTypes = `
+instanceTypes:
+- name: gpu-4x
+  zones: [zone-a, zone-b]
+  allocatable: {cpu: "48", memory: 576Gi, pods: "110"}
+  devices: [{driver: gpu.example.com, count: 4}]
+`
+
+// gpuNodePool is a NodePool of gpu-4x nodes, its cpu limit leaving room
+// for limitNodes more.
+func gpuNodePool(limitNodes int) string {
+	return fmt.Sprintf(`apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu, uid: pool-uid}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [gpu-4x]}]
+  limits: {cpu: "%d"}
+status: {resources: {cpu: "0"}}`, 48*limitNodes)
+}
+
+func karpenterFixture(t *testing.T, limitNodes int, objs ...runtime.Object) *fixture {
+	t.Helper()
+	types, err := provision.ParseInstanceTypes([]byte(fourGPUTypes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, kueueObjects(t, gpuNodePool(limitNodes))...)
+	return newFixtureAPI(t, twoNodes, fixtureAPI{lockstep: []string{"podgroups", "compositepodgroups", "workloads"}, instanceTypes: types}, objs...)
+}
+
+func (f *fixture) nodeClaims() []unstructured.Unstructured {
+	f.t.Helper()
+	l, err := f.dyn.Resource(provision.NodeClaimResource).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// waitForNodeClaims waits until the scheduler's NodeClaim informer shows n.
+func (f *fixture) waitForNodeClaims(n int) {
+	f.t.Helper()
+	f.waitFor(fmt.Sprintf("%d NodeClaims in the informer", n), func() bool {
+		objs, err := f.s.provisioner.claims.List(labels.Everything())
+		return err == nil && len(objs) == n
+	})
+}
+
+// requirement is the single value a NodeClaim requires of key.
+func requirement(nc unstructured.Unstructured, key string) string {
+	reqs, _, _ := unstructured.NestedSlice(nc.Object, "spec", "requirements")
+	for _, r := range reqs {
+		m := r.(map[string]any)
+		if m["key"] == key {
+			return fmt.Sprint(m["values"])
+		}
+	}
+	return ""
+}
+
+// A gang of 6 one-GPU ranks on 4 GPUs: Lockstep asks Karpenter for one
+// gpu-4x node (the fewest that make it fit), its pods say so and are never
+// Unschedulable (Karpenter would provision for them pod by pod). When
+// Karpenter deletes the NodeClaim (a launch that failed), the request is
+// over and the other zone is asked for; once that node is ready the gang
+// binds whole and the NodeClaim lets go of do-not-disrupt.
+func TestProvisionAsksForAGangsNodesAsOneSet(t *testing.T) {
+	f := karpenterFixture(t, 4, objects(gpuPods("ml", "train", "train", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 6)})...)
+	k := queue.GroupKey("ml", "train")
+	f.run(k)
+
+	ncs := f.nodeClaims()
+	if len(ncs) != 1 {
+		t.Fatalf("%d NodeClaims, want 1", len(ncs))
+	}
+	if got := requirement(ncs[0], corev1.LabelTopologyZone); got != "[zone-a]" {
+		t.Errorf("NodeClaim zone %s, want [zone-a]", got)
+	}
+	if got := ncs[0].GetAnnotations()[provision.DoNotDisruptAnnotation]; got != "true" {
+		t.Errorf("NodeClaim do-not-disrupt %q, want true while the gang forms", got)
+	}
+	for i := 0; i < 6; i++ {
+		p := f.pod("ml", fmt.Sprintf("train-%d", i))
+		if got := podScheduled(p); !strings.HasPrefix(got, "False/WaitingForNodes: ") || !strings.Contains(got, "asked Karpenter for 1 node of gpu-4x in zone-a (on-demand) from NodePool gpu") {
+			t.Errorf("%s: PodScheduled %q, want WaitingForNodes naming the request", p.Name, got)
+		}
+	}
+	if got := condition(f.group("ml", "train")); !strings.HasPrefix(got, "False/WaitingForNodes: ") {
+		t.Errorf("group condition %q, want WaitingForNodes", got)
+	}
+
+	// The NodeClaim's event wakes the unit: it waits for the request.
+	f.waitForNodeClaims(1)
+	f.run(k)
+	if got := podScheduled(f.pod("ml", "train-0")); !strings.Contains(got, "waiting for the 1 node Lockstep asked Karpenter for (gpu-4x in zone-a (on-demand) from NodePool gpu): 0 ready") {
+		t.Errorf("PodScheduled %q, want the request waited for", got)
+	}
+	if n := len(f.nodeClaims()); n != 1 {
+		t.Fatalf("%d NodeClaims while the request stands, want the 1", n)
+	}
+
+	// Karpenter deletes a NodeClaim whose launch fails for lack of
+	// capacity.
+	if err := f.dyn.Resource(provision.NodeClaimResource).Delete(f.ctx, ncs[0].GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForNodeClaims(0)
+	f.run(k)
+	ncs = f.nodeClaims()
+	if len(ncs) != 1 || requirement(ncs[0], corev1.LabelTopologyZone) != "[zone-b]" {
+		t.Fatalf("after zone-a failed: NodeClaims %v, want one in zone-b", names(ncs))
+	}
+	if got := podScheduled(f.pod("ml", "train-0")); !strings.Contains(got, "gpu-4x in zone-a (on-demand) from NodePool gpu failed: Karpenter deleted 1 of its 1 NodeClaims before they launched") {
+		t.Errorf("PodScheduled %q, want the zone-a failure said", got)
+	}
+
+	// The node comes up: Karpenter marks the NodeClaim initialized.
+	in := builders.SnapshotInput(t, `
+nodePools:
+- name: new
+  count: 1
+  capacity: {cpu: "48", memory: 576Gi, pods: "110"}
+  labels: {topology.kubernetes.io/zone: zone-b}
+  devices: [{driver: gpu.example.com, count: 4}]
+`)
+	if _, err := f.client.CoreV1().Nodes().Create(f.ctx, in.Nodes[0], metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range in.Slices {
+		if _, err := f.client.ResourceV1().ResourceSlices().Create(f.ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc := ncs[0].DeepCopy()
+	_ = unstructured.SetNestedField(nc.Object, in.Nodes[0].Name, "status", "nodeName")
+	_ = unstructured.SetNestedSlice(nc.Object, []any{map[string]any{"type": "Initialized", "status": "True"}}, "status", "conditions")
+	if _, err := f.dyn.Resource(provision.NodeClaimResource).Update(f.ctx, nc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the new node's devices in the cache", func() bool {
+		ni := f.s.state.Cache.Update().Node(in.Nodes[0].Name)
+		return ni != nil && ni.FreeDevices() == 4
+	})
+	f.run(k)
+	for i := 0; i < 6; i++ {
+		if p := f.pod("ml", fmt.Sprintf("train-%d", i)); p.Spec.NodeName == "" {
+			t.Errorf("%s not bound", p.Name)
+		}
+	}
+	if got := f.nodeClaims()[0].GetAnnotations()[provision.DoNotDisruptAnnotation]; got != "" {
+		t.Errorf("NodeClaim do-not-disrupt %q after the gang bound, want it gone (the pods hold their own)", got)
+	}
+}
+
+func names(items []unstructured.Unstructured) []string {
+	var out []string
+	for _, u := range items {
+		out = append(out, u.GetName())
+	}
+	return out
+}
+
+// What nodes cannot fix, or need not: a gang that fits makes no request; a
+// gang beyond the NodePool's limit makes none and says which limit (its
+// pods NoCapacity, not Unschedulable); a lone pod is Karpenter's to
+// provision for, as without Lockstep (Unschedulable).
+func TestProvisionAsksOnlyWhatNodesFix(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limitNodes int
+		objs       []runtime.Object
+		key        queue.Key
+		pod        string
+		want       string // the pod's PodScheduled prefix
+		contains   string
+	}{{
+		name: "fits", limitNodes: 4,
+		objs: objects(gpuPods("ml", "train", "train", 3, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 3)}),
+		key:  queue.GroupKey("ml", "train"), pod: "train-0", want: "",
+	}, {
+		name: "beyond the NodePool's limit", limitNodes: 1,
+		objs: objects(gpuPods("ml", "train", "train", 10, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 10)}),
+		key:  queue.GroupKey("ml", "train"), pod: "train-0", want: "False/NoCapacity: ",
+		contains: "would fit on 2 new nodes, beyond NodePool gpu's limits (cpu: 2 nodes need 96, its limit leaves 48 of 48)",
+	}, {
+		name: "lone pod", limitNodes: 4,
+		objs: objects(running(gpuPods("other", "", "busy", 4, 1000), "gpu-0", 0)[:0], gpuPods("ml", "", "solo", 1, 0)),
+		key:  queue.PodKey("ml", "solo-0"), pod: "solo-0", want: "",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := karpenterFixture(t, tc.limitNodes, tc.objs...)
+			f.run(tc.key)
+			if ncs := f.nodeClaims(); len(ncs) != 0 {
+				t.Errorf("NodeClaims %v, want none", names(ncs))
+			}
+			got := podScheduled(f.pod("ml", tc.pod))
+			if !strings.HasPrefix(got, tc.want) || !strings.Contains(got, tc.contains) {
+				t.Errorf("PodScheduled %q, want prefix %q containing %q", got, tc.want, tc.contains)
 			}
 		})
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/provision"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -78,6 +79,14 @@ type Options struct {
 	// disruption (consolidation, drift) never drains one rank of a running
 	// gang; the member lets its node go when it ends.
 	Karpenter bool
+	// KarpenterInstanceTypes are the instance types Lockstep may ask
+	// Karpenter for (--karpenter-instance-types): with --karpenter and
+	// Karpenter's API served, a gang that does not fit gets its missing
+	// nodes as one request of NodeClaims (package provision).
+	KarpenterInstanceTypes []provision.InstanceType
+	// ProvisionTimeout bounds how long a request's nodes have to become
+	// ready before they are all released (0: DefaultProvisionTimeout).
+	ProvisionTimeout time.Duration
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.
@@ -119,8 +128,10 @@ type Scheduler struct {
 	// paced are the workloads whose placement check waits (retryPace)
 	// because nothing else waited in their ClusterQueue: a workload that
 	// starts waiting there has them answered at once.
-	paced   pacedChecks
-	metrics *metrics.Scheduler
+	paced pacedChecks
+	// provisioner asks Karpenter for gangs' missing nodes (nil: off).
+	provisioner *provisioner
+	metrics     *metrics.Scheduler
 	// handlers report whether the event handlers feeding the cache have
 	// seen every object the informers listed.
 	handlers []cache.InformerSynced
@@ -206,6 +217,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 		klog.Background().Info("Kueue's API is not served yet: the placement check starts once it is (discovery is asked every 30s)", "resource", kueuecheck.WorkloadResource.String())
 	}
 	if err := s.setupInformers(); err != nil {
+		return nil, err
+	}
+	if err := s.setupKarpenter(); err != nil {
 		return nil, err
 	}
 	if s.state.Filters, err = kubefilter.New(context.Background(), s.factory, client); err != nil {

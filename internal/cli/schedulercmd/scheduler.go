@@ -14,6 +14,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/provision"
 	"github.com/lockstep-dev/lockstep/internal/scheduler"
 )
 
@@ -25,6 +26,8 @@ type Options struct {
 	Scheduler scheduler.Options
 	// crashAfterBinds is --test-crash-after-binds (negative: off).
 	crashAfterBinds int64
+	// instanceTypes is --karpenter-instance-types (read by Complete).
+	instanceTypes string
 	// config is the scheduler's client configuration (Complete).
 	config *rest.Config
 }
@@ -72,7 +75,9 @@ func newCommand(o *Options) *cobra.Command {
 	f.DurationVar(&o.Scheduler.RetryPeriod, "leader-elect-retry-period", o.Scheduler.RetryPeriod, "how often to try to acquire or renew")
 	f.Var(podgroup.DefaultCapacityTypesFlag{}, "default-capacity-types", podgroup.DefaultCapacityTypesUsage)
 	f.BoolVar(&o.Scheduler.KueuePlacementCheck, "kueue-placement-check", o.Scheduler.KueuePlacementCheck, "answer Kueue's AdmissionChecks of controllerName "+kueuecheck.ControllerName+": a Workload whose quota is reserved is admitted only if Lockstep can place it whole now (its pods pinned to the domain chosen), else retried holding no quota (needs Kueue's API served)")
-	f.BoolVar(&o.Scheduler.Karpenter, "karpenter", o.Scheduler.Karpenter, "cooperate with Karpenter: bind every member of a gang disrupted whole with karpenter.sh/do-not-disrupt, so that consolidation and drift never drain one rank of a running gang (a member that names the annotation keeps its own value)")
+	f.BoolVar(&o.Scheduler.Karpenter, "karpenter", o.Scheduler.Karpenter, "cooperate with Karpenter: bind every member of a gang disrupted whole with karpenter.sh/do-not-disrupt, so that consolidation and drift never drain one rank of a running gang (a member that names the annotation keeps its own value); with --karpenter-instance-types, also ask Karpenter for a gang's missing nodes as one set of NodeClaims, all or nothing")
+	f.StringVar(&o.instanceTypes, "karpenter-instance-types", o.instanceTypes, "with --karpenter: a file listing the instance types Lockstep may ask Karpenter for (name, zones, capacityTypes, allocatable, labels, devices as the cluster spec writes them; docs/install.md, Autoscaling); empty: Lockstep asks for no nodes")
+	f.DurationVar(&o.Scheduler.ProvisionTimeout, "karpenter-provision-timeout", scheduler.DefaultProvisionTimeout, "how long the nodes Lockstep asks Karpenter for have to become ready; then every node of the set is released and the next offering tried")
 	// A fault-test hook, hidden from --help: exit after the N-th binding.
 	f.Int64Var(&o.crashAfterBinds, "test-crash-after-binds", o.crashAfterBinds, "fault tests only: exit right after the N-th successful binding (0: after the claim phase); negative: off")
 	_ = f.MarkHidden("test-crash-after-binds")
@@ -88,6 +93,13 @@ func (o *Options) Complete() error {
 	o.config = rest.CopyConfig(o.Client.Config)
 	o.config.QPS, o.config.Burst = o.QPS, o.Burst
 	o.config.UserAgent = "lockstep-scheduler"
+	if o.instanceTypes != "" {
+		types, err := provision.LoadInstanceTypes(o.instanceTypes)
+		if err != nil {
+			return fmt.Errorf("--karpenter-instance-types: %w", err)
+		}
+		o.Scheduler.KarpenterInstanceTypes = types
+	}
 	if o.crashAfterBinds >= 0 {
 		o.Scheduler.CrashAfterBinds = &o.crashAfterBinds
 	}
@@ -102,6 +114,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("leader election needs --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s)", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod)
 	case s.LeaderElect && (s.LeaseNamespace == "" || s.LeaseName == ""):
 		return fmt.Errorf("leader election needs --leader-elect-namespace and --leader-elect-name, or --leader-elect=false")
+	case o.instanceTypes != "" && !s.Karpenter:
+		return fmt.Errorf("--karpenter-instance-types needs --karpenter")
+	case s.ProvisionTimeout <= 0:
+		return fmt.Errorf("--karpenter-provision-timeout %s: give a positive duration", s.ProvisionTimeout)
 	case o.QPS == 0:
 		// client-go would silently use its default of 5 per second.
 		return fmt.Errorf("--kube-api-qps 0: give a positive rate, or a negative one for no client-side limit")
