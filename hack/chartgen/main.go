@@ -46,6 +46,13 @@ var kueueCheckOnly = map[string]bool{
 	"ClusterRoleBinding/lockstep-scheduler-kueue": true,
 }
 
+// karpenterOnly are the objects the scheduler only needs when it asks
+// Karpenter for gangs' nodes.
+var karpenterOnly = map[string]bool{
+	"ClusterRole/lockstep-scheduler-karpenter":        true,
+	"ClusterRoleBinding/lockstep-scheduler-karpenter": true,
+}
+
 func main() {
 	root := "."
 	if len(os.Args) > 1 {
@@ -172,6 +179,8 @@ func rbac(root string) error {
 				cond = "not .Values.certManager.enabled"
 			case kueueCheckOnly[key]:
 				cond = ".Values.kueue.placementCheck.enabled"
+			case karpenterOnly[key]:
+				cond = ".Values.karpenter.enabled"
 			}
 			if cond != "" {
 				out.WriteString("{{- if " + cond + " }}\n")

@@ -60,6 +60,9 @@ type Options struct {
 	// SchedulerArgs are appended to Lockstep's scheduler's command line
 	// (`dev up --integrations kueue` turns on its Kueue placement check).
 	SchedulerArgs []string
+	// SchedulerFiles are written into the state directory before the
+	// scheduler starts (name → content), for SchedulerArgs to name.
+	SchedulerFiles map[string]string
 }
 
 func (o *Options) complete() error {
@@ -246,6 +249,11 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		webhookUsers := []string{webhookconfig.WebhookServiceAccount(LockstepNamespace), webhookUser}
 		if err := webhook.Install(ctx, client, endpoint, LockstepNamespace, WebhookSecret, webhookUsers); err != nil {
 			return fmt.Errorf("installing the webhook configurations: %w", err)
+		}
+		for name, content := range opts.SchedulerFiles {
+			if err := os.WriteFile(c.layout.path(name), []byte(content), 0o644); err != nil {
+				return err
+			}
 		}
 		procs := c.lockstepProcesses(bin, opts.SchedulerArgs)
 		for _, p := range procs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Ports are the loopback ports of one cluster. They are fixed offsets from a
@@ -74,6 +75,16 @@ type layout struct{ dir string }
 func (l layout) path(elem ...string) string {
 	return filepath.Join(append([]string{l.dir}, elem...)...)
 }
+
+// expand replaces "{state}" in args with the state directory.
+func (l layout) expand(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, "{state}", l.path())
+	}
+	return out
+}
+
 func (l layout) pki() string             { return l.path("pki") }
 func (l layout) logs() string            { return l.path("logs") }
 func (l layout) log(name string) string  { return l.path("logs", name+".log") }
@@ -284,6 +295,6 @@ func (c *Cluster) lockstepProcesses(bin string, schedulerArgs []string) []*proce
 			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.ControllerHealth))},
 		{Name: "lockstep-scheduler", Binary: lockstep, Log: l.log("lockstep-scheduler"), Args: append(append(c.LockstepSchedulerArgs("lockstep-scheduler-0"),
 			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerMetrics),
-			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerHealth)), schedulerArgs...)},
+			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(p.SchedulerHealth)), l.expand(schedulerArgs)...)},
 	}
 }

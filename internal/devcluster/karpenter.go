@@ -50,6 +50,10 @@ var KarpenterController = Controller{
 			"--health-probe-port=" + strconv.Itoa(p.Health), "--metrics-port=" + strconv.Itoa(p.Metrics),
 			"--instance-types-file-path=" + p.File("instance-types.json"), "--capacity-namespace=" + p.Namespace}
 	},
+	// Lockstep asks Karpenter for gangs' missing nodes, knowing the GPU
+	// instance types as Karpenter's cloud provider offers them.
+	SchedulerArgs:  []string{"--karpenter", "--karpenter-instance-types={state}/" + KarpenterLockstepInstanceTypesFile},
+	SchedulerFiles: map[string]string{KarpenterLockstepInstanceTypesFile: lockstepInstanceTypesYAML()},
 	Objects: []PeerObject{
 		{Resource: schema.GroupVersionResource{Group: "karpenter.kwok.sh", Version: "v1alpha1", Resource: "kwoknodeclasses"},
 			Manifest: "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: " + KarpenterNodeClass + "}\n"},
@@ -187,6 +191,31 @@ func karpenterDRAConfigJSON() string {
 		"metadata": map[string]any{"name": "gpu"},
 		"spec":     map[string]any{"driver": KarpenterGPUDriver, "pools": pools},
 	})
+}
+
+// KarpenterLockstepInstanceTypesFile is the scheduler's
+// --karpenter-instance-types file in the state directory.
+const KarpenterLockstepInstanceTypesFile = "karpenter-instance-types.yaml"
+
+// lockstepInstanceTypesYAML are the GPU instance types in the words of
+// Lockstep's --karpenter-instance-types (package provision): what
+// Karpenter's provider offers, with the devices the DRAConfig gives their
+// nodes.
+func lockstepInstanceTypesYAML() string {
+	var types []any
+	for _, it := range KarpenterInstanceTypes {
+		if it.GPUs == 0 {
+			continue
+		}
+		types = append(types, map[string]any{
+			"name": it.Name, "zones": KarpenterZones, "capacityTypes": []string{"on-demand", "spot"},
+			"allocatable": map[string]string{"cpu": it.CPU, "memory": it.Memory, "pods": "110"},
+			"devices": []any{map[string]any{"driver": KarpenterGPUDriver, "count": it.GPUs, "nameTemplate": "gpu-{{.Index}}",
+				"attributes": map[string]any{"model": map[string]any{"string": "sim-gpu"}, "index": map[string]any{"int": "{{.Index}}"}},
+				"capacity":   map[string]any{"memory": "80Gi"}}},
+		})
+	}
+	return mustJSON(map[string]any{"instanceTypes": types})
 }
 
 // mustJSON encodes a value built from literals above, which cannot fail.

@@ -92,17 +92,35 @@ type Controller struct {
 	// Objects are created once the controller serves (and left if they
 	// exist), e.g. Lockstep's Kueue AdmissionCheck.
 	Objects []PeerObject
+	// SchedulerArgs are flags Lockstep's scheduler runs with beside the
+	// controller ("{state}" is the cluster's state directory);
+	// SchedulerFiles are files written there for them (name → content).
+	SchedulerArgs  []string
+	SchedulerFiles map[string]string
 }
 
 // PeerSchedulerArgs are the flags Lockstep's scheduler runs with beside
-// peers: with Kueue, its placement check.
+// peers (each peer's SchedulerArgs): with Kueue, its placement check; with
+// Karpenter, cooperation and the instance types it may ask for. "{state}"
+// stands for the cluster's state directory, where PeerSchedulerFiles are.
 func PeerSchedulerArgs(peers []Controller) []string {
+	var out []string
 	for _, p := range peers {
-		if p.Name == KueueController.Name {
-			return []string{"--kueue-placement-check"}
+		out = append(out, p.SchedulerArgs...)
+	}
+	return out
+}
+
+// PeerSchedulerFiles are the files peers' SchedulerArgs name, by name in
+// the state directory.
+func PeerSchedulerFiles(peers []Controller) map[string]string {
+	out := map[string]string{}
+	for _, p := range peers {
+		for name, content := range p.SchedulerFiles {
+			out[name] = content
 		}
 	}
-	return nil
+	return out
 }
 
 // PeerObject is an object of a peer's API created once it serves.
@@ -190,6 +208,7 @@ var kueuePodNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{Ku
 // API server (an aggregated API the local control plane does not route).
 var KueueController = Controller{
 	Name: "kueue", Module: "sigs.k8s.io/kueue", Namespace: "kueue-system", FixedCertDirs: []string{"/etc/kueue/metrics/certs"},
+	SchedulerArgs: []string{"--kueue-placement-check"},
 	CRDs: []string{"config/components/crd/bases"}, Webhooks: "config/components/webhook/manifests.yaml",
 	KeepWebhooks: []string{"jobs", "jobsets", "trainjobs", "pods", "statefulsets", "workloads", "clusterqueues", "resourceflavors", "cohorts"},
 	NamespaceSelectors: map[string]*metav1.LabelSelector{

@@ -47,7 +47,7 @@ func TestUpCompleteValidate(t *testing.T) {
 		{name: "every integration", argv: []string{"--integrations", "jobset,kueue,lws,trainer,training,mpi,ray"},
 			want: func(r *resolved) { r.Peers = []string{"jobset", "trainer", "lws", "training", "mpi", "ray", "kueue"} }},
 		{name: "an unknown integration", argv: []string{"--integrations", "volcano"},
-			wantErr: []string{`--integrations: unknown integration "volcano": want any of jobset,trainer,lws,training,mpi,ray,kueue`}},
+			wantErr: []string{`--integrations: unknown integration "volcano": want any of jobset,trainer,lws,training,mpi,ray,karpenter,kueue`}},
 		{name: "an integration twice", argv: []string{"--integrations", "lws,lws"},
 			wantErr: []string{"--integrations: lws given twice"}},
 		{name: "trainer without jobset", argv: []string{"--integrations", "trainer"},

@@ -140,7 +140,7 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 	c, err := devcluster.Up(ctx, devcluster.Options{
 		Dir: o.StateDir, BinDir: o.BinDir, Profile: o.profile, Spec: o.spec,
 		BasePort: o.BasePort, Tied: !o.Detach, ReadyTimeout: o.Timeout, Progress: out, Schedulers: o.schedulers,
-		SchedulerArgs: devcluster.PeerSchedulerArgs(o.peers),
+		SchedulerArgs: devcluster.PeerSchedulerArgs(o.peers), SchedulerFiles: devcluster.PeerSchedulerFiles(o.peers),
 	})
 	if err != nil {
 		return err

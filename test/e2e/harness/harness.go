@@ -182,7 +182,7 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 		c, err := devcluster.Up(ctx, devcluster.Options{
 			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec, ReadyTimeout: ready,
 			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers, Bare: opts.Bare, ComponentGates: opts.ComponentGates,
-			SchedulerArgs: devcluster.PeerSchedulerArgs(opts.Controllers),
+			SchedulerArgs: devcluster.PeerSchedulerArgs(opts.Controllers), SchedulerFiles: devcluster.PeerSchedulerFiles(opts.Controllers),
 		})
 		cancel()
 		if err == nil {
