@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 45m
 .PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify lint image plugin fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37), kwok,
-## and the controllers of the projects the integration tests run (JobSet, LWS, Kueue, Kubeflow training and MPI operators, KubeRay: hack/integrations)
+## and the controllers of the projects the integration tests run (JobSet, LWS, Kueue, Kubeflow training and MPI operators, KubeRay, Karpenter: hack/integrations)
 build: lockstep tools
 
 lockstep:

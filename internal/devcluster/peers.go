@@ -209,7 +209,7 @@ var kueuePodNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{Ku
 var KueueController = Controller{
 	Name: "kueue", Module: "sigs.k8s.io/kueue", Namespace: "kueue-system", FixedCertDirs: []string{"/etc/kueue/metrics/certs"},
 	SchedulerArgs: []string{"--kueue-placement-check"},
-	CRDs: []string{"config/components/crd/bases"}, Webhooks: "config/components/webhook/manifests.yaml",
+	CRDs:          []string{"config/components/crd/bases"}, Webhooks: "config/components/webhook/manifests.yaml",
 	KeepWebhooks: []string{"jobs", "jobsets", "trainjobs", "pods", "statefulsets", "workloads", "clusterqueues", "resourceflavors", "cohorts"},
 	NamespaceSelectors: map[string]*metav1.LabelSelector{
 		"mpod.kb.io": kueuePodNamespaces, "vpod.kb.io": kueuePodNamespaces, "mstatefulset.kb.io": kueuePodNamespaces, "vstatefulset.kb.io": kueuePodNamespaces,

@@ -142,7 +142,7 @@ func NewScheduler() *Scheduler {
 		}),
 		KindServed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lockstep_scheduler_kind_served",
-			Help: "1 for each of Lockstep's kinds the scheduler watches, 0 for one the API server does not serve (its CRD is missing: apply the chart's crds/), by resource.",
+			Help: "1 for each of Lockstep's kinds (and, with --karpenter, Karpenter's NodeClaims) the scheduler watches, 0 for one the API server does not serve (its CRD is missing: apply the chart's crds/, or install Karpenter), by resource.",
 		}, []string{"resource"}),
 	}
 	m.Registry.MustRegister(m.Attempts, m.AttemptDuration, m.TimeToScheduled, m.DeviceAllocationFailures, m.WriteErrors,

@@ -17,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/provision"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
@@ -44,6 +46,9 @@ const (
 	// provisionPoll is how often a unit waiting for its nodes is looked at
 	// again without an event (NodeClaim and node events wake it sooner).
 	provisionPoll = 5 * time.Second
+	// karpenterDiscoveryInterval is how often, with --karpenter and until
+	// Karpenter's API is served, discovery is asked whether it is.
+	karpenterDiscoveryInterval = 10 * time.Second
 	// unseenGrace is how long the NodeClaims of a request this process
 	// made may stay unseen by its informer before they count as deleted.
 	unseenGrace = time.Minute
@@ -90,7 +95,8 @@ func karpenterServed(d discovery.DiscoveryInterface) (bool, error) {
 
 // setupKarpenter watches NodePools and NodeClaims when --karpenter is on,
 // instance types are known and Karpenter's API is served; a change to a
-// NodeClaim Lockstep made wakes the unit it was made for.
+// NodeClaim Lockstep made wakes the unit it was made for. Karpenter
+// installed after Lockstep is picked up by enableKarpenter.
 func (s *Scheduler) setupKarpenter() error {
 	if !s.opts.Karpenter || len(s.opts.KarpenterInstanceTypes) == 0 {
 		return nil
@@ -99,10 +105,15 @@ func (s *Scheduler) setupKarpenter() error {
 	if err != nil {
 		return err
 	}
+	s.metrics.KindServed.WithLabelValues(provision.NodeClaimResource.GroupResource().String()).Set(served01(served))
 	if !served {
-		klog.Background().Info("Karpenter's API is not served: gangs' nodes are not asked for (restart the scheduler once Karpenter is installed)", "resource", provision.NodeClaimResource.String())
+		klog.Background().Info("Karpenter's API is not served yet: gangs' nodes are asked for once it is (discovery is asked every 10s)", "resource", provision.NodeClaimResource.String())
 		return nil
 	}
+	return s.watchKarpenter()
+}
+
+func (s *Scheduler) watchKarpenter() error {
 	pools := s.dynFactor.ForResource(provision.NodePoolResource)
 	claims := s.dynFactor.ForResource(provision.NodeClaimResource)
 	wake := func(obj any) {
@@ -119,12 +130,44 @@ func (s *Scheduler) setupKarpenter() error {
 		return err
 	}
 	s.handlers = append(s.handlers, reg.HasSynced, pools.Informer().HasSynced)
-	s.provisioner = &provisioner{now: s.clock.Now, types: s.opts.KarpenterInstanceTypes, timeout: s.opts.ProvisionTimeout, pools: pools.Lister(), claims: claims.Lister(),
+	p := &provisioner{now: s.clock.Now, types: s.opts.KarpenterInstanceTypes, timeout: s.opts.ProvisionTimeout, pools: pools.Lister(), claims: claims.Lister(),
 		excluded: map[string]map[string]time.Time{}, failures: map[string][]string{}, inflight: map[string]*request{}}
-	if s.provisioner.timeout <= 0 {
-		s.provisioner.timeout = DefaultProvisionTimeout
+	if p.timeout <= 0 {
+		p.timeout = DefaultProvisionTimeout
 	}
+	s.provisioner.Store(p)
 	return nil
+}
+
+// enableKarpenter starts asking Karpenter for nodes once its API is served
+// (Karpenter installed after Lockstep): no restart. Units left
+// unschedulable meanwhile are looked at again.
+func (s *Scheduler) enableKarpenter(ctx context.Context, interval time.Duration) {
+	logger := klog.FromContext(ctx)
+	err := wait.PollUntilContextCancel(ctx, interval, false, func(context.Context) (bool, error) {
+		ok, err := karpenterServed(s.client.Discovery())
+		if err != nil {
+			logger.V(2).Info("Discovery failed; asking again", "err", err)
+		}
+		return ok, nil
+	})
+	if err != nil {
+		return // ctx ended
+	}
+	s.enableProvisioning(ctx)
+}
+
+func (s *Scheduler) enableProvisioning(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	if err := s.watchKarpenter(); err != nil {
+		logger.Error(err, "Watching Karpenter")
+		return
+	}
+	s.dynFactor.Start(ctx.Done())
+	s.dynFactor.WaitForCacheSync(ctx.Done())
+	s.metrics.KindServed.WithLabelValues(provision.NodeClaimResource.GroupResource().String()).Set(1)
+	logger.Info("Karpenter's API is served now: gangs' missing nodes are asked for", "resource", provision.NodeClaimResource.String())
+	s.queue.MoveAllToActive()
 }
 
 // DefaultProvisionTimeout is how long a request's nodes have to become
@@ -247,7 +290,7 @@ type provisionOutcome struct {
 // the unit is not Lockstep's to provision (a lone pod: Karpenter's as
 // usual).
 func (s *Scheduler) provision(ctx context.Context, u *unit, prio int32) (provisionOutcome, bool) {
-	p := s.provisioner
+	p := s.provisioner.Load()
 	if p == nil || !u.multiMember() {
 		return provisionOutcome{}, false
 	}
@@ -380,11 +423,15 @@ func uidPrecondition(uid types.UID) *metav1.Preconditions {
 // their own while they run, so Karpenter may take the nodes once the gang
 // ends).
 func (s *Scheduler) finishProvisioning(ctx context.Context, u *unit) {
-	p := s.provisioner
+	s.finishRequest(ctx, u.key.String())
+}
+
+func (s *Scheduler) finishRequest(ctx context.Context, unit string) {
+	p := s.provisioner.Load()
 	if p == nil {
 		return
 	}
-	r, err := p.standing(u.key.String())
+	r, err := p.standing(unit)
 	if err != nil || r == nil {
 		return
 	}
@@ -399,11 +446,85 @@ func (s *Scheduler) finishProvisioning(ctx context.Context, u *unit) {
 			}
 		}
 	}
+	p.forget(unit)
+}
+
+// forget drops what the provisioner remembers of a unit.
+func (p *provisioner) forget(unit string) {
 	p.mu.Lock()
-	delete(p.failures, u.key.String())
-	delete(p.excluded, u.key.String())
-	delete(p.inflight, u.key.String())
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	delete(p.failures, unit)
+	delete(p.excluded, unit)
+	delete(p.inflight, unit)
+}
+
+// sweepInterval is how often requests whose unit no longer waits for them
+// are looked for.
+const sweepInterval = 30 * time.Second
+
+// sweepProvisioning ends, every sweepInterval, the requests no cycle will
+// end: a unit that bound while its request stood but whose request a crash
+// left open lets its nodes go (finishRequest); a unit that went away
+// (its job deleted) before its nodes came has them released, so that no
+// node held from disruption is left behind for a gang that is gone.
+func (s *Scheduler) sweepProvisioning(ctx context.Context) {
+	wait.UntilWithContext(ctx, s.sweepOnce, sweepInterval)
+}
+
+func (s *Scheduler) sweepOnce(ctx context.Context) {
+	p := s.provisioner.Load()
+	if p == nil {
+		return
+	}
+	objs, err := p.claims.List(labels.SelectorFromSet(labels.Set{provision.CreatedByLabel: provision.CreatedBy}))
+	if err != nil {
+		return
+	}
+	units := map[string]bool{}
+	for _, o := range objs {
+		u := o.(*unstructured.Unstructured)
+		if u.GetAnnotations()[provision.DoNotDisruptAnnotation] == "true" {
+			units[u.GetAnnotations()[provision.UnitAnnotation]] = true
+		}
+	}
+	for unit := range units {
+		k, ok := queue.ParseKey(unit)
+		if !ok {
+			continue
+		}
+		pending, bound := s.unitPods(k)
+		switch {
+		case pending > 0:
+			continue // its cycles follow the request
+		case bound > 0:
+			s.finishRequest(ctx, unit)
+		default:
+			if r, err := p.standing(unit); err == nil && r != nil {
+				klog.FromContext(ctx).Info("Releasing the nodes of a unit that is gone", "unit", unit, "request", r.id)
+				s.releaseRequest(ctx, r)
+			}
+			p.forget(unit)
+		}
+	}
+}
+
+// unitPods counts the unit's live pods, pending and bound, from the cache.
+func (s *Scheduler) unitPods(k queue.Key) (pending, bound int) {
+	pods, err := s.listers.pods.Pods(k.Namespace).List(labels.Everything())
+	if err != nil {
+		return 0, 0
+	}
+	for _, p := range pods {
+		if !podgroup.Ours(p) || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || s.unitKey(p) != k {
+			continue
+		}
+		if p.Spec.NodeName == "" {
+			pending++
+		} else {
+			bound++
+		}
+	}
+	return pending, bound
 }
 
 func (p *provisioner) nodePools() ([]*provision.NodePool, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,7 +131,7 @@ func (f *fixture) nodeClaims() []unstructured.Unstructured {
 func (f *fixture) waitForNodeClaims(n int) {
 	f.t.Helper()
 	f.waitFor(fmt.Sprintf("%d NodeClaims in the informer", n), func() bool {
-		objs, err := f.s.provisioner.claims.List(labels.Everything())
+		objs, err := f.s.provisioner.Load().claims.List(labels.Everything())
 		return err == nil && len(objs) == n
 	})
 }
@@ -288,4 +289,49 @@ func TestProvisionAsksOnlyWhatNodesFix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A request ends without a cycle to end it: the gang's job is deleted
+// before its nodes come (the sweep releases them: no node held from
+// disruption for a gang that is gone), or its nodes do not come in time
+// (the next cycle releases the set whole and asks the other zone).
+func TestProvisionRequestsEnd(t *testing.T) {
+	t.Run("unit gone", func(t *testing.T) {
+		f := karpenterFixture(t, 4, objects(gpuPods("ml", "train", "train", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 6)})...)
+		f.run(queue.GroupKey("ml", "train"))
+		f.waitForNodeClaims(1)
+		f.s.sweepOnce(f.ctx)
+		if n := len(f.nodeClaims()); n != 1 {
+			t.Fatalf("%d NodeClaims after a sweep while the gang waits, want its 1", n)
+		}
+		for i := 0; i < 6; i++ {
+			if err := f.client.CoreV1().Pods("ml").Delete(f.ctx, fmt.Sprintf("train-%d", i), metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.waitFor("the pods gone from the cache", func() bool {
+			pods, _ := f.s.listers.pods.Pods("ml").List(labels.Everything())
+			return len(pods) == 0
+		})
+		f.s.sweepOnce(f.ctx)
+		if ncs := f.nodeClaims(); len(ncs) != 0 {
+			t.Errorf("NodeClaims %v left for a gang that is gone", names(ncs))
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		f := karpenterFixture(t, 4, objects(gpuPods("ml", "train", "train", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 6)})...)
+		k := queue.GroupKey("ml", "train")
+		f.run(k)
+		f.waitForNodeClaims(1)
+		f.run(k) // the NodeClaim seen
+		f.clock.Step(DefaultProvisionTimeout + time.Second)
+		f.run(k)
+		ncs := f.nodeClaims()
+		if len(ncs) != 1 || requirement(ncs[0], corev1.LabelTopologyZone) != "[zone-b]" {
+			t.Fatalf("after the timeout: NodeClaims %v, want one in zone-b", names(ncs))
+		}
+		if got := podScheduled(f.pod("ml", "train-0")); !strings.Contains(got, "0 of 1 nodes ready after 10m0s (--karpenter-provision-timeout)") {
+			t.Errorf("PodScheduled %q, want the timeout said", got)
+		}
+	})
 }

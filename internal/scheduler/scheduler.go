@@ -129,8 +129,9 @@ type Scheduler struct {
 	// because nothing else waited in their ClusterQueue: a workload that
 	// starts waiting there has them answered at once.
 	paced pacedChecks
-	// provisioner asks Karpenter for gangs' missing nodes (nil: off).
-	provisioner *provisioner
+	// provisioner asks Karpenter for gangs' missing nodes (nil: off, or
+	// Karpenter's API not served yet: enableKarpenter sets it).
+	provisioner atomic.Pointer[provisioner]
 	metrics     *metrics.Scheduler
 	// handlers report whether the event handlers feeding the cache have
 	// seen every object the informers listed.
@@ -255,6 +256,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if !s.kueueServed {
 		go s.enableKueue(ctx, kueueDiscoveryInterval)
 	}
+	if s.opts.Karpenter && len(s.opts.KarpenterInstanceTypes) > 0 && s.provisioner.Load() == nil {
+		go s.enableKarpenter(ctx, karpenterDiscoveryInterval)
+	}
 	logger.Info("Caches synced", "identity", s.opts.Identity, "deviceTaintRules", s.taintRulesServed)
 	if !s.opts.LeaderElect {
 		return s.lead(ctx)
@@ -349,6 +353,9 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	}
 	for _, g := range groups {
 		s.queue.Add(queue.GroupKey(g.GetNamespace(), g.GetName()))
+	}
+	if s.opts.Karpenter {
+		go s.sweepProvisioning(ctx)
 	}
 	defer s.bindings.Wait()
 	for {

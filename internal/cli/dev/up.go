@@ -53,7 +53,9 @@ With --integrations it also runs other projects' controllers beside it, as the
 e2e tests do (bin/<name>-controller, built by make build at the versions
 hack/integrations pins, with their CRDs and webhooks): jobset, kueue, lws,
 trainer (Kubeflow Trainer, needs jobset), training (Kubeflow training operator:
-PyTorchJob), mpi (MPI operator) and ray (KubeRay). They are components like the
+PyTorchJob), mpi (MPI operator), ray (KubeRay) and karpenter (Karpenter with
+its kwok cloud provider: NodePool gpu launches gpu-4x and gpu-8x nodes in
+zone-a and zone-b, and Lockstep's scheduler asks it for gangs' missing nodes). They are components like the
 others: restarted if they exit, stopped by dev down. With kueue, Lockstep's
 scheduler answers Kueue's placement check and the AdmissionCheck
 lockstep-placement is created: name it in a ClusterQueue's admissionChecks.
@@ -78,7 +80,7 @@ The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager, simulator, schedulers, webhook and metrics use the next 8 ports")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the cluster to be ready")
 	f.StringSliceVar(&o.Schedulers, "schedulers", o.Schedulers, "schedulers to run: lockstep, kube-scheduler (v1.37, the reference), or none")
-	f.StringSliceVar(&o.Integrations, "integrations", o.Integrations, "other projects' controllers to run beside the cluster, any of: jobset,kueue,lws,trainer,training,mpi,ray")
+	f.StringSliceVar(&o.Integrations, "integrations", o.Integrations, "other projects' controllers to run beside the cluster, any of: jobset,kueue,lws,trainer,training,mpi,ray,karpenter")
 	return cmd
 }
 
