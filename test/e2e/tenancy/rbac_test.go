@@ -93,7 +93,15 @@ func rules(ns, out string) []string {
 		if len(f) == 0 || strings.HasPrefix(f[0], "[/") || strings.HasPrefix(f[0], "self") {
 			continue
 		}
-		lines = append(lines, ns+" "+strings.Join(f, " "))
+		line := strings.Join(f, " ")
+		// The verbs of rules merged from several roles come in no fixed
+		// order: sorted.
+		if i := strings.LastIndex(line, " ["); i >= 0 && strings.HasSuffix(line, "]") {
+			verbs := strings.Fields(strings.Trim(line[i+1:], "[]"))
+			sort.Strings(verbs)
+			line = line[:i] + " [" + strings.Join(verbs, " ") + "]"
+		}
+		lines = append(lines, ns+" "+line)
 	}
 	sort.Strings(lines)
 	return lines
