@@ -399,14 +399,54 @@ func (s *Scheduler) fitsWith(ctx context.Context, u *unit, prio int32) provision
 }
 
 // releaseRequest deletes the NodeClaims of a request that Lockstep made.
+//
+// A NodeClaim whose node already runs pods (another unit took it while
+// this one waited) is not deleted — that would drain them — but lets go
+// of do-not-disrupt: Karpenter consolidates it as any node.
 func (s *Scheduler) releaseRequest(ctx context.Context, r *request) {
+	logger := klog.FromContext(ctx)
+	busy := s.busyNodes()
 	for _, c := range r.claims {
 		if c.GetLabels()[provision.CreatedByLabel] != provision.CreatedBy {
 			continue
 		}
+		if node, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); node != "" && busy[node] {
+			logger.Info("Keeping a released NodeClaim whose node runs pods; lifting its do-not-disrupt", "nodeClaim", c.GetName(), "node", node)
+			s.liftDoNotDisrupt(ctx, c)
+			continue
+		}
 		err := s.dynamic.Resource(provision.NodeClaimResource).Delete(ctx, c.GetName(), metav1.DeleteOptions{Preconditions: uidPrecondition(c.GetUID())})
 		if err != nil && !apierrors.IsNotFound(err) {
-			klog.FromContext(ctx).Error(err, "Releasing a NodeClaim", "nodeClaim", c.GetName())
+			logger.Error(err, "Releasing a NodeClaim", "nodeClaim", c.GetName())
+		}
+	}
+}
+
+// busyNodes are the nodes pods are bound to (not ended), from the cache.
+func (s *Scheduler) busyNodes() map[string]bool {
+	pods, err := s.listers.pods.List(labels.Everything())
+	out := map[string]bool{}
+	if err != nil {
+		return out
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			out[p.Spec.NodeName] = true
+		}
+	}
+	return out
+}
+
+// liftDoNotDisrupt removes karpenter.sh/do-not-disrupt from a NodeClaim of
+// Lockstep's and from the node Karpenter copied it to.
+func (s *Scheduler) liftDoNotDisrupt(ctx context.Context, c *unstructured.Unstructured) {
+	patch := []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
+	if _, err := s.dynamic.Resource(provision.NodeClaimResource).Patch(ctx, c.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "nodeClaim", c.GetName())
+	}
+	if node, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); node != "" {
+		if _, err := s.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "node", node)
 		}
 	}
 }
@@ -435,16 +475,8 @@ func (s *Scheduler) finishRequest(ctx context.Context, unit string) {
 	if err != nil || r == nil {
 		return
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
 	for _, c := range r.claims {
-		if _, err := s.dynamic.Resource(provision.NodeClaimResource).Patch(ctx, c.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			klog.FromContext(ctx).Error(err, "Ending a provisioning request", "nodeClaim", c.GetName())
-		}
-		if node, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); node != "" {
-			if _, err := s.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				klog.FromContext(ctx).Error(err, "Ending a provisioning request", "node", node)
-			}
-		}
+		s.liftDoNotDisrupt(ctx, c)
 	}
 	p.forget(unit)
 }

@@ -318,6 +318,40 @@ func TestProvisionRequestsEnd(t *testing.T) {
 			t.Errorf("NodeClaims %v left for a gang that is gone", names(ncs))
 		}
 	})
+	t.Run("timed out, its node taken by another pod", func(t *testing.T) {
+		f := karpenterFixture(t, 4, objects(gpuPods("ml", "train", "train", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 6)},
+			running(gpuPods("other", "", "busy", 1, 1000), "gpu-0", 0))...)
+		k := queue.GroupKey("ml", "train")
+		f.run(k)
+		f.waitForNodeClaims(1)
+		nc := f.nodeClaims()[0]
+		// Its node came up as gpu-0, which another pod runs on.
+		_ = unstructured.SetNestedField(nc.Object, "gpu-0", "status", "nodeName")
+		if _, err := f.dyn.Resource(provision.NodeClaimResource).Update(f.ctx, &nc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.waitFor("the NodeClaim's node in the informer", func() bool {
+			o, err := f.s.provisioner.Load().claims.Get(nc.GetName())
+			if err != nil {
+				return false
+			}
+			n, _, _ := unstructured.NestedString(o.(*unstructured.Unstructured).Object, "status", "nodeName")
+			return n == "gpu-0"
+		})
+		f.run(k)
+		f.clock.Step(DefaultProvisionTimeout + time.Second)
+		f.run(k)
+		kept, err := f.dyn.Resource(provision.NodeClaimResource).Get(f.ctx, nc.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the released NodeClaim whose node runs a pod was deleted: %v", err)
+		}
+		if v, ok := kept.GetAnnotations()[provision.DoNotDisruptAnnotation]; ok {
+			t.Errorf("the released NodeClaim kept do-not-disrupt=%s", v)
+		}
+		if n := len(f.nodeClaims()); n != 2 {
+			t.Errorf("%d NodeClaims, want the kept one and zone-b's", n)
+		}
+	})
 	t.Run("timeout", func(t *testing.T) {
 		f := karpenterFixture(t, 4, objects(gpuPods("ml", "train", "train", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 6)})...)
 		k := queue.GroupKey("ml", "train")
