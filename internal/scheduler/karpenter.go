@@ -478,6 +478,20 @@ func (s *Scheduler) finishRequest(ctx context.Context, unit string) {
 	for _, c := range r.claims {
 		s.liftDoNotDisrupt(ctx, c)
 	}
+	// A NodeClaim's status may not name its node in the cache yet; the
+	// node carries the NodeClaim's annotations (Karpenter copies them at
+	// registration), the unit's among them.
+	nodes, err := s.factory.Core().V1().Nodes().Lister().List(labels.Everything())
+	if err == nil {
+		patch := []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
+		for _, n := range nodes {
+			if _, held := n.Annotations[provision.DoNotDisruptAnnotation]; held && n.Annotations[provision.UnitAnnotation] == unit {
+				if _, err := s.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "node", n.Name)
+				}
+			}
+		}
+	}
 	p.forget(unit)
 }
 

@@ -213,6 +213,8 @@ nodePools:
   labels: {topology.kubernetes.io/zone: zone-b}
   devices: [{driver: gpu.example.com, count: 4}]
 `)
+	// Karpenter copies the NodeClaim's annotations to its node.
+	in.Nodes[0].Annotations = map[string]string{provision.DoNotDisruptAnnotation: "true", provision.UnitAnnotation: k.String()}
 	if _, err := f.client.CoreV1().Nodes().Create(f.ctx, in.Nodes[0], metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +241,13 @@ nodePools:
 	}
 	if got := f.nodeClaims()[0].GetAnnotations()[provision.DoNotDisruptAnnotation]; got != "" {
 		t.Errorf("NodeClaim do-not-disrupt %q after the gang bound, want it gone (the pods hold their own)", got)
+	}
+	n, err := f.client.CoreV1().Nodes().Get(f.ctx, in.Nodes[0].Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := n.Annotations[provision.DoNotDisruptAnnotation]; ok {
+		t.Errorf("node do-not-disrupt %q after the gang bound, want it gone", got)
 	}
 }
 
