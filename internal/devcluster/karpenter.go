@@ -119,6 +119,22 @@ var KarpenterInstanceTypes = []KarpenterInstanceType{
 	{Name: "gpu-8x", CPU: "96", Memory: "1152Gi", GPUs: 8, OnDemand: 32},
 }
 
+// KarpenterGPUResource is the extended resource a GPU instance type's
+// nodes also offer, as the NVIDIA device plugin advertises their GPUs: the
+// path of pods that do not use DRA (kube-scheduler beside Karpenter, which
+// ignores DRA requests by default, in the benchmarks).
+const KarpenterGPUResource = "nvidia.com/gpu"
+
+// resources are a node's capacity: cpu, memory, 110 pods, and its GPUs as
+// KarpenterGPUResource.
+func (it KarpenterInstanceType) resources() map[string]string {
+	r := map[string]string{"cpu": it.CPU, "memory": it.Memory, "pods": "110"}
+	if it.GPUs > 0 {
+		r[KarpenterGPUResource] = strconv.Itoa(it.GPUs)
+	}
+	return r
+}
+
 // KarpenterZones are the zones every instance type is offered in.
 var KarpenterZones = []string{"zone-a", "zone-b"}
 
@@ -145,7 +161,7 @@ func karpenterInstanceTypesJSON() string {
 	var out []instanceType
 	for _, it := range KarpenterInstanceTypes {
 		t := instanceType{Name: it.Name, Architecture: "amd64", OperatingSystems: []string{"linux"},
-			Resources: map[string]string{"cpu": it.CPU, "memory": it.Memory, "pods": "110"}}
+			Resources: it.resources()}
 		for _, zone := range KarpenterZones {
 			for _, ct := range []struct {
 				name  string
@@ -209,7 +225,7 @@ func lockstepInstanceTypesYAML() string {
 		}
 		types = append(types, map[string]any{
 			"name": it.Name, "zones": KarpenterZones, "capacityTypes": []string{"on-demand", "spot"},
-			"allocatable": map[string]string{"cpu": it.CPU, "memory": it.Memory, "pods": "110"},
+			"allocatable": it.resources(),
 			"devices": []any{map[string]any{"driver": KarpenterGPUDriver, "count": it.GPUs, "nameTemplate": "gpu-{{.Index}}",
 				"attributes": map[string]any{"model": map[string]any{"string": "sim-gpu"}, "index": map[string]any{"int": "{{.Index}}"}},
 				"capacity":   map[string]any{"memory": "80Gi"}}},

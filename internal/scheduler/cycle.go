@@ -149,7 +149,14 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 			if out, ok := s.provision(ctx, u, prio); ok {
 				s.reportProvisioning(ctx, u, d, out)
 				s.observe(u, start, metrics.ResultUnschedulable)
-				s.queue.WaitFor(k, provisionPoll)
+				if out.reason == PodReasonWaitingForNodes {
+					s.queue.WaitFor(k, provisionPoll)
+				} else {
+					// Planning is dear (a decision per count tried): a
+					// unit no offering helps waits for the cluster or a
+					// NodePool to change.
+					s.queue.Unschedulable(k)
+				}
 				return
 			}
 		}

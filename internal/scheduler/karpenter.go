@@ -129,7 +129,16 @@ func (s *Scheduler) watchKarpenter() error {
 	if err != nil {
 		return err
 	}
-	s.handlers = append(s.handlers, reg.HasSynced, pools.Informer().HasSynced)
+	// A NodePool added or changed (its limits raised, an instance type
+	// allowed) may help a unit no offering helped.
+	poolReg, err := pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.queue.MoveAllToActive() },
+		UpdateFunc: func(o, n any) { s.onNodePoolUpdate(o, n) },
+	})
+	if err != nil {
+		return err
+	}
+	s.handlers = append(s.handlers, reg.HasSynced, poolReg.HasSynced)
 	p := &provisioner{now: s.clock.Now, types: s.opts.KarpenterInstanceTypes, timeout: s.opts.ProvisionTimeout, pools: pools.Lister(), claims: claims.Lister(),
 		excluded: map[string]map[string]time.Time{}, failures: map[string][]string{}, inflight: map[string]*request{}}
 	if p.timeout <= 0 {
@@ -143,18 +152,9 @@ func (s *Scheduler) watchKarpenter() error {
 // (Karpenter installed after Lockstep): no restart. Units left
 // unschedulable meanwhile are looked at again.
 func (s *Scheduler) enableKarpenter(ctx context.Context, interval time.Duration) {
-	logger := klog.FromContext(ctx)
-	err := wait.PollUntilContextCancel(ctx, interval, false, func(context.Context) (bool, error) {
-		ok, err := karpenterServed(s.client.Discovery())
-		if err != nil {
-			logger.V(2).Info("Discovery failed; asking again", "err", err)
-		}
-		return ok, nil
-	})
-	if err != nil {
-		return // ctx ended
+	if s.waitServed(ctx, interval, karpenterServed) {
+		s.enableProvisioning(ctx)
 	}
-	s.enableProvisioning(ctx)
 }
 
 func (s *Scheduler) enableProvisioning(ctx context.Context) {
@@ -167,6 +167,17 @@ func (s *Scheduler) enableProvisioning(ctx context.Context) {
 	s.dynFactor.WaitForCacheSync(ctx.Done())
 	s.metrics.KindServed.WithLabelValues(provision.NodeClaimResource.GroupResource().String()).Set(1)
 	logger.Info("Karpenter's API is served now: gangs' missing nodes are asked for", "resource", provision.NodeClaimResource.String())
+	s.queue.MoveAllToActive()
+}
+
+// onNodePoolUpdate wakes the units when a NodePool's spec changes (not
+// its status: Karpenter rewrites status.resources with every node).
+func (s *Scheduler) onNodePoolUpdate(o, n any) {
+	ou, ok1 := unstructuredOf(o)
+	nu, ok2 := unstructuredOf(n)
+	if ok1 && ok2 && ou.GetGeneration() == nu.GetGeneration() {
+		return
+	}
 	s.queue.MoveAllToActive()
 }
 

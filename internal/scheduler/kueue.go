@@ -79,20 +79,27 @@ func kueueServed(d discovery.DiscoveryInterface) (bool, error) {
 	return true, nil
 }
 
+// waitServed asks discovery every interval whether served; false when ctx
+// ends first.
+func (s *Scheduler) waitServed(ctx context.Context, interval time.Duration, served func(discovery.DiscoveryInterface) (bool, error)) bool {
+	logger := klog.FromContext(ctx)
+	err := wait.PollUntilContextCancel(ctx, interval, false, func(context.Context) (bool, error) {
+		ok, err := served(s.client.Discovery())
+		if err != nil {
+			logger.V(2).Info("Discovery failed; asking again", "err", err)
+		}
+		return ok, nil
+	})
+	return err == nil
+}
+
 // enableKueue starts watching Kueue once its API is served (Kueue
 // installed after Lockstep): the LocalQueues that name the ClusterQueue a
 // held unit waits for, and the placement check when it is on. No restart
 // needed.
 func (s *Scheduler) enableKueue(ctx context.Context, interval time.Duration) {
 	logger := klog.FromContext(ctx)
-	err := wait.PollUntilContextCancel(ctx, interval, false, func(context.Context) (bool, error) {
-		ok, err := kueueServed(s.client.Discovery())
-		if err != nil {
-			logger.V(2).Info("Discovery failed; asking again", "err", err)
-		}
-		return ok, nil
-	})
-	if err != nil {
+	if !s.waitServed(ctx, interval, kueueServed) {
 		return // ctx ended
 	}
 	s.kueueServed = true

@@ -28,7 +28,7 @@ const eightGPUs = "eight-gpus"
 
 // gang creates PodGroup name (minCount n, required in one zone) and its n
 // ranks of 8 GPUs each, gated by gates when given.
-func (h helper) gang(ctx context.Context, t *testing.T, ns, name string, n int, gates ...string) {
+func (h helper) gang(ctx context.Context, t testing.TB, ns, name string, n int, gates ...string) {
 	t.Helper()
 	if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, eightGPUs, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		if _, err := h.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, builders.ClaimTemplate(ns, eightGPUs, devcluster.KarpenterGPUDriver, 8), metav1.CreateOptions{}); err != nil {
@@ -49,7 +49,7 @@ func (h helper) gang(ctx context.Context, t *testing.T, ns, name string, n int, 
 
 // boundNodes waits until the gang's n pods are bound and returns their
 // nodes, sorted.
-func (h helper) boundNodes(ctx context.Context, t *testing.T, ns, group string, n int) []string {
+func (h helper) boundNodes(ctx context.Context, t testing.TB, ns, group string, n int) []string {
 	t.Helper()
 	var nodes []string
 	harness.Eventually(t, ctx, fmt.Sprintf("the %d ranks of %s bound", n, group), func(ctx context.Context) (bool, string, error) {
@@ -76,7 +76,7 @@ func (h helper) boundNodes(ctx context.Context, t *testing.T, ns, group string, 
 }
 
 // claimsOf lists the NodeClaims; lockstepOnly keeps Lockstep's.
-func (h helper) claims(ctx context.Context, t *testing.T) (ours, theirs []unstructured.Unstructured) {
+func (h helper) claims(ctx context.Context, t testing.TB) (ours, theirs []unstructured.Unstructured) {
 	t.Helper()
 	l, err := h.Dynamic.Resource(nodeClaims).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -92,7 +92,7 @@ func (h helper) claims(ctx context.Context, t *testing.T) (ours, theirs []unstru
 	return ours, theirs
 }
 
-func (h helper) zoneOf(ctx context.Context, t *testing.T, node string) string {
+func (h helper) zoneOf(ctx context.Context, t testing.TB, node string) string {
 	t.Helper()
 	n, err := h.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
@@ -103,7 +103,7 @@ func (h helper) zoneOf(ctx context.Context, t *testing.T, node string) string {
 
 // setCapacity writes the karpenter-capacity ConfigMap (launches left per
 // "<type>.<zone>"), removed when the test ends.
-func (h helper) setCapacity(ctx context.Context, t *testing.T, data map[string]string) {
+func (h helper) setCapacity(ctx context.Context, t testing.TB, data map[string]string) {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: devcluster.KarpenterCapacityConfigMap, Namespace: devcluster.KarpenterController.Namespace}, Data: data}
 	_ = h.Client.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{})
@@ -117,7 +117,7 @@ func (h helper) setCapacity(ctx context.Context, t *testing.T, data map[string]s
 
 // waitNoNodeClaims waits until every NodeClaim (and so every launched
 // node) is gone: each test starts on the 2 CPU nodes alone.
-func (h helper) waitNoNodeClaims(ctx context.Context, t *testing.T) {
+func (h helper) waitNoNodeClaims(ctx context.Context, t testing.TB) {
 	t.Helper()
 	harness.Eventually(t, ctx, "no NodeClaim left", func(ctx context.Context) (bool, string, error) {
 		ours, theirs := h.claims(ctx, t)
@@ -128,7 +128,7 @@ func (h helper) waitNoNodeClaims(ctx context.Context, t *testing.T) {
 // provisioning waits until Lockstep's scheduler watches Karpenter's
 // NodeClaims: Karpenter is installed after it starts, and discovery is
 // asked every 10 s.
-func (h helper) provisioning(ctx context.Context, t *testing.T) {
+func (h helper) provisioning(ctx context.Context, t testing.TB) {
 	t.Helper()
 	harness.Eventually(t, ctx, "the scheduler watching NodeClaims", func(ctx context.Context) (bool, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.Cluster.SchedulerMetricsURL(), nil)
@@ -170,11 +170,24 @@ func TestGangGetsItsNodesWholeAndKeepsThemWhileItRuns(t *testing.T) {
 	if len(ours) != 2 || len(theirs) != 0 {
 		t.Errorf("NodeClaims: %d of Lockstep's, %d of Karpenter's own provisioning; want 2 and 0", len(ours), len(theirs))
 	}
-	for _, nc := range ours {
-		if v, ok := nc.GetAnnotations()[provision.DoNotDisruptAnnotation]; ok {
-			t.Errorf("NodeClaim %s still carries do-not-disrupt=%s after the gang bound", nc.GetName(), v)
+	harness.Eventually(t, ctx, "the gang's NodeClaims and nodes let go of do-not-disrupt once it bound", func(ctx context.Context) (bool, string, error) {
+		ours, _ := h.claims(ctx, t)
+		for _, nc := range ours {
+			if v, ok := nc.GetAnnotations()[provision.DoNotDisruptAnnotation]; ok {
+				return false, fmt.Sprintf("NodeClaim %s do-not-disrupt=%s", nc.GetName(), v), nil
+			}
 		}
-	}
+		for _, n := range nodes {
+			node, err := h.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			if v, ok := node.Annotations[provision.DoNotDisruptAnnotation]; ok {
+				return false, fmt.Sprintf("node %s do-not-disrupt=%s", n, v), nil
+			}
+		}
+		return true, "", nil
+	})
 	pods, _, err := h.GroupPods(ctx, ns, "train")
 	if err != nil {
 		t.Fatal(err)
