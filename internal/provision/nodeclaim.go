@@ -2,10 +2,12 @@ package provision
 
 import (
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/hex"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +39,16 @@ const (
 func UnitHash(unit string) string {
 	sum := sha256.Sum256([]byte(unit))
 	return hex.EncodeToString(sum[:])[:20]
+}
+
+// NodeClaimName is the name of a request's i-th NodeClaim: as short as
+// Karpenter's own (<nodepool>-<random>), since node names derive from it
+// and labels of the node name must stay within 63 characters, and
+// deterministic, so that creating it twice is AlreadyExists, not a second
+// node.
+func NodeClaimName(pool, requestID string, i int) string {
+	sum := sha256.Sum256([]byte(requestID + "/" + strconv.Itoa(i)))
+	return pool + "-" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:6])
 }
 
 // RequestID names the attempt-th request of a unit.
@@ -109,7 +121,7 @@ func NodeClaims(r Request, unit, requestID string) ([]*unstructured.Unstructured
 			"kind":       "NodeClaim",
 			"spec":       specObj,
 		}}
-		u.SetName(fmt.Sprintf("%s-%s-%d", np.Name, requestID, i))
+		u.SetName(NodeClaimName(np.Name, requestID, i))
 		u.SetLabels(labels)
 		u.SetAnnotations(annotations)
 		if np.UID != "" {

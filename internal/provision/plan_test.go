@@ -169,7 +169,7 @@ metadata:
     scheduling.lockstep.dev/provision-request: abc-1
     scheduling.lockstep.dev/provisioned-for: ` + UnitHash("ml/train") + `
     team: ml
-  name: gpu-abc-1-1
+  name: ` + NodeClaimName("gpu", "abc-1", 1) + `
   ownerReferences:
   - apiVersion: karpenter.sh/v1
     blockOwnerDeletion: true
