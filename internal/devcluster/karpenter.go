@@ -69,7 +69,8 @@ const (
 	KarpenterNodeClass = "default"
 	// KarpenterGPUNodePool is the NodePool of GPU nodes: gpu-8x or gpu-4x,
 	// on-demand, in zone-a or zone-b, no taint, consolidated when empty or
-	// underutilized after 10 s, at most 2000 cpu.
+	// underutilized after 10 s (all such nodes at once: budget 100%), at
+	// most 2000 cpu.
 	KarpenterGPUNodePool = "gpu"
 	// KarpenterCapacityConfigMap limits launches per instance type and zone.
 	KarpenterCapacityConfigMap = "karpenter-capacity"
@@ -92,6 +93,7 @@ spec:
   disruption:
     consolidationPolicy: WhenEmptyOrUnderutilized
     consolidateAfter: 10s
+    budgets: [{nodes: "100%"}]
   limits:
     cpu: "2000"
 `

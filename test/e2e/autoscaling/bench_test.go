@@ -79,7 +79,12 @@ func BenchmarkGangProvisioning(b *testing.B) {
 				results[mode] = append(results[mode], run)
 				b.Logf("%s run %d: whole %v, %d of %d bound, %d nodes up, idle %.0f node·s, %d left behind, last Ready → bound %v",
 					mode, r+1, run.whole, run.bound, benchRanks, run.launched, run.idleNodeSeconds, run.leftBehind, run.lastReadyToBound.Round(10*time.Millisecond))
+				// Clean up at once (not measured): the run's pods, then its
+				// nodes (consolidation would take them one budget at a time).
 				if err := h.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				if err := h.Dynamic.Resource(nodeClaims).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
