@@ -52,6 +52,9 @@ const (
 	// unseenGrace is how long the NodeClaims of a request this process
 	// made may stay unseen by its informer before they count as deleted.
 	unseenGrace = time.Minute
+	// unavailableTTL is how long an offering Karpenter could not launch is
+	// not asked for by any unit (Karpenter's own cache keeps one 3 minutes).
+	unavailableTTL = 3 * time.Minute
 	// failedOfferingTTL is how long an offering whose launch failed is not
 	// tried again for the same unit (Karpenter keeps its own unavailable
 	// offerings for 3 minutes).
@@ -75,6 +78,11 @@ type provisioner struct {
 	// unit's messages.
 	excluded map[string]map[string]time.Time
 	failures map[string][]string
+	// unavailable are offerings Karpenter could not launch (it deleted
+	// their NodeClaims), until when no unit asks for them: as Karpenter's
+	// own unavailable-offerings cache, a zone that ran out of an instance
+	// type is not where the next gang goes.
+	unavailable map[string]time.Time
 	// inflight are the requests this process made that have not ended, by
 	// unit: a request whose NodeClaims Karpenter deleted every one of is
 	// known as failed only from here.
@@ -140,7 +148,7 @@ func (s *Scheduler) watchKarpenter() error {
 	}
 	s.handlers = append(s.handlers, reg.HasSynced, poolReg.HasSynced)
 	p := &provisioner{now: s.clock.Now, types: s.opts.KarpenterInstanceTypes, timeout: s.opts.ProvisionTimeout, pools: pools.Lister(), claims: claims.Lister(),
-		excluded: map[string]map[string]time.Time{}, failures: map[string][]string{}, inflight: map[string]*request{}}
+		excluded: map[string]map[string]time.Time{}, failures: map[string][]string{}, inflight: map[string]*request{}, unavailable: map[string]time.Time{}}
 	if p.timeout <= 0 {
 		p.timeout = DefaultProvisionTimeout
 	}
@@ -313,17 +321,19 @@ func (s *Scheduler) provision(ctx context.Context, u *unit, prio int32) (provisi
 		return provisionOutcome{PodReasonWaitingForNodes, "reading its NodeClaims: " + err.Error()}, true
 	}
 	if r != nil {
-		ready, failed := 0, ""
+		ready, failed, noCapacity := 0, "", false
 		for _, c := range r.claims {
 			ok, why := claimState(c)
 			if ok {
 				ready++
 			}
 			if why != "" && failed == "" {
-				failed = why
+				// Karpenter deletes a NodeClaim it cannot launch.
+				failed, noCapacity = why, c.GetDeletionTimestamp() != nil
 			}
 		}
 		if failed == "" && len(r.claims) < r.want && !r.unseen {
+			noCapacity = true
 			failed = fmt.Sprintf("Karpenter deleted %d of its %d NodeClaims before they launched (insufficient capacity, or its node class not ready: see the NodeClaims' events)", r.want-len(r.claims), r.want)
 		}
 		if failed == "" && now.Sub(r.created) > p.timeout {
@@ -337,7 +347,7 @@ func (s *Scheduler) provision(ctx context.Context, u *unit, prio int32) (provisi
 		s.releaseRequest(ctx, r)
 		msg := fmt.Sprintf("the request for %s failed: %s; its nodes were released", offering, failed)
 		logger.Info("Provisioning failed; nodes released", "unit", unit, "request", r.id, "reason", failed)
-		p.fail(unit, r.offering, msg, now)
+		p.fail(unit, r.offering, msg, now, noCapacity)
 		s.recorder.Eventf(u.eventObject(), nil, corev1.EventTypeWarning, "ProvisioningFailed", "Provisioning", "%s", msg)
 	}
 	excluded := p.excludedFor(unit, now)
@@ -609,10 +619,20 @@ func (p *provisioner) excludedFor(unit string, now time.Time) map[string]bool {
 			out[k] = true
 		}
 	}
+	for k, until := range p.unavailable {
+		if now.Before(until) {
+			out[k] = true
+		} else {
+			delete(p.unavailable, k)
+		}
+	}
 	return out
 }
 
-func (p *provisioner) fail(unit, offering, msg string, now time.Time) {
+// fail records a unit's failed request: its offering is not tried again
+// for the unit for failedOfferingTTL, nor, when Karpenter could not launch
+// it (noCapacity), for any unit for unavailableTTL.
+func (p *provisioner) fail(unit, offering, msg string, now time.Time, noCapacity bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.inflight, unit)
@@ -620,6 +640,9 @@ func (p *provisioner) fail(unit, offering, msg string, now time.Time) {
 		p.excluded[unit] = map[string]time.Time{}
 	}
 	p.excluded[unit][offering] = now.Add(failedOfferingTTL)
+	if noCapacity {
+		p.unavailable[offering] = now.Add(unavailableTTL)
+	}
 	p.failures[unit] = append(p.failures[unit], msg)
 }
 

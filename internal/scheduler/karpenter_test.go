@@ -378,3 +378,29 @@ func TestProvisionRequestsEnd(t *testing.T) {
 		}
 	})
 }
+
+// An offering Karpenter could not launch for one gang is not where the
+// next gang is sent (for a while, as Karpenter's own cache of unavailable
+// offerings): it asks the other zone at once.
+func TestProvisionAvoidsOfferingsKarpenterCouldNotLaunch(t *testing.T) {
+	f := karpenterFixture(t, 8, objects(gpuPods("ml", "a", "a", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "a", 6)},
+		gpuPods("ml", "b", "b", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "b", 6)})...)
+	a := queue.GroupKey("ml", "a")
+	f.run(a)
+	f.waitForNodeClaims(1)
+	f.run(a)
+	nc := f.nodeClaims()[0]
+	if err := f.dyn.Resource(provision.NodeClaimResource).Delete(f.ctx, nc.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitForNodeClaims(0)
+	f.run(a) // a's zone-a request failed: a asks zone-b
+	f.waitForNodeClaims(1)
+	f.run(queue.GroupKey("ml", "b"))
+	f.waitForNodeClaims(2)
+	for _, nc := range f.nodeClaims() {
+		if got := requirement(nc, corev1.LabelTopologyZone); got != "[zone-b]" {
+			t.Errorf("NodeClaim %s (for %s) in %s, want zone-b: zone-a could not launch gpu-4x a moment ago", nc.GetName(), nc.GetAnnotations()[provision.UnitAnnotation], got)
+		}
+	}
+}
