@@ -2,7 +2,6 @@ package provision
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,14 +127,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// SortedKeys are m's keys, sorted (for messages).
-func SortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
