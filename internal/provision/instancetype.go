@@ -105,6 +105,15 @@ func (o Offering) Key() string {
 	return strings.Join([]string{o.NodePool.Name, o.InstanceType.Name, o.Zone, o.CapacityType}, "/")
 }
 
+// DescribeKey is String of the offering a Key names.
+func DescribeKey(key string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 {
+		return key
+	}
+	return describe(Offering{NodePool: &NodePool{Name: parts[0]}, InstanceType: &InstanceType{Name: parts[1]}, Zone: parts[2], CapacityType: parts[3]}) + " from NodePool " + parts[0]
+}
+
 // labels are the labels a node of the offering carries.
 func (o Offering) labels() map[string]string {
 	l := map[string]string{

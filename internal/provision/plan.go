@@ -20,7 +20,7 @@ type Request struct {
 
 // String is "2 nodes of gpu-8x in zone-a (on-demand) from NodePool gpu".
 func (r Request) String() string {
-	return fmt.Sprintf("%d %s of %s", r.Count, plural(r.Count, "node", "nodes"), r.Offering)
+	return Nodes(r.Count) + " of " + r.Offering.String()
 }
 
 // Result is what Plan found.
@@ -63,7 +63,7 @@ func Plan(offerings []Offering, maxNodes int, fits Fits) Result {
 			continue
 		}
 		if over := o.NodePool.exceeds(o.InstanceType.Allocatable, n); over != "" {
-			res.Why = append(res.Why, fmt.Sprintf("%s: would fit on %d new %s, beyond NodePool %s's limits (%s)", describe(o), n, plural(n, "node", "nodes"), o.NodePool.Name, over))
+			res.Why = append(res.Why, fmt.Sprintf("%s: would fit on %s, beyond NodePool %s's limits (%s)", describe(o), strings.Replace(Nodes(n), " ", " new ", 1), o.NodePool.Name, over))
 			continue
 		}
 		best = &Request{Offering: o, Count: n}
@@ -122,9 +122,10 @@ func plannedPrefix(o Offering) string {
 	return strings.ToLower(r.Replace(fmt.Sprintf("%s-%s-%s-%s", PlannedPrefix, o.NodePool.Name, o.InstanceType.Name, o.Zone)))
 }
 
-func plural(n int, one, many string) string {
+// Nodes is "1 node" or "n nodes".
+func Nodes(n int) string {
 	if n == 1 {
-		return one
+		return "1 node"
 	}
-	return many
+	return fmt.Sprintf("%d nodes", n)
 }

@@ -339,9 +339,9 @@ func (s *Scheduler) provision(ctx context.Context, u *unit, prio int32) (provisi
 		if failed == "" && now.Sub(r.created) > p.timeout {
 			failed = fmt.Sprintf("%d of %d nodes ready after %s (--karpenter-provision-timeout)", ready, r.want, p.timeout)
 		}
-		offering := describeOffering(r.offering)
+		offering := provision.DescribeKey(r.offering)
 		if failed == "" {
-			return provisionOutcome{PodReasonWaitingForNodes, fmt.Sprintf("waiting for the %d %s Lockstep asked Karpenter for (%s): %d ready", r.want, plural(r.want, "node", "nodes"), offering, ready)}, true
+			return provisionOutcome{PodReasonWaitingForNodes, fmt.Sprintf("waiting for the %s Lockstep asked Karpenter for (%s): %d ready", provision.Nodes(r.want), offering, ready)}, true
 		}
 		// All or nothing: every node of the set goes, none is orphaned.
 		s.releaseRequest(ctx, r)
@@ -458,10 +458,13 @@ func (s *Scheduler) busyNodes() map[string]bool {
 	return out
 }
 
+// liftPatch removes karpenter.sh/do-not-disrupt (a merge patch).
+var liftPatch = []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
+
 // liftDoNotDisrupt removes karpenter.sh/do-not-disrupt from a NodeClaim of
 // Lockstep's and from the node Karpenter copied it to.
 func (s *Scheduler) liftDoNotDisrupt(ctx context.Context, c *unstructured.Unstructured) {
-	patch := []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
+	patch := liftPatch
 	if _, err := s.dynamic.Resource(provision.NodeClaimResource).Patch(ctx, c.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "nodeClaim", c.GetName())
 	}
@@ -504,10 +507,9 @@ func (s *Scheduler) finishRequest(ctx context.Context, unit string) {
 	// registration), the unit's among them.
 	nodes, err := s.factory.Core().V1().Nodes().Lister().List(labels.Everything())
 	if err == nil {
-		patch := []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
 		for _, n := range nodes {
 			if _, held := n.Annotations[provision.DoNotDisruptAnnotation]; held && n.Annotations[provision.UnitAnnotation] == unit {
-				if _, err := s.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				if _, err := s.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, liftPatch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "node", n.Name)
 				}
 			}
@@ -689,23 +691,6 @@ func offeringKey(claims []*unstructured.Unstructured) string {
 		}
 	}
 	return strings.Join([]string{c.GetLabels()[provision.NodePoolLabel], req[corev1.LabelInstanceTypeStable], req[corev1.LabelTopologyZone], req[provision.CapacityTypeLabel]}, "/")
-}
-
-// describeOffering is "gpu-8x in zone-a (on-demand) from NodePool gpu" of
-// an offering's key.
-func describeOffering(key string) string {
-	parts := strings.Split(key, "/")
-	if len(parts) != 4 {
-		return key
-	}
-	return fmt.Sprintf("%s in %s (%s) from NodePool %s", parts[1], parts[2], parts[3], parts[0])
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // multiMember reports whether the unit has more than one member: a gang

@@ -137,10 +137,7 @@ func localQueueTarget(obj any) string {
 
 // onLocalQueue queues the units of the gated pods that name the LocalQueue.
 func (s *Scheduler) onLocalQueue(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := unstructuredOf(obj)
 	if !ok {
 		return
 	}
