@@ -23,8 +23,11 @@ var (
 
 // Karpenter's labels and annotations.
 const (
-	NodePoolLabel            = "karpenter.sh/nodepool"
-	CapacityTypeLabel        = "karpenter.sh/capacity-type"
+	NodePoolLabel     = "karpenter.sh/nodepool"
+	CapacityTypeLabel = "karpenter.sh/capacity-type"
+	// DoNotDisruptAnnotation on a pod blocks the voluntary disruption
+	// (consolidation, drift) of its node while it runs; on a NodeClaim or
+	// node, of that node.
 	DoNotDisruptAnnotation   = "karpenter.sh/do-not-disrupt"
 	NodePoolHashAnnotation   = "karpenter.sh/nodepool-hash"
 	NodePoolHashVersionAnnot = "karpenter.sh/nodepool-hash-version"

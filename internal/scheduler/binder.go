@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/provision"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -370,10 +371,6 @@ func (b *binder) bindPods(ctx context.Context, asgs []placement.Assignment, prot
 	return failed
 }
 
-// DoNotDisruptAnnotation is Karpenter's: a pod carrying it blocks the
-// voluntary disruption (consolidation, drift) of its node while it runs.
-const DoNotDisruptAnnotation = "karpenter.sh/do-not-disrupt"
-
 // bindingAnnotations are the annotations a pod's binding adds: Karpenter's
 // do-not-disrupt for a protected pod, unless the pod names it itself (its
 // own value, e.g. a duration, is the user's and is kept).
@@ -381,10 +378,10 @@ func bindingAnnotations(pod *corev1.Pod, protect map[types.UID]bool) map[string]
 	if !protect[pod.UID] {
 		return nil
 	}
-	if _, own := pod.Annotations[DoNotDisruptAnnotation]; own {
+	if _, own := pod.Annotations[provision.DoNotDisruptAnnotation]; own {
 		return nil
 	}
-	return map[string]string{DoNotDisruptAnnotation: "true"}
+	return map[string]string{provision.DoNotDisruptAnnotation: "true"}
 }
 
 func (b *binder) maybeCrash(logger klog.Logger, n int64) {

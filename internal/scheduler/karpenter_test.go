@@ -65,7 +65,7 @@ func TestBindingProtectsRunningGangsFromKarpenter(t *testing.T) {
 			if tc.own != "" {
 				for _, o := range tc.objs {
 					if p, ok := o.(*corev1.Pod); ok && p.Name == "train-0" {
-						p.Annotations = map[string]string{DoNotDisruptAnnotation: tc.own}
+						p.Annotations = map[string]string{provision.DoNotDisruptAnnotation: tc.own}
 					}
 				}
 			}
@@ -76,8 +76,8 @@ func TestBindingProtectsRunningGangsFromKarpenter(t *testing.T) {
 				if p.Spec.NodeName == "" {
 					t.Fatalf("%s not bound", name)
 				}
-				if got := p.Annotations[DoNotDisruptAnnotation]; got != want {
-					t.Errorf("%s: %s=%q, want %q", name, DoNotDisruptAnnotation, got, want)
+				if got := p.Annotations[provision.DoNotDisruptAnnotation]; got != want {
+					t.Errorf("%s: %s=%q, want %q", name, provision.DoNotDisruptAnnotation, got, want)
 				}
 			}
 		})
