@@ -44,6 +44,11 @@ const (
 	// gang restarts whole at each Spot interruption, so gangs stay off Spot
 	// unless they ask for it.
 	CapacityTypesAnnotation = "scheduling.lockstep.dev/capacity-types"
+	// ReservedForTaint (NoSchedule) is on the nodes Lockstep asked an
+	// autoscaler for on a forming gang's behalf, its value the gang's
+	// unit hash: no other pod takes them before the gang binds; the
+	// scheduler removes it once the gang is bound or gone.
+	ReservedForTaint = "scheduling.lockstep.dev/reserved-for"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.

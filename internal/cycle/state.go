@@ -12,6 +12,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/kubefilter"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -31,10 +32,12 @@ type State struct {
 // Snapshot is what a cycle deciding the unit named self, of priority
 // prio, sees: the cache brought up to date (with the decisions being
 // written assumed; what the previous cycle did to the snapshot undone),
-// the pod filters over it, and every other unit's nomination of priority
+// the pod filters over it, the nodes reserved for it (v1beta1.ReservedForTaint)
+// open to it, and every other unit's nomination of priority
 // ≥ prio held.
 func (st *State) Snapshot(ctx context.Context, self string, prio int32) *snapshot.Snapshot {
 	snap := st.Cache.Update()
+	snap.ReservedFor = podgroup.UnitHash(self)
 	if st.Filters != nil {
 		snap.Constraints = st.Filters.NewLazyView(snap.NodeObjects, st.Cache.Pods, st.Cache.AntiAffinityPods())
 	}

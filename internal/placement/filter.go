@@ -11,6 +11,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -18,9 +19,11 @@ import (
 
 // staticFilter checks what does not change within a cycle: schedulability,
 // node name, node selector and required affinity, taints, the node features
-// the pod requires (features, from requiredFeatures). It returns "" when the
-// node passes, else the reason.
-func staticFilter(logger klog.Logger, pod *corev1.Pod, aff nodeaffinity.RequiredNodeAffinity, features ndf.FeatureSet, node *corev1.Node) (string, error) {
+// the pod requires (features, from requiredFeatures). A node reserved for
+// the unit decided (reservedFor, its v1beta1.ReservedForTaint value) is open
+// to it as if the taint were tolerated. It returns "" when the node passes,
+// else the reason.
+func staticFilter(logger klog.Logger, pod *corev1.Pod, aff nodeaffinity.RequiredNodeAffinity, features ndf.FeatureSet, reservedFor string, node *corev1.Node) (string, error) {
 	if node.Spec.Unschedulable && !toleratesUnschedulable(logger, pod) {
 		return ReasonUnschedulable, nil
 	}
@@ -35,6 +38,9 @@ func staticFilter(logger klog.Logger, pod *corev1.Pod, aff nodeaffinity.Required
 		return ReasonAffinity, nil
 	}
 	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+		if t.Key == v1beta1.ReservedForTaint && reservedFor != "" && t.Value == reservedFor {
+			return false
+		}
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}, true)
 	if untolerated {

@@ -358,7 +358,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 					continue
 				}
 			}
-			reason, err := staticFilter(logger, m.Pod, aff, features, ni.Node)
+			reason, err := staticFilter(logger, m.Pod, aff, features, snap.ReservedFor, ni.Node)
 			if err != nil {
 				return nil, err
 			}
@@ -554,7 +554,7 @@ func NodeVerdicts(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Alloc
 	}
 	out := make(map[string]string, len(snap.Nodes))
 	for _, ni := range snap.Nodes {
-		reason, err := staticFilter(logger, m.Pod, aff, features, ni.Node)
+		reason, err := staticFilter(logger, m.Pod, aff, features, snap.ReservedFor, ni.Node)
 		if err != nil {
 			return nil, err
 		}

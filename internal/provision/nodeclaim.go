@@ -3,8 +3,8 @@ package provision
 import (
 	"crypto/sha256"
 	"encoding/base32"
-	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/api/v1beta1"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Lockstep's marks on the NodeClaims it creates.
@@ -34,12 +37,8 @@ const (
 	CreatedBy      = "lockstep"
 )
 
-// UnitHash is the label value of a unit key (label values cannot hold a
-// slash).
-func UnitHash(unit string) string {
-	sum := sha256.Sum256([]byte(unit))
-	return hex.EncodeToString(sum[:])[:20]
-}
+// UnitHash is the label value of a unit key.
+func UnitHash(unit string) string { return podgroup.UnitHash(unit) }
 
 // NodeClaimName is the name of a request's i-th NodeClaim: as short as
 // Karpenter's own (<nodepool>-<random>), since node names derive from it
@@ -49,6 +48,12 @@ func UnitHash(unit string) string {
 func NodeClaimName(pool, requestID string, i int) string {
 	sum := sha256.Sum256([]byte(requestID + "/" + strconv.Itoa(i)))
 	return pool + "-" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:6])
+}
+
+// ReservedFor is the taint that keeps every pod but the unit's off a node
+// asked for on its behalf.
+func ReservedFor(unit string) corev1.Taint {
+	return corev1.Taint{Key: v1beta1.ReservedForTaint, Value: UnitHash(unit), Effect: corev1.TaintEffectNoSchedule}
 }
 
 // RequestID names the attempt-th request of a unit.
@@ -74,7 +79,9 @@ type nodeClaimSpec struct {
 // owned by the NodePool. They are named after the request (creating one
 // twice is AlreadyExists, not a second node) and carry Karpenter's
 // do-not-disrupt until the unit binds: no consolidation takes a node held
-// for a gang that is forming.
+// for a gang that is forming — and the reserved-for taint, its value the
+// unit's hash: no other pod takes a node held for the gang before it binds
+// (Lockstep tolerates it for that unit alone).
 func NodeClaims(r Request, unit, requestID string) ([]*unstructured.Unstructured, error) {
 	np := r.Offering.NodePool
 	reqs := append([]corev1.NodeSelectorRequirement(nil), np.Requirements...)
@@ -110,7 +117,8 @@ func NodeClaims(r Request, unit, requestID string) ([]*unstructured.Unstructured
 		for k, v := range np.Annotations {
 			annotations[k] = v
 		}
-		spec := nodeClaimSpec{Requirements: reqs, NodeClassRef: np.NodeClassRef, Taints: np.Taints, StartupTaints: np.StartupTaints,
+		taints := append(slices.Clip(np.Taints), ReservedFor(unit))
+		spec := nodeClaimSpec{Requirements: reqs, NodeClassRef: np.NodeClassRef, Taints: taints, StartupTaints: np.StartupTaints,
 			ExpireAfter: np.ExpireAfter, TerminationGracePeriod: np.TerminationGracePeriod}
 		specObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
 		if err != nil {

@@ -202,6 +202,9 @@ spec:
   taints:
   - effect: NoSchedule
     key: nvidia.com/gpu
+  - effect: NoSchedule
+    key: scheduling.lockstep.dev/reserved-for
+    value: ` + UnitHash("ml/train") + `
 `
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("NodeClaim (-want,+got):\n%s", diff)

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"strconv"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/decide"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -355,7 +356,7 @@ func (s *Scheduler) provision(ctx context.Context, u *unit, prio int32) (provisi
 	if err != nil {
 		return provisionOutcome{PodReasonNoCapacity, err.Error()}, true
 	}
-	res := provision.Plan(provision.Offerings(pools, p.types, excluded), u.pendingCount(), s.fitsWith(ctx, u, prio))
+	res := provision.Plan(provision.Offerings(pools, p.types, excluded), u.pendingCount(), provision.FitsWith(ctx, s.state, u.key.String(), u.tree, prio))
 	history := p.history(unit)
 	if res.Request == nil {
 		return provisionOutcome{PodReasonNoCapacity, "no nodes fit it and no NodePool can add nodes that would: " + strings.Join(append(res.Why, history...), "; ")}, true
@@ -385,38 +386,6 @@ func (s *Scheduler) provision(ctx context.Context, u *unit, prio int32) (provisi
 		msg += "; " + strings.Join(history, "; ")
 	}
 	return provisionOutcome{PodReasonWaitingForNodes, msg}, true
-}
-
-// fitsWith is the decision with planned nodes added: whether the unit
-// would bind, on the loop's own view (nominations held), without
-// preempting. The planned nodes exist only for the decision.
-func (s *Scheduler) fitsWith(ctx context.Context, u *unit, prio int32) provision.Fits {
-	return func(nodes []*corev1.Node, slices []*resourcev1.ResourceSlice) (bool, string) {
-		for _, n := range nodes {
-			s.state.Cache.AddNode(n)
-		}
-		for _, sl := range slices {
-			s.state.Cache.AddSlice(sl)
-		}
-		defer func() {
-			for _, sl := range slices {
-				s.state.Cache.DeleteSlice(sl)
-			}
-			for _, n := range nodes {
-				s.state.Cache.DeleteNode(n)
-			}
-		}()
-		snap := s.state.Snapshot(ctx, u.key.String(), prio)
-		d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.tree, Priority: prio, DryRun: true})
-		if d.Kind == decide.Bind {
-			return true, ""
-		}
-		why := d.Summary
-		if d.Reason != "" {
-			why += ": " + d.Reason
-		}
-		return false, why
-	}
 }
 
 // releaseRequest deletes the NodeClaims of a request that Lockstep made.
@@ -462,17 +431,51 @@ func (s *Scheduler) busyNodes() map[string]bool {
 var liftPatch = []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
 
 // liftDoNotDisrupt removes karpenter.sh/do-not-disrupt from a NodeClaim of
-// Lockstep's and from the node Karpenter copied it to.
+// Lockstep's, and from its node that annotation (Karpenter copied it) and
+// the reservation (releaseNode).
 func (s *Scheduler) liftDoNotDisrupt(ctx context.Context, c *unstructured.Unstructured) {
-	patch := liftPatch
-	if _, err := s.dynamic.Resource(provision.NodeClaimResource).Patch(ctx, c.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := s.dynamic.Resource(provision.NodeClaimResource).Patch(ctx, c.GetName(), types.MergePatchType, liftPatch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "nodeClaim", c.GetName())
 	}
-	if node, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); node != "" {
-		if _, err := s.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "node", node)
+	if name, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); name != "" {
+		if n, err := s.factory.Core().V1().Nodes().Lister().Get(name); err == nil {
+			s.releaseNode(ctx, n, true)
 		}
 	}
+}
+
+// releaseNode lets other pods and Karpenter have a node Lockstep asked for:
+// it removes the reserved-for taint and, with annotation, the
+// do-not-disrupt its NodeClaim gave it. Only nodes Karpenter made for
+// Lockstep (labelled created-by lockstep, as their NodeClaims) are
+// touched. The JSON patch tests what it removes, so a stale cache fails it
+// rather than removing another taint (the sweep tries again).
+func (s *Scheduler) releaseNode(ctx context.Context, n *corev1.Node, annotation bool) {
+	if n.Labels[provision.CreatedByLabel] != provision.CreatedBy {
+		return
+	}
+	var ops []map[string]any
+	if _, ok := n.Annotations[provision.DoNotDisruptAnnotation]; ok && annotation {
+		ops = append(ops, map[string]any{"op": "remove", "path": "/metadata/annotations/" + strings.ReplaceAll(provision.DoNotDisruptAnnotation, "/", "~1")})
+	}
+	for i := len(n.Spec.Taints) - 1; i >= 0; i-- {
+		if t := n.Spec.Taints[i]; t.Key == v1beta1.ReservedForTaint {
+			path := fmt.Sprintf("/spec/taints/%d", i)
+			ops = append(ops, map[string]any{"op": "test", "path": path + "/key", "value": t.Key}, map[string]any{"op": "remove", "path": path})
+		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return
+	}
+	if _, err := s.client.CoreV1().Nodes().Patch(ctx, n.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).V(2).Info("Releasing a node failed; the sweep tries again", "node", n.Name, "err", err)
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Released a node", "node", n.Name, "unit", n.Annotations[provision.UnitAnnotation])
 }
 
 func uidPrecondition(uid types.UID) *metav1.Preconditions {
@@ -505,14 +508,9 @@ func (s *Scheduler) finishRequest(ctx context.Context, unit string) {
 	// A NodeClaim's status may not name its node in the cache yet; the
 	// node carries the NodeClaim's annotations (Karpenter copies them at
 	// registration), the unit's among them.
-	nodes, err := s.factory.Core().V1().Nodes().Lister().List(labels.Everything())
-	if err == nil {
-		for _, n := range nodes {
-			if _, held := n.Annotations[provision.DoNotDisruptAnnotation]; held && n.Annotations[provision.UnitAnnotation] == unit {
-				if _, err := s.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, liftPatch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "node", n.Name)
-				}
-			}
+	for _, n := range s.provisionedNodes() {
+		if n.Annotations[provision.UnitAnnotation] == unit {
+			s.releaseNode(ctx, n, true)
 		}
 	}
 	p.forget(unit)
@@ -556,6 +554,15 @@ func (s *Scheduler) sweepOnce(ctx context.Context) {
 			units[u.GetAnnotations()[provision.UnitAnnotation]] = true
 		}
 	}
+	// A node still reserved for a unit whose request ended (a patch that
+	// failed, a crash between the binding and the release) is let go.
+	for _, n := range s.provisionedNodes() {
+		// (A node Karpenter has not finished registering may not carry
+		// the unit yet: it is left until it does.)
+		if unit := n.Annotations[provision.UnitAnnotation]; unit != "" && reserved(n) && !units[unit] {
+			s.releaseNode(ctx, n, false)
+		}
+	}
 	for unit := range units {
 		k, ok := queue.ParseKey(unit)
 		if !ok {
@@ -575,6 +582,26 @@ func (s *Scheduler) sweepOnce(ctx context.Context) {
 			p.forget(unit)
 		}
 	}
+}
+
+// provisionedNodes are the nodes Karpenter made for Lockstep's NodeClaims
+// (they carry the claims' labels), from the cache.
+func (s *Scheduler) provisionedNodes() []*corev1.Node {
+	nodes, err := s.factory.Core().V1().Nodes().Lister().List(labels.SelectorFromSet(labels.Set{provision.CreatedByLabel: provision.CreatedBy}))
+	if err != nil {
+		return nil
+	}
+	return nodes
+}
+
+// reserved: the node carries the reserved-for taint.
+func reserved(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == v1beta1.ReservedForTaint {
+			return true
+		}
+	}
+	return false
 }
 
 // unitPods counts the unit's live pods, pending and bound, from the cache.

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,8 +215,14 @@ nodePools:
   labels: {topology.kubernetes.io/zone: zone-b}
   devices: [{driver: gpu.example.com, count: 4}]
 `)
-	// Karpenter copies the NodeClaim's annotations to its node.
+	// Karpenter gives the node its NodeClaim's labels, annotations and
+	// taints: it is reserved for the gang.
+	if got := claimTaints(ncs[0]); !slices.Contains(got, provision.ReservedFor(k.String())) {
+		t.Errorf("NodeClaim taints %v, want the reservation for %s", got, k)
+	}
 	in.Nodes[0].Annotations = map[string]string{provision.DoNotDisruptAnnotation: "true", provision.UnitAnnotation: k.String()}
+	maps.Copy(in.Nodes[0].Labels, ncs[0].GetLabels())
+	in.Nodes[0].Spec.Taints = claimTaints(ncs[0])
 	if _, err := f.client.CoreV1().Nodes().Create(f.ctx, in.Nodes[0], metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -249,6 +257,19 @@ nodePools:
 	if got, ok := n.Annotations[provision.DoNotDisruptAnnotation]; ok {
 		t.Errorf("node do-not-disrupt %q after the gang bound, want it gone", got)
 	}
+	if len(n.Spec.Taints) != 0 {
+		t.Errorf("node taints %v after the gang bound, want the reservation gone", n.Spec.Taints)
+	}
+}
+
+// claimTaints are a NodeClaim's spec.taints.
+func claimTaints(nc unstructured.Unstructured) []corev1.Taint {
+	var spec struct {
+		Taints []corev1.Taint `json:"taints"`
+	}
+	specObj, _, _ := unstructured.NestedMap(nc.Object, "spec")
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(specObj, &spec)
+	return spec.Taints
 }
 
 func names(items []unstructured.Unstructured) []string {
@@ -325,6 +346,77 @@ func TestProvisionRequestsEnd(t *testing.T) {
 		f.s.sweepOnce(f.ctx)
 		if ncs := f.nodeClaims(); len(ncs) != 0 {
 			t.Errorf("NodeClaims %v left for a gang that is gone", names(ncs))
+		}
+	})
+	t.Run("never what Lockstep did not make", func(t *testing.T) {
+		f := karpenterFixture(t, 4, objects(gpuPods("ml", "train", "train", 6, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 6)})...)
+		k := queue.GroupKey("ml", "train")
+		f.run(k)
+		f.waitForNodeClaims(1)
+		// A NodeClaim someone else made, marked as if for the same gang
+		// but not created by Lockstep, and nodes reserved for a unit: one
+		// Lockstep made for a request that ended, one it made for the
+		// standing request, one it did not make.
+		foreign := f.nodeClaims()[0].DeepCopy()
+		foreign.SetName("someone-elses")
+		foreign.SetResourceVersion("")
+		lbls := foreign.GetLabels()
+		delete(lbls, provision.CreatedByLabel)
+		foreign.SetLabels(lbls)
+		if _, err := f.dyn.Resource(provision.NodeClaimResource).Create(f.ctx, foreign, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		reservedNode := func(name, unit string, ours bool) {
+			b := builders.MakeNode().Name(name)
+			if ours {
+				b.Label(provision.CreatedByLabel, provision.CreatedBy)
+			}
+			n := b.Obj()
+			n.Annotations = map[string]string{provision.UnitAnnotation: unit}
+			n.Spec.Taints = []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}, provision.ReservedFor(unit)}
+			if _, err := f.client.CoreV1().Nodes().Create(f.ctx, n, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reservedNode("ended", "ml/ended", true)
+		reservedNode("standing", k.String(), true)
+		reservedNode("theirs", "ml/ended", false)
+		f.waitFor("the nodes in the cache", func() bool {
+			_, err := f.s.factory.Core().V1().Nodes().Lister().Get("theirs")
+			return err == nil
+		})
+		f.s.sweepOnce(f.ctx)
+		for _, tc := range []struct {
+			node string
+			want int
+		}{{"ended", 1}, {"standing", 2}, {"theirs", 2}} {
+			n, err := f.client.CoreV1().Nodes().Get(f.ctx, tc.node, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(n.Spec.Taints) != tc.want || n.Spec.Taints[0].Key != "other" {
+				t.Errorf("node %s: taints %v, want %d (the reservation lifted only from the node Lockstep made for a request that ended)", tc.node, n.Spec.Taints, tc.want)
+			}
+		}
+
+		// The gang goes away: its request is released, the foreign
+		// NodeClaim and node are left alone.
+		for i := 0; i < 6; i++ {
+			if err := f.client.CoreV1().Pods("ml").Delete(f.ctx, fmt.Sprintf("train-%d", i), metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.waitFor("the pods gone from the cache", func() bool {
+			pods, _ := f.s.listers.pods.Pods("ml").List(labels.Everything())
+			return len(pods) == 0
+		})
+		f.s.sweepOnce(f.ctx)
+		f.s.sweepOnce(f.ctx)
+		if ncs := f.nodeClaims(); len(ncs) != 1 || ncs[0].GetName() != "someone-elses" {
+			t.Errorf("NodeClaims %v, want only the one Lockstep did not make", names(ncs))
+		}
+		if n, _ := f.client.CoreV1().Nodes().Get(f.ctx, "theirs", metav1.GetOptions{}); len(n.Spec.Taints) != 2 {
+			t.Errorf("node theirs: taints %v, want both kept", n.Spec.Taints)
 		}
 	})
 	t.Run("timed out, its node taken by another pod", func(t *testing.T) {

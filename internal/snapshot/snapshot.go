@@ -77,6 +77,10 @@ type Snapshot struct {
 	tracked bool
 	journal []func()
 	touched map[string]bool
+	// ReservedFor is the hash of the unit the snapshot is decided for
+	// (podgroup.UnitHash): nodes tainted reserved-for it are its, nodes
+	// reserved for another unit are not (empty: every reservation bars).
+	ReservedFor string
 	// nodeObjs caches NodeObjects (a tracked snapshot drops it when nodes
 	// change).
 	nodeObjs []*corev1.Node

@@ -170,7 +170,13 @@ func TestGangGetsItsNodesWholeAndKeepsThemWhileItRuns(t *testing.T) {
 	if len(ours) != 2 || len(theirs) != 0 {
 		t.Errorf("NodeClaims: %d of Lockstep's, %d of Karpenter's own provisioning; want 2 and 0", len(ours), len(theirs))
 	}
-	harness.Eventually(t, ctx, "the gang's NodeClaims and nodes let go of do-not-disrupt once it bound", func(ctx context.Context) (bool, string, error) {
+	for _, nc := range ours {
+		taints, _, _ := unstructured.NestedSlice(nc.Object, "spec", "taints")
+		if !strings.Contains(fmt.Sprint(taints), lockv1.ReservedForTaint) {
+			t.Errorf("NodeClaim %s taints %v, want the gang's reservation (no other pod takes its node before the gang binds)", nc.GetName(), taints)
+		}
+	}
+	harness.Eventually(t, ctx, "the gang's NodeClaims and nodes let go of do-not-disrupt and the reservation once it bound", func(ctx context.Context) (bool, string, error) {
 		ours, _ := h.claims(ctx, t)
 		for _, nc := range ours {
 			if v, ok := nc.GetAnnotations()[provision.DoNotDisruptAnnotation]; ok {
@@ -184,6 +190,11 @@ func TestGangGetsItsNodesWholeAndKeepsThemWhileItRuns(t *testing.T) {
 			}
 			if v, ok := node.Annotations[provision.DoNotDisruptAnnotation]; ok {
 				return false, fmt.Sprintf("node %s do-not-disrupt=%s", n, v), nil
+			}
+			for _, taint := range node.Spec.Taints {
+				if taint.Key == lockv1.ReservedForTaint {
+					return false, fmt.Sprintf("node %s still reserved", n), nil
+				}
 			}
 		}
 		return true, "", nil
