@@ -57,6 +57,10 @@ type Report struct {
 	// Preemption is what the scheduler's preemption search concludes for
 	// the unit now: the victims it would evict, or why it cannot help.
 	Preemption string `json:"preemption,omitempty"`
+	// MoreNodes says how many more nodes of which node group would make a
+	// gang that does not fit fit (nodes like the group's own, with their
+	// devices), as the scheduler says it in the group's condition.
+	MoreNodes string `json:"moreNodes,omitempty"`
 	// DeviceHealth is every device of the unit's pods whose kubelet
 	// reports it other than Healthy (pod status allocatedResourcesStatus);
 	// HealthyDevices counts those reported Healthy. A member's last report

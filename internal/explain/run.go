@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
+	"github.com/lockstep-dev/lockstep/internal/provision"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
@@ -116,6 +117,9 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	case decide.Unschedulable, decide.Preempt:
 		r.Reasons = waitingReasons(d.Outcome)
 		r.Preemption = preemptionNote(d)
+		if tr == nil && len(u.Members) > 1 {
+			r.MoreNodes = strings.TrimPrefix(provision.NodeShortfall(ctx, st.cycle, u.key, podgroup.Single(u.Unit), u.priority, nil), "more nodes would make it fit: ")
+		}
 	}
 	return r, nil
 }

@@ -79,12 +79,24 @@ func Plan(offerings []Offering, maxNodes int, fits Fits) Result {
 // double until one fits, then a binary search below it. The decision is
 // monotone in the nodes added: a node more never makes a unit unfit.
 func smallest(o Offering, limit int, fits Fits) (int, string) {
-	try := func(n int) (bool, string) {
+	return fewest(func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, error) {
 		objs, err := o.InstanceType.render(plannedPrefix(o), n, o.labels(), o.NodePool.Taints)
+		if err != nil {
+			return nil, nil, err
+		}
+		return objs.Nodes, objs.ResourceSlices, nil
+	}, limit, fits)
+}
+
+// fewest is the fewest nodes render makes, at most limit, with which the
+// unit fits (0: none; why is the decision's reason at limit).
+func fewest(render func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, error), limit int, fits Fits) (int, string) {
+	try := func(n int) (bool, string) {
+		nodes, slices, err := render(n)
 		if err != nil {
 			return false, err.Error()
 		}
-		return fits(objs.Nodes, objs.ResourceSlices)
+		return fits(nodes, slices)
 	}
 	lo, hi := 0, 0 // lo does not fit; hi fits (0: none found yet)
 	var why string

@@ -147,6 +147,9 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 			// missing nodes are asked of Karpenter (--karpenter), and its
 			// pods say so instead of Unschedulable.
 			if out, ok := s.provision(ctx, u, prio); ok {
+				if out.reason == PodReasonNoCapacity {
+					out.message = joinNote(out.message, s.shortfall(ctx, u, prio))
+				}
 				s.reportProvisioning(ctx, u, d, out)
 				s.observe(u, start, metrics.ResultUnschedulable)
 				if out.reason == PodReasonWaitingForNodes {
@@ -159,6 +162,9 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 				}
 				return
 			}
+			// No autoscaler Lockstep drives: the gang's condition says
+			// how many more nodes of which group it needs.
+			note = joinNote(note, s.shortfall(ctx, u, prio))
 		}
 		s.reportUnplaced(ctx, u, d, note)
 		s.observe(u, start, metrics.ResultUnschedulable)

@@ -129,6 +129,8 @@ type Scheduler struct {
 	// because nothing else waited in their ClusterQueue: a workload that
 	// starts waiting there has them answered at once.
 	paced pacedChecks
+	// shortfalls remember what more nodes would make units fit.
+	shortfalls shortfalls
 	// provisioner asks Karpenter for gangs' missing nodes (nil: off, or
 	// Karpenter's API not served yet: enableKarpenter sets it).
 	provisioner atomic.Pointer[provisioner]

@@ -169,6 +169,9 @@ func printReport(out io.Writer, r *explain.Report, wide bool) {
 	if r.Preemption != "" {
 		fmt.Fprintf(out, "8. Preemption: %s\n", r.Preemption)
 	}
+	if r.MoreNodes != "" {
+		fmt.Fprintf(out, "9. More nodes: %s would make it fit\n", r.MoreNodes)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(out, "Note: %s\n", n)
 	}

@@ -52,7 +52,9 @@ func TestSeed004DeadlockCannotHappen(t *testing.T) {
 		return winner != "", fmt.Sprintf("train-a %d bound, train-b %d bound", a, b), nil
 	})
 	c := waitCondition(t, ctx, h, ns, loser, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable)
-	want := "minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use)"
+	// ... and, the cluster's nodes being no autoscaler's, what more
+	// nodes would make it fit (issue 34).
+	want := "minCount 4 not satisfiable: at most 2 of 4 pods fit; 2 pods: no free device of class gpu.example.com (6 devices, 4 in use); more nodes would make it fit: 1 more node of node pool worker (sim.gpu-2x in zone-a)"
 	if c.Message != want {
 		t.Errorf("condition message:\n want %q\n got  %q", want, c.Message)
 	}
