@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/cache"
@@ -392,7 +393,7 @@ func (s *Scheduler) provision(ctx context.Context, u *unit, prio int32) (provisi
 //
 // A NodeClaim whose node already runs pods (another unit took it while
 // this one waited) is not deleted — that would drain them — but lets go
-// of do-not-disrupt: Karpenter consolidates it as any node.
+// of do-not-disrupt and its reservation: it is any node again.
 func (s *Scheduler) releaseRequest(ctx context.Context, r *request) {
 	logger := klog.FromContext(ctx)
 	busy := s.busyNodes()
@@ -402,7 +403,7 @@ func (s *Scheduler) releaseRequest(ctx context.Context, r *request) {
 		}
 		if node, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); node != "" && busy[node] {
 			logger.Info("Keeping a released NodeClaim whose node runs pods; lifting its do-not-disrupt", "nodeClaim", c.GetName(), "node", node)
-			s.liftDoNotDisrupt(ctx, c)
+			s.releaseNamed(ctx, s.liftDoNotDisrupt(ctx, c))
 			continue
 		}
 		err := s.dynamic.Resource(provision.NodeClaimResource).Delete(ctx, c.GetName(), metav1.DeleteOptions{Preconditions: uidPrecondition(c.GetUID())})
@@ -431,16 +432,19 @@ func (s *Scheduler) busyNodes() map[string]bool {
 var liftPatch = []byte(`{"metadata":{"annotations":{"` + provision.DoNotDisruptAnnotation + `":null}}}`)
 
 // liftDoNotDisrupt removes karpenter.sh/do-not-disrupt from a NodeClaim of
-// Lockstep's, and from its node that annotation (Karpenter copied it) and
-// the reservation (releaseNode).
-func (s *Scheduler) liftDoNotDisrupt(ctx context.Context, c *unstructured.Unstructured) {
+// Lockstep's, and returns the name of its node ("" if it has none yet).
+func (s *Scheduler) liftDoNotDisrupt(ctx context.Context, c *unstructured.Unstructured) string {
 	if _, err := s.dynamic.Resource(provision.NodeClaimResource).Patch(ctx, c.GetName(), types.MergePatchType, liftPatch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Lifting do-not-disrupt", "nodeClaim", c.GetName())
 	}
-	if name, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); name != "" {
-		if n, err := s.factory.Core().V1().Nodes().Lister().Get(name); err == nil {
-			s.releaseNode(ctx, n, true)
-		}
+	name, _, _ := unstructured.NestedString(c.Object, "status", "nodeName")
+	return name
+}
+
+// releaseNamed releases the named node (releaseNode) as the cache shows it.
+func (s *Scheduler) releaseNamed(ctx context.Context, name string) {
+	if n, err := s.factory.Core().V1().Nodes().Lister().Get(name); err == nil {
+		s.releaseNode(ctx, n, true)
 	}
 }
 
@@ -502,16 +506,22 @@ func (s *Scheduler) finishRequest(ctx context.Context, unit string) {
 	if err != nil || r == nil {
 		return
 	}
+	nodes := sets.New[string]()
 	for _, c := range r.claims {
-		s.liftDoNotDisrupt(ctx, c)
+		if n := s.liftDoNotDisrupt(ctx, c); n != "" {
+			nodes.Insert(n)
+		}
 	}
 	// A NodeClaim's status may not name its node in the cache yet; the
 	// node carries the NodeClaim's annotations (Karpenter copies them at
 	// registration), the unit's among them.
 	for _, n := range s.provisionedNodes() {
 		if n.Annotations[provision.UnitAnnotation] == unit {
-			s.releaseNode(ctx, n, true)
+			nodes.Insert(n.Name)
 		}
+	}
+	for _, n := range sets.List(nodes) {
+		s.releaseNamed(ctx, n)
 	}
 	p.forget(unit)
 }
