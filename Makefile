@@ -98,7 +98,7 @@ bench: build
 	$(GO) test -tags bench -count=1 -timeout 60m -v -run . ./test/bench/...   # 100 nodes in 5 racks, 3 zones: (a), (b), existing pods + write ceiling, (f) 10 trees (zone over 2 racks; kube-scheduler's CompositePodGroup beside Lockstep); LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds a build
 	LOCKSTEP_BENCH_NODES=1000 $(GO) test -tags bench -count=1 -timeout 90m -v -run . ./test/bench/throughput/   # 1,000 nodes in 50 racks: (c), (d), (e) 20 rack-bound gangs × 32 (kube-scheduler's TopologyAwareWorkloadScheduling beside Lockstep)
 	$(GO) test -run '^$$' -bench BenchmarkKueuePlacementCheck -benchtime 1x -timeout 30m -v ./test/e2e/integrations/   # Kueue v0.17.0 with and without Lockstep's placement check: quota held by what binds nothing, admission latency
-	$(GO) test -run '^$$' -bench BenchmarkGangProvisioning -benchtime 1x -timeout 120m -v ./test/e2e/autoscaling/   # Karpenter v1.14.0: a 16-node gang, zone-a running out partway (LOCKSTEP_BENCH_RUNS runs, default 3), Lockstep asking for it whole vs kube-scheduler pod by pod: runs whole, idle node-minutes, nodes left behind
+	LOCKSTEP_AUTOSCALING_PROFILE=upstream $(GO) test -run '^$$' -bench BenchmarkGangProvisioning -benchtime 1x -timeout 120m -v ./test/e2e/autoscaling/   # Karpenter v1.14.0: a 16-node gang, zone-a running out partway (LOCKSTEP_BENCH_RUNS runs, default 3), Lockstep asking for it whole vs kube-scheduler pod by pod and the in-tree gang (upstream profile): runs whole, idle node-minutes, nodes left behind
 
 ## verify: generated code fresh, formatting, vet, lint, tidy modules — fails on any difference
 verify: generate lint

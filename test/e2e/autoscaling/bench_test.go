@@ -6,12 +6,15 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -54,7 +57,15 @@ type provisionRun struct {
 //   - kube-scheduler: Karpenter alone with kube-scheduler v1.37 pod by
 //     pod beside it (its pods request 8 nvidia.com/gpu each, the device
 //     plugin's path, since Karpenter ignores DRA requests by default; one
-//     zone is required by pod affinity on the zone among the ranks).
+//     zone is required by pod affinity on the zone among the ranks);
+//   - in-tree-gang: the same pods as members of a scheduling.k8s.io/v1beta1
+//     PodGroup of gang minCount 16 (spec.schedulingGroup), which
+//     kube-scheduler v1.37 places all or nothing with the upstream
+//     profile's gates (GenericWorkload): the gang upstream offers, with
+//     Karpenter still provisioning for its pods one by one.
+//
+// The in-tree gang runs only on the upstream profile (profileEnv, as make
+// bench sets it). LOCKSTEP_BENCH_MODES (comma-separated) runs some modes.
 //
 // Per run: whether the gang ran whole, the node-seconds of gang nodes up
 // while it did not, the nodes of a partial set left behind, and the time
@@ -68,10 +79,19 @@ func BenchmarkGangProvisioning(b *testing.B) {
 	ctx := harness.Context(b, time.Duration(runs)*2*(benchWindow+3*time.Minute))
 	h.provisioning(ctx, b)
 	h.StartKubeScheduler(b, "kube-scheduler-bench")
+	modes := []string{"lockstep", "kube-scheduler"}
+	if h.Profile == devcluster.ProfileUpstream {
+		modes = append(modes, "in-tree-gang")
+	} else {
+		b.Logf("the in-tree gang needs the upstream profile (%s=upstream): left out", profileEnv)
+	}
+	if v := os.Getenv("LOCKSTEP_BENCH_MODES"); v != "" {
+		modes = strings.Split(v, ",")
+	}
 	results := map[string][]provisionRun{}
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < runs; r++ {
-			for _, mode := range []string{"lockstep", "kube-scheduler"} {
+			for _, mode := range modes {
 				h.waitNoNodeClaims(ctx, b)
 				h.setCapacity(ctx, b, map[string]string{"gpu-8x.zone-a": benchZoneALeft})
 				ns := h.Namespace(b)
@@ -92,7 +112,7 @@ func BenchmarkGangProvisioning(b *testing.B) {
 	}
 	b.Logf("%d runs each, 16-rank gang (8 GPUs a rank, one zone), zone-a with %s gpu-8x left:", runs, benchZoneALeft)
 	b.Logf("%-15s %-10s %-22s %-20s %-26s", "scheduler", "whole", "idle node·min (mean)", "left behind (mean)", "last Ready → bound (p50)")
-	for _, mode := range []string{"lockstep", "kube-scheduler"} {
+	for _, mode := range modes {
 		rs := results[mode]
 		whole, idle, left := 0, 0.0, 0
 		var lat []time.Duration
@@ -120,9 +140,18 @@ func BenchmarkGangProvisioning(b *testing.B) {
 // and ranks every 250 ms until it runs whole or the window ends.
 func (h helper) provisionRun(ctx context.Context, b *testing.B, ns, mode string) provisionRun {
 	b.Helper()
-	if mode == "lockstep" {
+	switch mode {
+	case "lockstep":
 		h.gang(ctx, b, ns, "train", benchRanks)
-	} else {
+	case "in-tree-gang":
+		pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train"}, Spec: schedulingv1beta1.PodGroupSpec{
+			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: benchRanks}},
+		}}
+		if _, err := h.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		fallthrough
+	default:
 		for i := range benchRanks {
 			p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("train-%d", i)).Obj()
 			p.Labels = map[string]string{"gang": "train"}
@@ -131,6 +160,9 @@ func (h helper) provisionRun(ctx context.Context, b *testing.B, ns, mode string)
 			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"gang": "train"}}, TopologyKey: corev1.LabelTopologyZone,
 			}}}}
+			if mode == "in-tree-gang" {
+				p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("train")}
+			}
 			if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}

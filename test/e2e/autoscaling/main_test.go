@@ -5,10 +5,12 @@
 // gpu.example.com, and the ConfigMap karpenter-capacity makes launches fail
 // with insufficient capacity on command (devcluster.KarpenterController
 // states the contract). The static cluster is 2 CPU-only nodes, so every
-// GPU comes from a launched node (eks profile: no feature gate).
+// GPU comes from a launched node (eks profile: no feature gate; see
+// profileEnv).
 package autoscaling
 
 import (
+	"os"
 	"testing"
 
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
@@ -28,9 +30,18 @@ deviceClasses:
   selectors: ['device.driver == "gpu.example.com"']
 `
 
+// profileEnv=upstream runs the package on the upstream profile (make bench
+// does, for the in-tree gang beside Lockstep); the tests run on the eks
+// profile, where no gate can be set.
+const profileEnv = "LOCKSTEP_AUTOSCALING_PROFILE"
+
 func TestMain(m *testing.M) {
+	profile := devcluster.ProfileEKS
+	if os.Getenv(profileEnv) == string(devcluster.ProfileUpstream) {
+		profile = devcluster.ProfileUpstream
+	}
 	harness.Main(m, harness.Options{
-		Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(clusterYAML),
+		Profile: profile, Spec: harness.MustParseSpec(clusterYAML),
 		Controllers: []harness.Controller{harness.KarpenterController},
 	})
 }
