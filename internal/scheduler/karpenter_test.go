@@ -272,6 +272,21 @@ func claimTaints(nc unstructured.Unstructured) []corev1.Taint {
 	return spec.Taints
 }
 
+// deleteGang deletes the gang's n pods (<name>-<i>) and waits until the
+// scheduler's cache has none left in the namespace.
+func (f *fixture) deleteGang(ns, name string, n int) {
+	f.t.Helper()
+	for i := 0; i < n; i++ {
+		if err := f.client.CoreV1().Pods(ns).Delete(f.ctx, fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.waitFor("the pods gone from the cache", func() bool {
+		pods, _ := f.s.listers.pods.Pods(ns).List(labels.Everything())
+		return len(pods) == 0
+	})
+}
+
 func names(items []unstructured.Unstructured) []string {
 	var out []string
 	for _, u := range items {
@@ -334,15 +349,7 @@ func TestProvisionRequestsEnd(t *testing.T) {
 		if n := len(f.nodeClaims()); n != 1 {
 			t.Fatalf("%d NodeClaims after a sweep while the gang waits, want its 1", n)
 		}
-		for i := 0; i < 6; i++ {
-			if err := f.client.CoreV1().Pods("ml").Delete(f.ctx, fmt.Sprintf("train-%d", i), metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		f.waitFor("the pods gone from the cache", func() bool {
-			pods, _ := f.s.listers.pods.Pods("ml").List(labels.Everything())
-			return len(pods) == 0
-		})
+		f.deleteGang("ml", "train", 6)
 		f.s.sweepOnce(f.ctx)
 		if ncs := f.nodeClaims(); len(ncs) != 0 {
 			t.Errorf("NodeClaims %v left for a gang that is gone", names(ncs))
@@ -401,15 +408,7 @@ func TestProvisionRequestsEnd(t *testing.T) {
 
 		// The gang goes away: its request is released, the foreign
 		// NodeClaim and node are left alone.
-		for i := 0; i < 6; i++ {
-			if err := f.client.CoreV1().Pods("ml").Delete(f.ctx, fmt.Sprintf("train-%d", i), metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		f.waitFor("the pods gone from the cache", func() bool {
-			pods, _ := f.s.listers.pods.Pods("ml").List(labels.Everything())
-			return len(pods) == 0
-		})
+		f.deleteGang("ml", "train", 6)
 		f.s.sweepOnce(f.ctx)
 		f.s.sweepOnce(f.ctx)
 		if ncs := f.nodeClaims(); len(ncs) != 1 || ncs[0].GetName() != "someone-elses" {
