@@ -297,7 +297,8 @@ func names(items []unstructured.Unstructured) []string {
 
 // What nodes cannot fix, or need not: a gang that fits makes no request; a
 // gang beyond the NodePool's limit makes none and says which limit (its
-// pods NoCapacity, not Unschedulable); a lone pod is Karpenter's to
+// pods NoCapacity, not Unschedulable); a gang a preemption makes room for
+// waits for its victims, asking for no node; a lone pod is Karpenter's to
 // provision for, as without Lockstep (Unschedulable).
 func TestProvisionAsksOnlyWhatNodesFix(t *testing.T) {
 	for _, tc := range []struct {
@@ -308,6 +309,7 @@ func TestProvisionAsksOnlyWhatNodesFix(t *testing.T) {
 		pod        string
 		want       string // the pod's PodScheduled prefix
 		contains   string
+		nominated  bool
 	}{{
 		name: "fits", limitNodes: 4,
 		objs: objects(gpuPods("ml", "train", "train", 3, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 3)}),
@@ -317,6 +319,13 @@ func TestProvisionAsksOnlyWhatNodesFix(t *testing.T) {
 		objs: objects(gpuPods("ml", "train", "train", 10, 0), []runtime.Object{builders.GangPodGroup("ml", "train", 10)}),
 		key:  queue.GroupKey("ml", "train"), pod: "train-0", want: "False/NoCapacity: ",
 		contains: "would fit on 2 new nodes, beyond NodePool gpu's limits (cpu: 2 nodes need 96, its limit leaves 48 of 48)",
+	}, {
+		name: "a preemption makes room", limitNodes: 4,
+		objs: objects(gpuPods("ml", "train", "train", 4, 1000), []runtime.Object{builders.GangPodGroup("ml", "train", 4), builders.GangPodGroup("other", "low", 4)},
+			running(gpuPods("other", "low", "low", 4, 0)[:4], "gpu-0", 0), running(gpuPods("other", "low", "low", 4, 0)[4:], "gpu-1", 0)),
+		// Unschedulable as kube-scheduler's preemptors are, and nominated:
+		// Karpenter provisions for no pod that names a nominated node.
+		key: queue.GroupKey("ml", "train"), pod: "train-0", want: "False/Unschedulable: ", contains: "preempting lower-priority pods", nominated: true,
 	}, {
 		name: "lone pod", limitNodes: 4,
 		objs: objects(running(gpuPods("other", "", "busy", 4, 1000), "gpu-0", 0)[:0], gpuPods("ml", "", "solo", 1, 0)),
@@ -328,7 +337,11 @@ func TestProvisionAsksOnlyWhatNodesFix(t *testing.T) {
 			if ncs := f.nodeClaims(); len(ncs) != 0 {
 				t.Errorf("NodeClaims %v, want none", names(ncs))
 			}
-			got := podScheduled(f.pod("ml", tc.pod))
+			pod := f.pod("ml", tc.pod)
+			if got := pod.Status.NominatedNodeName != ""; got != tc.nominated {
+				t.Errorf("nominated node %q, want one: %v", pod.Status.NominatedNodeName, tc.nominated)
+			}
+			got := podScheduled(pod)
 			if !strings.HasPrefix(got, tc.want) || !strings.Contains(got, tc.contains) {
 				t.Errorf("PodScheduled %q, want prefix %q containing %q", got, tc.want, tc.contains)
 			}

@@ -276,7 +276,8 @@ func TestZoneOutOfCapacityReleasesThePartialSet(t *testing.T) {
 }
 
 // A gang its scheduling gates hold is no demand: no NodeClaim, no node,
-// its pods never Unschedulable.
+// its pods never Unschedulable. Nor is a gang that fits on the nodes that
+// exist (it binds there; nothing is launched).
 func TestGatedGangLaunchesNothing(t *testing.T) {
 	h := helper{harness.Get(t)}
 	ctx := harness.Context(t, 3*time.Minute)
@@ -284,10 +285,19 @@ func TestGatedGangLaunchesNothing(t *testing.T) {
 	h.waitNoNodeClaims(ctx, t)
 	ns := h.Namespace(t)
 	h.gang(ctx, t, ns, "held", 2, "example.com/hold")
+	// Beside it, a gang that fits on the CPU nodes that exist.
+	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "fits", 2))
+	for i := range 2 {
+		p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("fits-%d", i)).Scheduler(lockv1.SchedulerName).Member("fits").Req(corev1.ResourceCPU, "1").Obj()
+		if _, err := h.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.boundNodes(ctx, t, ns, "fits", 2)
 	// Karpenter batches pending pods for up to 10 s before it launches.
 	time.Sleep(20 * time.Second)
 	if ours, theirs := h.claims(ctx, t); len(ours)+len(theirs) != 0 {
-		t.Errorf("a gated gang caused %d NodeClaims of Lockstep's and %d of Karpenter's", len(ours), len(theirs))
+		t.Errorf("a gated gang and a gang that fits caused %d NodeClaims of Lockstep's and %d of Karpenter's", len(ours), len(theirs))
 	}
 	pods, _, err := h.GroupPods(ctx, ns, "held")
 	if err != nil {
