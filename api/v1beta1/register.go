@@ -49,6 +49,13 @@ const (
 	// unit hash: no other pod takes them before the gang binds; the
 	// scheduler removes it once the gang is bound or gone.
 	ReservedForTaint = "scheduling.lockstep.dev/reserved-for"
+	// MinRuntimeAnnotation on a PodGroup (or the CompositePodGroup a tree
+	// is evicted with) is a Go duration ("30m"): the group is no
+	// preemption victim before it has run that long since its newest
+	// member started (so two gangs cannot evict each other in a loop). It
+	// wins over the scheduler's default for its PriorityClass
+	// (--min-runtime).
+	MinRuntimeAnnotation = "scheduling.lockstep.dev/min-runtime"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,6 +89,8 @@ type Preemption struct {
 	// did not go by its deadline). The decision says so (DropNomination)
 	// and the executor drops it: the callback only reads.
 	Expired bool
+	// Now judges the candidates' minimum runtime (their ProtectedUntil).
+	Now time.Time
 }
 
 // Decision is what one cycle decided for a unit.
@@ -226,7 +229,7 @@ func preempt(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in 
 	case p.InProgress != "":
 		return Preempt, p.InProgress, nil, false, nil
 	}
-	target.Priority, target.Candidates, target.PDBs, target.Stuck = in.Priority, p.Candidates, p.PDBs, p.Stuck
+	target.Priority, target.Candidates, target.PDBs, target.Stuck, target.Now = in.Priority, p.Candidates, p.PDBs, p.Stuck, p.Now
 	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), target)
 	switch {
 	case err != nil:

@@ -188,20 +188,35 @@ func preemptionNote(d decide.Decision) string {
 // preemption considered as the scheduler considers it.
 func (st *state) decide(ctx context.Context, key string, tu *podgroup.TreeUnit, prio int32) decide.Decision {
 	return decide.Decide(ctx, st.snapshot(ctx, key, prio), st.cycle.CEL, decide.Input{Unit: tu, Priority: prio, Preemption: func() (*decide.Preemption, error) {
-		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
+		return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs, Now: time.Now()}, nil
 	}})
 }
 
 // candidates are the running units, as the scheduler lists them (a victim
 // tree whole).
+// A group's minimum runtime (lockv1.MinRuntimeAnnotation) spares it, and
+// the answer says until when; the scheduler's per-PriorityClass defaults
+// (--min-runtime) are its flags, which explain does not see.
 func (st *state) candidates() []preemption.Candidate {
-	return preemption.TreeCandidates(st.pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	cands := preemption.TreeCandidates(st.pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		g := st.groups[ns+"/"+name]
 		if g == nil {
 			return nil, 0
 		}
 		return g, st.groupPriority(g)
 	}, func(ns, name string) *lockv1.CompositePodGroup { return st.composites[ns+"/"+name] })
+	preemption.Protect(cands, func(c preemption.Candidate) time.Duration {
+		var ann map[string]string
+		switch {
+		case c.Tree.Name != "" && st.composites[c.Tree.String()] != nil:
+			ann = st.composites[c.Tree.String()].Annotations
+		case c.Group.Name != "" && st.groups[c.Group.String()] != nil:
+			ann = st.groups[c.Group.String()].Annotations
+		}
+		d, _ := podgroup.MinRuntime(ann)
+		return d
+	})
+	return cands
 }
 
 // notScheduledAnswer covers what the scheduler has no decision for: a

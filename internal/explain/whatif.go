@@ -228,7 +228,7 @@ func (st *state) whatIf(ctx context.Context, wl *workload.Workload, j *workload.
 	var blocked string
 	for i, tu := range units {
 		d := decide.Decide(ctx, snap, st.cycle.CEL, decide.Input{Unit: tu, Priority: j.Priority, Preemption: func() (*decide.Preemption, error) {
-			return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs}, nil
+			return &decide.Preemption{Candidates: st.candidates(), PDBs: st.pdbs, Now: time.Now()}, nil
 		}})
 		r.Units = append(r.Units, whatIfLeaves(snap, d)...)
 		if r.Verdict != Fits {

@@ -39,6 +39,20 @@ type Candidate struct {
 	Pods []*corev1.Pod
 	// Whole: the candidate is a group taken whole (disruptionMode all).
 	Whole bool
+	// ProtectedUntil: the candidate is no victim before then (its minimum
+	// runtime, counted from its newest pod's start; zero: none).
+	ProtectedUntil time.Time
+}
+
+// Protect sets each candidate's ProtectedUntil from its minimum runtime
+// (minRuntime: 0 for none), counted from when its newest pod started: a
+// gang restarted whole runs its minimum again.
+func Protect(cs []Candidate, minRuntime func(Candidate) time.Duration) {
+	for i := range cs {
+		if d := minRuntime(cs[i]); d > 0 {
+			cs[i].ProtectedUntil = cs[i].started().Add(d)
+		}
+	}
 }
 
 // Terminating reports whether every pod is already being deleted.
@@ -84,6 +98,9 @@ type Input struct {
 	// Stuck are pods evicted before that did not go: they are neither
 	// counted on nor evicted again.
 	Stuck sets.Set[types.UID]
+	// Now is the time candidates' protection (ProtectedUntil) is judged
+	// at.
+	Now time.Time
 }
 
 // Plan is a preemption that makes the unit fit.
@@ -244,9 +261,13 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 	}
 	sim := newSimulation(ctx, snap, alloc, in.Unit, in.Tree)
 	globalPools := globalPools(snap)
-	var going, others []Candidate
+	var going, others, protected []Candidate
 	for _, c := range in.Candidates {
 		if c.Priority >= in.Priority || stuck(c, in.Stuck) || !relevant(c, feasible, globalPools, snap) {
+			continue
+		}
+		if !c.Terminating() && c.ProtectedUntil.After(in.Now) {
+			protected = append(protected, c)
 			continue
 		}
 		if c.Terminating() {
@@ -257,6 +278,9 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 	}
 	considered := len(going) + len(others)
 	if considered == 0 {
+		if len(protected) > 0 {
+			return nil, "the lower-priority units on the nodes the unit can use are within their minimum runtime: " + describeProtected(protected), nil
+		}
 		return nil, "no running pods of lower priority on the nodes the unit can use", nil
 	}
 	for _, c := range going {
@@ -281,7 +305,11 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 		for _, c := range others {
 			sim.restore(c)
 		}
-		return nil, fmt.Sprintf("evicting all %d lower-priority candidates would not make room", len(others)), err
+		why := fmt.Sprintf("evicting all %d lower-priority candidates would not make room", len(others))
+		if len(protected) > 0 {
+			why += "; more are within their minimum runtime: " + describeProtected(protected)
+		}
+		return nil, why, err
 	}
 	// others are all removed; find the shortest prefix that fits.
 	n, err := sim.shortestPrefix(others)
@@ -328,6 +356,35 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 	plan.Simulations = sim.fitChecks
 	plan.ViolatedPDBs = pdb.violated(victims)
 	return plan, "", nil
+}
+
+// describeProtected names candidates within their minimum runtime and
+// when each becomes a victim, soonest first: "PodGroup ml/a until
+// 2026-12-04T10:30:00Z, …".
+func describeProtected(cs []Candidate) string {
+	sorted := append([]Candidate(nil), cs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].ProtectedUntil.Before(sorted[j].ProtectedUntil) })
+	var parts []string
+	for i, c := range sorted {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(sorted)-3))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s until %s", c.Name, c.ProtectedUntil.UTC().Format(time.RFC3339)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ProtectionEnds is when the first of the candidates of lower priority
+// than prio that are protected at now becomes a victim (zero: none is).
+func ProtectionEnds(cs []Candidate, prio int32, now time.Time) time.Time {
+	var first time.Time
+	for _, c := range cs {
+		if c.Priority < prio && c.ProtectedUntil.After(now) && (first.IsZero() || c.ProtectedUntil.Before(first)) {
+			first = c.ProtectedUntil
+		}
+	}
+	return first
 }
 
 func stuck(c Candidate, s sets.Set[types.UID]) bool {

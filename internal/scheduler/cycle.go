@@ -15,6 +15,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 )
 
@@ -25,6 +26,10 @@ type unit struct {
 	key  queue.Key
 	tree *podgroup.TreeUnit
 	root *lockv1.CompositePodGroup
+	// protectionEnds is when the first lower-priority candidate its
+	// preemption search had to spare (minimum runtime) becomes a victim
+	// (zero: none was spared); the unit is tried again then.
+	protectionEnds time.Time
 }
 
 // group is one leaf of a unit as its reports see it: a PodGroup's (or a
@@ -104,7 +109,11 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	decideStart := s.clock.Now()
 	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
 	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.tree, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
-		return s.preemptionInput(ctx, u, nc)
+		p, err := s.preemptionInput(ctx, u, nc)
+		if p != nil {
+			u.protectionEnds = preemption.ProtectionEnds(p.Candidates, it.Priority, p.Now)
+		}
+		return p, err
 	}})
 	s.metrics.AlgorithmDuration.Observe(s.clock.Since(decideStart).Seconds())
 	logger.V(1).Info("Decided", "decision", d.Kind, "pending", u.tree.Root.Pending(), "placed", len(d.Assignments()), "took", s.clock.Since(start))
@@ -142,6 +151,11 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 			s.state.Cache.DropNomination(k.String())
 		}
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
+		if d.Kind == decide.Unschedulable && u.protectionEnds.After(s.clock.Now()) {
+			// Spared victims (minimum runtime): the condition says whom,
+			// until when.
+			note = joinNote(note, d.Reason)
+		}
 		if d.Kind == decide.Unschedulable && !victimsGoing {
 			// No node fits it and no preemption makes room: a gang's
 			// missing nodes are asked of Karpenter (--karpenter), and its
@@ -169,10 +183,14 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		s.reportUnplaced(ctx, u, d, note)
 		s.observe(u, start, metrics.ResultUnschedulable)
 		s.countDeviceFailures(d)
-		if victimsGoing {
+		switch now := s.clock.Now(); {
+		case victimsGoing:
 			// Pod and claim events announce the victims' departure.
 			s.queue.WaitFor(k, victimPoll)
-		} else {
+		case u.protectionEnds.After(now):
+			// No event says a minimum runtime ended.
+			s.queue.WaitFor(k, u.protectionEnds.Sub(now))
+		default:
 			s.queue.Unschedulable(k)
 		}
 	}

@@ -189,7 +189,7 @@ func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, nc nominationC
 	if err != nil {
 		return nil, err
 	}
-	return &decide.Preemption{Candidates: cands, PDBs: pdbs, Stuck: stuck, Expired: expired}, nil
+	return &decide.Preemption{Candidates: cands, PDBs: pdbs, Stuck: stuck, Expired: expired, Now: s.clock.Now()}, nil
 }
 
 // nominatedNodes maps each pod of a unit's nomination to the node held for
@@ -240,13 +240,40 @@ func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return preemption.TreeCandidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
+	cands := preemption.TreeCandidates(pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		pg, err := s.podGroup(ns, name)
 		if err != nil {
 			return nil, 0
 		}
 		return pg, s.groupPriority(pg)
-	}, func(ns, name string) *lockv1.CompositePodGroup { return s.compositeGetter(ns)(name) }), nil
+	}, func(ns, name string) *lockv1.CompositePodGroup { return s.compositeGetter(ns)(name) })
+	preemption.Protect(cands, s.minRuntime)
+	return cands, nil
+}
+
+// minRuntime is how long a candidate must have run before it may be a
+// victim: its CompositePodGroup's (a tree) or PodGroup's
+// lockv1.MinRuntimeAnnotation, else --min-runtime for its pods'
+// PriorityClass, else none.
+func (s *Scheduler) minRuntime(c preemption.Candidate) time.Duration {
+	switch {
+	case c.Tree.Name != "":
+		if cpg := s.compositeGetter(c.Tree.Namespace)(c.Tree.Name); cpg != nil {
+			if d, ok := podgroup.MinRuntime(cpg.Annotations); ok {
+				return d
+			}
+		}
+	case c.Group.Name != "":
+		if pg, err := s.podGroup(c.Group.Namespace, c.Group.Name); err == nil && pg != nil {
+			if d, ok := podgroup.MinRuntime(pg.Annotations); ok {
+				return d
+			}
+		}
+	}
+	if len(c.Pods) == 0 {
+		return 0
+	}
+	return s.opts.MinRuntime[c.Pods[0].Spec.PriorityClassName]
 }
 
 // evict marks every victim pod DisruptionTarget (PreemptionByScheduler),

@@ -87,6 +87,10 @@ type Options struct {
 	// ProvisionTimeout bounds how long a request's nodes have to become
 	// ready before they are all released (0: DefaultProvisionTimeout).
 	ProvisionTimeout time.Duration
+	// MinRuntime is the minimum runtime of units by their pods'
+	// PriorityClass (--min-runtime): none is a preemption victim before it
+	// has run that long; a group's lockv1.MinRuntimeAnnotation wins.
+	MinRuntime map[string]time.Duration
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.

@@ -99,6 +99,12 @@ func validateTopologyAnnotations(old, pg *lockv1.PodGroup) field.ErrorList {
 			_, err := podgroup.ParseCapacityTypes(v)
 			return err
 		},
+		lockv1.MinRuntimeAnnotation: func(v string) *podgroup.KeyError {
+			if _, err := podgroup.ParseMinRuntime(v); err != nil {
+				return &podgroup.KeyError{Problem: "not a positive duration", Fix: "write a Go duration such as 30m or 2h"}
+			}
+			return nil
+		},
 	} {
 		v, set := pg.Annotations[key]
 		if !set || old != nil && old.Annotations[key] == v {

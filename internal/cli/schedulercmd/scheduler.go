@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -28,6 +29,8 @@ type Options struct {
 	crashAfterBinds int64
 	// instanceTypes is --karpenter-instance-types (read by Complete).
 	instanceTypes string
+	// minRuntime is --min-runtime (parsed by Complete).
+	minRuntime string
 	// config is the scheduler's client configuration (Complete).
 	config *rest.Config
 }
@@ -78,6 +81,7 @@ func newCommand(o *Options) *cobra.Command {
 	f.BoolVar(&o.Scheduler.Karpenter, "karpenter", o.Scheduler.Karpenter, "cooperate with Karpenter: bind every member of a gang disrupted whole with karpenter.sh/do-not-disrupt, so that consolidation and drift never drain one rank of a running gang (a member that names the annotation keeps its own value); with --karpenter-instance-types, also ask Karpenter for a gang's missing nodes as one set of NodeClaims, all or nothing")
 	f.StringVar(&o.instanceTypes, "karpenter-instance-types", o.instanceTypes, "with --karpenter: a file listing the instance types Lockstep may ask Karpenter for (name, zones, capacityTypes, allocatable, labels, devices as the cluster spec writes them; docs/install.md, Autoscaling); empty: Lockstep asks for no nodes")
 	f.DurationVar(&o.Scheduler.ProvisionTimeout, "karpenter-provision-timeout", scheduler.DefaultProvisionTimeout, "how long the nodes Lockstep asks Karpenter for have to become ready; then every node of the set is released and the next offering tried")
+	f.StringVar(&o.minRuntime, "min-runtime", o.minRuntime, "minimum runtimes by PriorityClass, e.g. research=30m,batch=2h: a unit whose pods have that PriorityClass is no preemption victim before it has run that long since its newest member started (a group's "+lockv1.MinRuntimeAnnotation+" annotation wins)")
 	// A fault-test hook, hidden from --help: exit after the N-th binding.
 	f.Int64Var(&o.crashAfterBinds, "test-crash-after-binds", o.crashAfterBinds, "fault tests only: exit right after the N-th successful binding (0: after the claim phase); negative: off")
 	_ = f.MarkHidden("test-crash-after-binds")
@@ -99,6 +103,13 @@ func (o *Options) Complete() error {
 			return fmt.Errorf("--karpenter-instance-types: %w", err)
 		}
 		o.Scheduler.KarpenterInstanceTypes = types
+	}
+	if o.minRuntime != "" {
+		m, err := podgroup.ParseMinRuntimes(o.minRuntime)
+		if err != nil {
+			return fmt.Errorf("--min-runtime: %w", err)
+		}
+		o.Scheduler.MinRuntime = m
 	}
 	if o.crashAfterBinds >= 0 {
 		o.Scheduler.CrashAfterBinds = &o.crashAfterBinds
