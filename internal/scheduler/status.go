@@ -237,11 +237,16 @@ func (s *Scheduler) setGroupCondition(ctx context.Context, pg *lockv1.PodGroup, 
 // recordIncarnation writes, once members are bound, the incarnation they
 // belong to: the current one when it still runs (a resize step), else the
 // next (podgroup.Record). The integrity controller judges only recorded
-// members, so a gang is never judged while it is being bound.
+// members, so a gang is never judged while it is being bound. The
+// incarnation's minCount is the one the decision admitted them with (g's),
+// not the group's at write time: a resize raising minCount while they were
+// bound (4 → 40) must not make the integrity controller ask 40 of an
+// incarnation admitted at 4 and restart it.
 func (s *Scheduler) recordIncarnation(ctx context.Context, g *group, bound []*corev1.Pod) {
 	now := metav1.NewTime(s.clock.Now())
+	admitted := int32(g.MinCount())
 	s.updateGroupStatus(ctx, g.Group, "incarnation", func(cur *lockv1.PodGroup) bool {
-		next := podgroup.Record(cur.Status.Incarnation, int32(podgroup.MinCount(cur)), g.Pods, bound, now)
+		next := podgroup.Record(cur.Status.Incarnation, admitted, g.Pods, bound, now)
 		if cur.Status.Incarnation != nil && len(next.Members) == len(cur.Status.Incarnation.Members) && next.Number == cur.Status.Incarnation.Number {
 			return false
 		}
