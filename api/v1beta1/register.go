@@ -56,12 +56,38 @@ const (
 	// wins over the scheduler's default for its PriorityClass
 	// (--min-runtime).
 	MinRuntimeAnnotation = "scheduling.lockstep.dev/min-runtime"
+	// PreemptionNoticeAnnotation on a PodGroup (or the CompositePodGroup a
+	// tree is evicted with, or a workload, which passes it to its groups)
+	// is a Go duration ("10m"): chosen as a preemption victim, the group is
+	// first given that much notice to checkpoint (PreemptionPending) and
+	// evicted whole when it acknowledges (CheckpointedAtAnnotation) or the
+	// notice ends. It wins over the scheduler's default for its
+	// PriorityClass (--preemption-notice).
+	PreemptionNoticeAnnotation = "scheduling.lockstep.dev/preemption-notice"
+	// CheckpointedAtAnnotation on a PodGroup or any of its members is an
+	// RFC 3339 time: when the group last saved its work. The victim search
+	// counts the work a preemption loses from it, and a group under notice
+	// that sets it later than the notice is evicted at once.
+	CheckpointedAtAnnotation = "scheduling.lockstep.dev/checkpointed-at"
+	// PreemptionPendingAnnotation is on every member of a group under
+	// preemption notice, its value the RFC 3339 deadline by which the group
+	// is evicted: a container reads it live through a downward-API volume
+	// (metadata.annotations['scheduling.lockstep.dev/preemption-pending']).
+	PreemptionPendingAnnotation = "scheduling.lockstep.dev/preemption-pending"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.
 const (
 	PodGroupInitiallyScheduled = "PodGroupInitiallyScheduled"
 	DisruptionTarget           = "DisruptionTarget"
+	// PreemptionPending is True on a group (and on each member pod) chosen
+	// as a preemption victim and given notice: its message names the
+	// preemptor and the deadline.
+	PreemptionPending = "PreemptionPending"
+	// Reasons of PreemptionPending.
+	PreemptionPendingReasonNotice    = "NoticeGiven" // True: checkpoint before the deadline
+	PreemptionPendingReasonEvicted   = "Evicted"     // False: acknowledged or the notice ended
+	PreemptionPendingReasonWithdrawn = "Withdrawn"   // False: the preemptor no longer needs it
 
 	PodGroupReasonScheduled      = "Scheduled"
 	PodGroupReasonUnschedulable  = "Unschedulable"

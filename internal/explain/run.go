@@ -196,7 +196,8 @@ func (st *state) decide(ctx context.Context, key string, tu *podgroup.TreeUnit, 
 // tree whole).
 // A group's minimum runtime (lockv1.MinRuntimeAnnotation) spares it, and
 // the answer says until when; the scheduler's per-PriorityClass defaults
-// (--min-runtime) are its flags, which explain does not see.
+// (--min-runtime, --preemption-notice) are its flags, which explain does
+// not see.
 func (st *state) candidates() []preemption.Candidate {
 	cands := preemption.TreeCandidates(st.pods, func(ns, name string) (*lockv1.PodGroup, int32) {
 		g := st.groups[ns+"/"+name]
@@ -205,17 +206,7 @@ func (st *state) candidates() []preemption.Candidate {
 		}
 		return g, st.groupPriority(g)
 	}, func(ns, name string) *lockv1.CompositePodGroup { return st.composites[ns+"/"+name] })
-	preemption.Protect(cands, func(c preemption.Candidate) time.Duration {
-		var ann map[string]string
-		switch {
-		case c.Tree.Name != "" && st.composites[c.Tree.String()] != nil:
-			ann = st.composites[c.Tree.String()].Annotations
-		case c.Group.Name != "" && st.groups[c.Group.String()] != nil:
-			ann = st.groups[c.Group.String()].Annotations
-		}
-		d, _ := podgroup.MinRuntime(ann)
-		return d
-	})
+	preemption.Declare(cands, nil)
 	return cands
 }
 

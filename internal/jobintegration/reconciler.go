@@ -316,6 +316,7 @@ func desiredRoot(g Group, mode *lockv1.DisruptionMode, workload string, meta met
 			PriorityClassName: g.PriorityClassName,
 		},
 	}
-	Topology{Required: g.Parent.Required}.apply(&c.Spec.SchedulingConstraints, nil)
+	// The root is what a tree is evicted with: it carries the job's terms.
+	Topology{Required: g.Parent.Required, Terms: g.Topology.Terms}.apply(&c.Spec.SchedulingConstraints, &c.Annotations)
 	return c
 }

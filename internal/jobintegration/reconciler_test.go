@@ -210,6 +210,17 @@ func TestTopologyAnnotationsReachTheGang(t *testing.T) {
 				lockv1.CapacityTypesAnnotation:     "on-demand,spot",
 			},
 		},
+		"preemption terms": {
+			ann: map[string]string{
+				lockv1.MinRuntimeAnnotation:       "30m",
+				lockv1.PreemptionNoticeAnnotation: " 10m ",
+				lockv1.CheckpointedAtAnnotation:   "2026-12-03T10:00:00Z", // the job's own: not the group's
+			},
+			wantAnnotation: map[string]string{
+				lockv1.MinRuntimeAnnotation:       "30m",
+				lockv1.PreemptionNoticeAnnotation: "10m",
+			},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			job := gangJob()

@@ -18,7 +18,14 @@ type Topology struct {
 	// lockv1.CapacityTypesAnnotation writes them ("" for the scheduler's
 	// default).
 	Capacity string
+	// Terms are the job's preemption terms its groups (and its tree's
+	// root) get as annotations: lockv1.MinRuntimeAnnotation and
+	// lockv1.PreemptionNoticeAnnotation, each a positive duration.
+	Terms map[string]string
 }
+
+// termAnnotations are the preemption terms a job passes to its groups.
+var termAnnotations = []string{lockv1.MinRuntimeAnnotation, lockv1.PreemptionNoticeAnnotation}
 
 // IsZero reports whether the groups may go anywhere.
 func (t Topology) IsZero() bool {
@@ -65,6 +72,19 @@ func TopologyOf(j GenericJob) (Topology, *NotQualified) {
 		}
 		t.Capacity = c.String()
 	}
+	for _, key := range termAnnotations {
+		v, set := ann[key]
+		if !set {
+			continue
+		}
+		if _, err := podgroup.ParseMinRuntime(v); err != nil {
+			return Topology{}, &NotQualified{Condition: fmt.Sprintf("%s: %q is not a positive duration", key, v), Fix: "write a Go duration such as 30m or 2h"}
+		}
+		if t.Terms == nil {
+			t.Terms = map[string]string{}
+		}
+		t.Terms[key] = strings.TrimSpace(v)
+	}
 	return t, nil
 }
 
@@ -107,10 +127,13 @@ func (t Topology) apply(c **lockv1.PodGroupSchedulingConstraints, annotations *m
 	if annotations == nil {
 		return
 	}
-	if len(t.Preferred) > 0 || t.Device != "" || t.Capacity != "" {
+	if len(t.Preferred) > 0 || t.Device != "" || t.Capacity != "" || len(t.Terms) > 0 {
 		if *annotations == nil {
 			*annotations = map[string]string{}
 		}
+	}
+	for k, v := range t.Terms {
+		(*annotations)[k] = v
 	}
 	if t.Capacity != "" {
 		(*annotations)[lockv1.CapacityTypesAnnotation] = t.Capacity

@@ -75,7 +75,7 @@ func TreeCandidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.Pod
 			out = append(out, single)
 			continue
 		}
-		single.Priority = prio
+		single.Priority, single.Annotations = prio, pg.Annotations
 		if !podgroup.DisruptAll(pg) {
 			out = append(out, single)
 			continue
@@ -85,7 +85,7 @@ func TreeCandidates(pods []*corev1.Pod, group func(ns, name string) (*lockv1.Pod
 			groups[key] = c
 			continue
 		}
-		groups[key] = &Candidate{Name: fmt.Sprintf("PodGroup %s/%s", key.Namespace, key.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}, Whole: true}
+		groups[key] = &Candidate{Name: fmt.Sprintf("PodGroup %s/%s", key.Namespace, key.Name), Group: key, Priority: prio, Pods: []*corev1.Pod{p}, Whole: true, Annotations: pg.Annotations}
 	}
 	seen := map[*Candidate]bool{}
 	for _, c := range groups {
@@ -111,7 +111,7 @@ func treeOf(trees map[types.NamespacedName]*Candidate, pg *lockv1.PodGroup, prio
 	key := types.NamespacedName{Namespace: pg.Namespace, Name: scope.Name}
 	c := trees[key]
 	if c == nil {
-		c = &Candidate{Name: fmt.Sprintf("CompositePodGroup %s/%s", key.Namespace, key.Name), Tree: key, Priority: prio, Whole: true}
+		c = &Candidate{Name: fmt.Sprintf("CompositePodGroup %s/%s", key.Namespace, key.Name), Tree: key, Priority: prio, Whole: true, Annotations: scope.Annotations}
 		trees[key] = c
 	}
 	c.Priority = max(c.Priority, prio)

@@ -45,7 +45,7 @@ func TestFindSparesUnitsWithinTheirMinimumRuntime(t *testing.T) {
 			} else {
 				cands = append(cands, whole("filler", 10000, w.run("filler", 2, gpu, 2*time.Hour)))
 			}
-			Protect(cands, func(Candidate) time.Duration { return 30 * time.Minute })
+			Declare(cands, func(Candidate) Terms { return Terms{MinRuntime: 30 * time.Minute} })
 			ms := w.members("urgent", tc.need, gpu)
 			snap := snapshot.New(w.in)
 			in := Input{Unit: placement.Unit{Members: ms, MinCount: tc.need, Gang: true}, Priority: 1000, Candidates: cands, Now: w.start.Add(tc.now)}

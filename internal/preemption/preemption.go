@@ -14,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/placement"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/internal/topology"
 )
@@ -42,17 +44,70 @@ type Candidate struct {
 	// ProtectedUntil: the candidate is no victim before then (its minimum
 	// runtime, counted from its newest pod's start; zero: none).
 	ProtectedUntil time.Time
+	// Notice is how long the candidate is given to checkpoint before it is
+	// evicted (0: evicted at once).
+	Notice time.Duration
+	// NoticeDeadline is when the notice it was already given ends (its
+	// pods' lockv1.PreemptionPendingAnnotation); zero while it has none.
+	NoticeDeadline time.Time
+	// Annotations are its PodGroup's, or its CompositePodGroup's for a
+	// tree (none for a lone pod): its declared terms.
+	Annotations map[string]string
+	// Checkpointed is when it last saved its work
+	// (lockv1.CheckpointedAtAnnotation on its group or a pod); zero: never.
+	Checkpointed time.Time
 }
 
-// Protect sets each candidate's ProtectedUntil from its minimum runtime
-// (minRuntime: 0 for none), counted from when its newest pod started: a
-// gang restarted whole runs its minimum again.
-func Protect(cs []Candidate, minRuntime func(Candidate) time.Duration) {
+// Terms are what a candidate's eviction may cost it: a minimum runtime
+// and a notice.
+type Terms struct {
+	MinRuntime, Notice time.Duration
+}
+
+// Declare sets each candidate's terms — its group's annotations
+// (lockv1.MinRuntimeAnnotation, lockv1.PreemptionNoticeAnnotation), else
+// defaults for it (its PriorityClass's; nil: none): ProtectedUntil from
+// its minimum runtime, counted from when its newest pod started (a gang
+// restarted whole runs its minimum again); its notice, and the notice it
+// already has; and its last checkpoint, the latest its group or a pod
+// reports.
+func Declare(cs []Candidate, defaults func(Candidate) Terms) {
 	for i := range cs {
-		if d := minRuntime(cs[i]); d > 0 {
-			cs[i].ProtectedUntil = cs[i].started().Add(d)
+		c := &cs[i]
+		var t Terms
+		if defaults != nil {
+			t = defaults(*c)
+		}
+		if d, ok := podgroup.MinRuntime(c.Annotations); ok {
+			t.MinRuntime = d
+		}
+		if d, ok := podgroup.PreemptionNotice(c.Annotations); ok {
+			t.Notice = d
+		}
+		if t.MinRuntime > 0 {
+			c.ProtectedUntil = c.started().Add(t.MinRuntime)
+		}
+		c.Notice = t.Notice
+		c.Checkpointed = podgroup.TimeAnnotation(c.Annotations, lockv1.CheckpointedAtAnnotation)
+		for _, p := range c.Pods {
+			if at := podgroup.TimeAnnotation(p.Annotations, lockv1.CheckpointedAtAnnotation); at.After(c.Checkpointed) {
+				c.Checkpointed = at
+			}
+			if d := podgroup.TimeAnnotation(p.Annotations, lockv1.PreemptionPendingAnnotation); !d.IsZero() && (c.NoticeDeadline.IsZero() || d.Before(c.NoticeDeadline)) {
+				c.NoticeDeadline = d
+			}
 		}
 	}
+}
+
+// NoticeOver reports whether a candidate with notice may be evicted now:
+// it was given notice and has acknowledged it (checkpointed after the
+// notice began) or the notice has ended.
+func (c Candidate) NoticeOver(now time.Time) bool {
+	if c.NoticeDeadline.IsZero() {
+		return false
+	}
+	return !now.Before(c.NoticeDeadline) || c.Checkpointed.After(c.NoticeDeadline.Add(-c.Notice))
 }
 
 // Terminating reports whether every pod is already being deleted.

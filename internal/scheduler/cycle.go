@@ -30,6 +30,9 @@ type unit struct {
 	// preemption search had to spare (minimum runtime) becomes a victim
 	// (zero: none was spared); the unit is tried again then.
 	protectionEnds time.Time
+	// noticeEnds is when the first notice its victims were given ends,
+	// while they are all it waits for (zero otherwise).
+	noticeEnds time.Time
 }
 
 // group is one leaf of a unit as its reports see it: a PodGroup's (or a
@@ -86,7 +89,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 		return
 	}
 	if u == nil {
-		s.state.Cache.DropNomination(k.String())
+		s.dropNomination(ctx, k)
 		s.queue.Done(k)
 		return
 	}
@@ -101,7 +104,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 		s.reportBound(ctx, u)
 	}
 	if u.idle() {
-		s.state.Cache.DropNomination(k.String())
+		s.dropNomination(ctx, k)
 		s.queue.Done(k)
 		return
 	}
@@ -109,7 +112,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	decideStart := s.clock.Now()
 	snap := s.state.Snapshot(ctx, k.String(), it.Priority)
 	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: u.tree, Priority: it.Priority, Preemption: func() (*decide.Preemption, error) {
-		p, err := s.preemptionInput(ctx, u, nc)
+		p, err := s.preemptionInput(ctx, u, it.Priority, nc)
 		if p != nil {
 			u.protectionEnds = preemption.ProtectionEnds(p.Candidates, it.Priority, p.Now)
 		}
@@ -144,11 +147,11 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		// decided; the unit stays in flight until they are done. The
 		// placement is assumed first, so those cycles see it taken.
 		s.binder.assume(d.Assignments())
-		s.state.Cache.DropNomination(k.String())
+		s.dropNomination(ctx, k)
 		s.goBind(ctx, func(ctx context.Context) { s.bind(ctx, u, d, start) })
 	default: // Unschedulable, Preempt
 		if d.DropNomination {
-			s.state.Cache.DropNomination(k.String())
+			s.dropNomination(ctx, k)
 		}
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
 		if d.Kind == decide.Unschedulable && u.protectionEnds.After(s.clock.Now()) {
@@ -184,6 +187,9 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		s.observe(u, start, metrics.ResultUnschedulable)
 		s.countDeviceFailures(d)
 		switch now := s.clock.Now(); {
+		case victimsGoing && u.noticeEnds.After(now):
+			// Only victims under notice: their acknowledgements wake it.
+			s.queue.WaitFor(k, min(u.noticeEnds.Sub(now), noticePoll))
 		case victimsGoing:
 			// Pod and claim events announce the victims' departure.
 			s.queue.WaitFor(k, victimPoll)

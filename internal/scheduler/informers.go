@@ -7,9 +7,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -68,6 +70,7 @@ func (s *Scheduler) setupInformers() error {
 	onGroup := cache.ResourceEventHandlerFuncs{AddFunc: s.onPodGroup, UpdateFunc: func(o, n any) {
 		if !onlyGroupConditionsChanged(o, n) {
 			s.onPodGroup(n)
+			s.onCheckpoint(o, n)
 		}
 	}}
 	if s.upstreamServed {
@@ -232,11 +235,30 @@ func (s *Scheduler) onPod(obj any) {
 // decided again for each of its members' writes, ahead of younger units).
 func (s *Scheduler) onPodUpdate(oldObj, newObj any) {
 	if o, ok := oldObj.(*corev1.Pod); ok {
-		if n, ok := newObj.(*corev1.Pod); ok && onlyConditionsChanged(o, n) {
-			return
+		if n, ok := newObj.(*corev1.Pod); ok {
+			if onlyConditionsChanged(o, n) {
+				return
+			}
+			s.onCheckpoint(o, n)
 		}
 	}
 	s.onPod(newObj)
+}
+
+// onCheckpoint wakes the preemptors holding a notice for a pod or
+// PodGroup whose lockv1.CheckpointedAtAnnotation changed: the
+// acknowledgement ends the notice.
+func (s *Scheduler) onCheckpoint(oldObj, newObj any) {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	if !ok1 || !ok2 || o.GetAnnotations()[lockv1.CheckpointedAtAnnotation] == n.GetAnnotations()[lockv1.CheckpointedAtAnnotation] {
+		return
+	}
+	if p, ok := newObj.(*corev1.Pod); ok {
+		s.wakeNoticeHolders(p.UID, types.NamespacedName{})
+		return
+	}
+	s.wakeNoticeHolders("", types.NamespacedName{Namespace: n.GetNamespace(), Name: n.GetName()})
 }
 
 // onlyConditionsChanged reports whether a pod update changed nothing but

@@ -403,7 +403,7 @@ func (s *Scheduler) judgeWorkload(ctx context.Context, wl *unstructured.Unstruct
 	}
 	snap := s.state.Snapshot(ctx, key.String(), prio)
 	d := decide.Decide(ctx, snap, s.state.CEL, decide.Input{Unit: tu, Priority: prio, DryRun: true, Preemption: func() (*decide.Preemption, error) {
-		return s.preemptionInput(ctx, nil, nominationCheck{})
+		return s.preemptionInput(ctx, nil, prio, nominationCheck{})
 	}})
 	nodeOf := map[types.UID]string{}
 	labelsOf := func(node string) map[string]string {

@@ -92,17 +92,36 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 		return d.Reason, true
 	}
 	plan := d.Plan
-	nom := nominationOf(plan, prio, s.clock.Now())
+	now := s.clock.Now()
+	nom := nominationOf(plan, prio, now)
+	// Victims that asked for notice are told first and evicted when they
+	// acknowledge or it ends; the nomination holds what they will free
+	// until then.
+	evictNow, noticed := splitByNotice(plan.Victims, now)
+	noticeNote := ""
+	if len(noticed) > 0 {
+		last := s.giveNotice(ctx, u, prio, noticed, now)
+		if until := last.Add(nom.Deadline.Sub(now)); until.After(nom.Deadline) {
+			nom.Deadline = until
+		}
+		noticeNote = fmt.Sprintf("; %s given notice until %s to checkpoint", strings.Join(candidateNames(noticed), ", "), last.UTC().Format(time.RFC3339))
+	} else {
+		s.notices.set(u.key, nil)
+	}
 	s.state.Cache.Nominate(u.key.String(), nom)
-	logger.Info("Preempting", "victims", candidateNames(plan.Victims), "victimPods", plan.VictimPods(),
+	logger.Info("Preempting", "victims", candidateNames(evictNow), "underNotice", candidateNames(noticed), "victimPods", plan.VictimPods(),
 		"terminating", len(plan.Terminating), "violatedPDBs", plan.ViolatedPDBs, "considered", plan.Considered)
 	if len(plan.Victims) == 0 {
 		return fmt.Sprintf("waiting for %d lower-priority pods already terminating", len(nom.Victims)), true
 	}
-	s.evict(ctx, u, prio, plan)
+	if len(evictNow) > 0 {
+		now := *plan
+		now.Victims = evictNow
+		s.evict(ctx, u, prio, &now)
+	}
 	s.metrics.Preemptions.WithLabelValues(strconv.Itoa(int(prio))).Inc()
 	s.metrics.PreemptionVictims.Observe(float64(plan.VictimPods()))
-	return fmt.Sprintf("preempting %s; nominated for the freed capacity", plan.Describe()), true
+	return fmt.Sprintf("preempting %s; nominated for the freed capacity%s", plan.Describe(), noticeNote), true
 }
 
 // nominatedPod is what an assignment holds: its node and the claims it
@@ -167,13 +186,20 @@ func (s *Scheduler) checkNomination(k queue.Key) nominationCheck {
 // preemptionInput is what a unit that does not fit may preempt — or, while
 // its earlier preemption's victims are still going (nc), that one is under
 // way. Victims that did not go by the deadline are planned around.
-func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, nc nominationCheck) (*decide.Preemption, error) {
+func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, prio int32, nc nominationCheck) (*decide.Preemption, error) {
 	var stuck sets.Set[types.UID]
 	expired := false
 	if nom := nc.nom; nom != nil {
 		left := nc.left
 		if len(left) > 0 && s.clock.Now().Before(nom.Deadline) {
-			return &decide.Preemption{InProgress: fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.Victims), len(left))}, nil
+			msg := fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.Victims), len(left))
+			if note, ends, held := s.serveNotices(ctx, u, prio); note != "" {
+				msg = note
+				if held.HasAll(left...) {
+					u.noticeEnds = ends
+				}
+			}
+			return &decide.Preemption{InProgress: msg}, nil
 		}
 		expired = true // the executor drops it (Decision.DropNomination)
 		if len(left) > 0 {
@@ -247,33 +273,19 @@ func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 		}
 		return pg, s.groupPriority(pg)
 	}, func(ns, name string) *lockv1.CompositePodGroup { return s.compositeGetter(ns)(name) })
-	preemption.Protect(cands, s.minRuntime)
+	preemption.Declare(cands, s.classTerms)
 	return cands, nil
 }
 
-// minRuntime is how long a candidate must have run before it may be a
-// victim: its CompositePodGroup's (a tree) or PodGroup's
-// lockv1.MinRuntimeAnnotation, else --min-runtime for its pods'
-// PriorityClass, else none.
-func (s *Scheduler) minRuntime(c preemption.Candidate) time.Duration {
-	switch {
-	case c.Tree.Name != "":
-		if cpg := s.compositeGetter(c.Tree.Namespace)(c.Tree.Name); cpg != nil {
-			if d, ok := podgroup.MinRuntime(cpg.Annotations); ok {
-				return d
-			}
-		}
-	case c.Group.Name != "":
-		if pg, err := s.podGroup(c.Group.Namespace, c.Group.Name); err == nil && pg != nil {
-			if d, ok := podgroup.MinRuntime(pg.Annotations); ok {
-				return d
-			}
-		}
-	}
+// classTerms are a candidate's terms by its pods' PriorityClass
+// (--min-runtime, --preemption-notice); its group's annotations win
+// (preemption.Declare).
+func (s *Scheduler) classTerms(c preemption.Candidate) preemption.Terms {
 	if len(c.Pods) == 0 {
-		return 0
+		return preemption.Terms{}
 	}
-	return s.opts.MinRuntime[c.Pods[0].Spec.PriorityClassName]
+	class := c.Pods[0].Spec.PriorityClassName
+	return preemption.Terms{MinRuntime: s.opts.MinRuntime[class], Notice: s.opts.PreemptionNotice[class]}
 }
 
 // evict marks every victim pod DisruptionTarget (PreemptionByScheduler),
@@ -351,6 +363,10 @@ func (s *Scheduler) recordPreemption(ctx context.Context, pg *lockv1.PodGroup, e
 		c := cond
 		c.ObservedGeneration = cur.Generation
 		meta.SetStatusCondition(&cur.Status.Conditions, c)
+		if meta.IsStatusConditionTrue(cur.Status.Conditions, lockv1.PreemptionPending) {
+			meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: lockv1.PreemptionPending, Status: metav1.ConditionFalse,
+				Reason: lockv1.PreemptionPendingReasonEvicted, Message: "Evicted: " + cond.Message, ObservedGeneration: cur.Generation})
+		}
 		if inc := cur.Status.Incarnation; endIncarnation && inc != nil && inc.Ended == nil {
 			inc.Ended = &lockv1.PodGroupIncarnationEnd{Reason: lockv1.PodGroupReasonPreemption, Message: cond.Message, Time: now}
 		}

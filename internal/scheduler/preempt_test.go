@@ -139,7 +139,7 @@ func TestNominationIsJudgedBeforeTheSnapshot(t *testing.T) {
 	if err != nil || u == nil {
 		t.Fatalf("resolving the unit: %v", err)
 	}
-	p, err := f.s.preemptionInput(f.ctx, u, nc)
+	p, err := f.s.preemptionInput(f.ctx, u, 0, nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,6 +91,11 @@ type Options struct {
 	// PriorityClass (--min-runtime): none is a preemption victim before it
 	// has run that long; a group's lockv1.MinRuntimeAnnotation wins.
 	MinRuntime map[string]time.Duration
+	// PreemptionNotice is the notice units get by their pods'
+	// PriorityClass when chosen as victims: marked PreemptionPending, they
+	// are evicted when they acknowledge or it ends; a group's
+	// lockv1.PreemptionNoticeAnnotation wins.
+	PreemptionNotice map[string]time.Duration
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.
@@ -135,6 +140,8 @@ type Scheduler struct {
 	paced pacedChecks
 	// shortfalls remember what more nodes would make units fit.
 	shortfalls shortfalls
+	// notices are the victims given preemption notice, by preemptor.
+	notices notices
 	// provisioner asks Karpenter for gangs' missing nodes (nil: off, or
 	// Karpenter's API not served yet: enableKarpenter sets it).
 	provisioner atomic.Pointer[provisioner]
@@ -363,6 +370,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	if s.opts.Karpenter {
 		go s.sweepProvisioning(ctx)
 	}
+	go s.sweepNotices(ctx)
 	defer s.bindings.Wait()
 	for {
 		it, ok := s.queue.Pop(ctx)

@@ -94,7 +94,7 @@ func (v *JobValidator) ValidateUpdate(ctx context.Context, oldObj, o runtime.Obj
 	for _, key := range topologyAnnotations {
 		if was, is := old.Object().GetAnnotations()[key], j.Object().GetAnnotations()[key]; was != is {
 			errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(key),
-				fmt.Sprintf("the gang's topology is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the %s to change it", was, kind)))
+				fmt.Sprintf("the gang's %s is fixed when its PodGroup is created (it is %q): restore the annotation, or delete and recreate the %s to change it", fixedWhat(key), was, kind)))
 		}
 	}
 	if was, is := jobintegration.Scope(old), jobintegration.Scope(j); was != is {
@@ -130,7 +130,19 @@ func (v *JobValidator) namesTaken(ctx context.Context, ns string, j jobintegrati
 
 // topologyAnnotations are a job's topology annotations, fixed once its
 // gang exists.
-var topologyAnnotations = []string{lockv1.RequiredTopologyAnnotation, lockv1.PreferredTopologyAnnotation, lockv1.DeviceTopologyAnnotation, lockv1.CapacityTypesAnnotation}
+var topologyAnnotations = []string{lockv1.RequiredTopologyAnnotation, lockv1.PreferredTopologyAnnotation, lockv1.DeviceTopologyAnnotation, lockv1.CapacityTypesAnnotation,
+	lockv1.MinRuntimeAnnotation, lockv1.PreemptionNoticeAnnotation}
+
+// fixedWhat is what a fixed annotation of a job sets.
+func fixedWhat(key string) string {
+	switch key {
+	case lockv1.MinRuntimeAnnotation:
+		return "minimum runtime"
+	case lockv1.PreemptionNoticeAnnotation:
+		return "preemption notice"
+	}
+	return "topology"
+}
 
 // modeOf normalizes the disruption-mode annotation ("" is all).
 func modeOf(v string) string {

@@ -179,6 +179,9 @@ func TestJobTopologyAnnotations(t *testing.T) {
 			wantErr: `metadata.annotations[scheduling.lockstep.dev/required-topology]: Invalid value: "zone!"`},
 		"a device attribute without its domain": {ann: map[string]string{lockv1.DeviceTopologyAnnotation: "clique"},
 			wantErr: `metadata.annotations[scheduling.lockstep.dev/device-topology]: Invalid value: "clique"`},
+		"preemption terms": {ann: map[string]string{lockv1.PreemptionNoticeAnnotation: "10m", lockv1.MinRuntimeAnnotation: "1h"}},
+		"a notice without a unit": {ann: map[string]string{lockv1.PreemptionNoticeAnnotation: "600"},
+			wantErr: `metadata.annotations[scheduling.lockstep.dev/preemption-notice]: Invalid value: "600": ` + "scheduling.lockstep.dev/preemption-notice: \"600\" is not a positive duration"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := v.ValidateCreate(context.Background(), job(tc.ann))
@@ -195,6 +198,9 @@ func TestJobTopologyAnnotations(t *testing.T) {
 	changed := job(map[string]string{lockv1.PreferredTopologyAnnotation: "example.com/block"})
 	if _, err := v.ValidateUpdate(context.Background(), old, changed); err == nil || !strings.Contains(err.Error(), "the gang's topology is fixed when its PodGroup is created") {
 		t.Errorf("changing a live gang's topology: %v", err)
+	}
+	if _, err := v.ValidateUpdate(context.Background(), job(map[string]string{lockv1.PreemptionNoticeAnnotation: "10m"}), job(map[string]string{lockv1.PreemptionNoticeAnnotation: "20m"})); err == nil || !strings.Contains(err.Error(), "the gang's preemption notice is fixed when its PodGroup is created") {
+		t.Errorf("changing a live gang's notice: %v", err)
 	}
 	if _, err := v.ValidateUpdate(context.Background(), old, old); err != nil {
 		t.Errorf("an update that keeps the topology: %v", err)

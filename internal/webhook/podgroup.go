@@ -85,6 +85,14 @@ func (v *PodGroupValidator) ValidateUpdate(ctx context.Context, old, pg *lockv1.
 	return v.topologyWarnings("group", pg, specKeyAt), v.validate(ctx, pg, errs)
 }
 
+// checkDuration refuses a value that is not a positive Go duration.
+func checkDuration(v string) *podgroup.KeyError {
+	if _, err := podgroup.ParseMinRuntime(v); err != nil {
+		return &podgroup.KeyError{Problem: "not a positive duration", Fix: "write a Go duration such as 30m or 2h"}
+	}
+	return nil
+}
+
 // validateTopologyAnnotations refuses a preferred-topology,
 // device-topology or capacity-types annotation a Job would be refused for (podgroup.CheckKeys,
 // CheckDeviceAttribute): the same value means the same on every object.
@@ -99,9 +107,11 @@ func validateTopologyAnnotations(old, pg *lockv1.PodGroup) field.ErrorList {
 			_, err := podgroup.ParseCapacityTypes(v)
 			return err
 		},
-		lockv1.MinRuntimeAnnotation: func(v string) *podgroup.KeyError {
-			if _, err := podgroup.ParseMinRuntime(v); err != nil {
-				return &podgroup.KeyError{Problem: "not a positive duration", Fix: "write a Go duration such as 30m or 2h"}
+		lockv1.MinRuntimeAnnotation:       checkDuration,
+		lockv1.PreemptionNoticeAnnotation: checkDuration,
+		lockv1.CheckpointedAtAnnotation: func(v string) *podgroup.KeyError {
+			if podgroup.TimeAnnotation(map[string]string{"t": v}, "t").IsZero() {
+				return &podgroup.KeyError{Problem: "not an RFC 3339 time", Fix: "write the time of the checkpoint such as 2026-12-03T10:30:00Z (date -u +%Y-%m-%dT%H:%M:%SZ)"}
 			}
 			return nil
 		},

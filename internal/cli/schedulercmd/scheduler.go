@@ -31,6 +31,8 @@ type Options struct {
 	instanceTypes string
 	// minRuntime is --min-runtime (parsed by Complete).
 	minRuntime string
+	// preemptionNotice is --preemption-notice (parsed by Complete).
+	preemptionNotice string
 	// config is the scheduler's client configuration (Complete).
 	config *rest.Config
 }
@@ -82,6 +84,7 @@ func newCommand(o *Options) *cobra.Command {
 	f.StringVar(&o.instanceTypes, "karpenter-instance-types", o.instanceTypes, "with --karpenter: a file listing the instance types Lockstep may ask Karpenter for (name, zones, capacityTypes, allocatable, labels, devices as the cluster spec writes them; docs/install.md, Autoscaling); empty: Lockstep asks for no nodes")
 	f.DurationVar(&o.Scheduler.ProvisionTimeout, "karpenter-provision-timeout", scheduler.DefaultProvisionTimeout, "how long the nodes Lockstep asks Karpenter for have to become ready; then every node of the set is released and the next offering tried")
 	f.StringVar(&o.minRuntime, "min-runtime", o.minRuntime, "minimum runtimes by PriorityClass, e.g. research=30m,batch=2h: a unit whose pods have that PriorityClass is no preemption victim before it has run that long since its newest member started (a group's "+lockv1.MinRuntimeAnnotation+" annotation wins)")
+	f.StringVar(&o.preemptionNotice, "preemption-notice", o.preemptionNotice, "preemption notice by PriorityClass, e.g. research=10m: a unit whose pods have that PriorityClass, chosen as a victim, is marked PreemptionPending and evicted whole when it sets "+lockv1.CheckpointedAtAnnotation+" or the notice ends (a group's "+lockv1.PreemptionNoticeAnnotation+" annotation wins)")
 	// A fault-test hook, hidden from --help: exit after the N-th binding.
 	f.Int64Var(&o.crashAfterBinds, "test-crash-after-binds", o.crashAfterBinds, "fault tests only: exit right after the N-th successful binding (0: after the claim phase); negative: off")
 	_ = f.MarkHidden("test-crash-after-binds")
@@ -110,6 +113,13 @@ func (o *Options) Complete() error {
 			return fmt.Errorf("--min-runtime: %w", err)
 		}
 		o.Scheduler.MinRuntime = m
+	}
+	if o.preemptionNotice != "" {
+		m, err := podgroup.ParseClassDurations("preemption-notice", o.preemptionNotice)
+		if err != nil {
+			return fmt.Errorf("--preemption-notice: %w", err)
+		}
+		o.Scheduler.PreemptionNotice = m
 	}
 	if o.crashAfterBinds >= 0 {
 		o.Scheduler.CrashAfterBinds = &o.crashAfterBinds

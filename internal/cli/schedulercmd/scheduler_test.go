@@ -48,6 +48,8 @@ func TestCompleteValidate(t *testing.T) {
 			wantErr: []string{"--min-runtime: min-runtime: Invalid value: \"batch\": want <PriorityClass>=<duration>, e.g. research=30m"}},
 		{name: "--min-runtime of no positive duration", argv: []string{"--min-runtime", "research=-5m"},
 			wantErr: []string{"--min-runtime: min-runtime[research]: Invalid value: \"-5m\": not a positive duration"}},
+		{name: "--preemption-notice of no positive duration", argv: []string{"--preemption-notice", "research=10"},
+			wantErr: []string{"--preemption-notice: preemption-notice[research]: Invalid value: \"10\": not a positive duration"}},
 		{name: "-n: a component takes no namespace", argv: []string{"-n", "lockstep-system"},
 			wantErr: []string{"unknown shorthand flag: 'n'"}},
 		{name: "an argument", argv: []string{"now"},
