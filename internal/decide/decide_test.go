@@ -44,6 +44,10 @@ type scenario struct {
 	Cluster string `json:"cluster"`
 	Running []pods `json:"running"`
 	Units   []pods `json:"units"`
+	// Now is when the units are decided, as a Go duration after every
+	// pod's creation ("": no clock, as before preemption counted the work
+	// victims lose).
+	Now string `json:"now"`
 }
 
 // pods are count pods of one shape: a gang of minCount (0: a basic group,
@@ -73,6 +77,11 @@ type pods struct {
 	// CapacityTypes is the group's capacity-types annotation ("": the
 	// default).
 	CapacityTypes string `json:"capacityTypes"`
+	// Started and Checkpointed, for running pods, are when they started
+	// and their group last reported a checkpoint, as Go durations after
+	// their creation ("": at creation; never).
+	Started      string `json:"started"`
+	Checkpointed string `json:"checkpointed"`
 	// Tree, for a unit, makes it a scheduling tree (tree_test.go): Name
 	// is its root's.
 	Tree *treeSpec `json:"tree"`
@@ -147,6 +156,9 @@ func run(t *testing.T, file string) string {
 		}
 	}
 	r := &runner{t: t, cache: snapshot.CacheFrom(in), groups: groups, priorities: priorities, free: free}
+	if sc.Now != "" {
+		r.now = created.Add(mustDuration(sc.Now))
+	}
 	// The scheduler's cycle state (nominations, if any, included).
 	r.st = &cycle.State{Cache: r.cache, CEL: dra.NewCache(), Clock: clock.RealClock{}}
 	r.ctx = klog.NewContext(context.Background(), klog.Background().V(0))
@@ -170,6 +182,8 @@ type runner struct {
 	priorities map[string]int32
 	free       map[string][]device
 	out        strings.Builder
+	// now is the preemption search's clock (zero: none).
+	now time.Time
 }
 
 // add puts a shape's pods (the first bound ones on their nodes) and claims
@@ -187,9 +201,11 @@ func (r *runner) add(ud pods, ps []*corev1.Pod, claims []*resourcev1.ResourceCla
 }
 
 func (r *runner) preemption() (*Preemption, error) {
-	return &Preemption{Candidates: preemption.Candidates(r.cache.Pods(), func(ns, name string) (*lockv1.PodGroup, int32) {
+	cands := preemption.Candidates(r.cache.Pods(), func(ns, name string) (*lockv1.PodGroup, int32) {
 		return r.groups[name], r.priorities[name]
-	})}, nil
+	})
+	preemption.Declare(cands, nil)
+	return &Preemption{Candidates: cands, Now: r.now}, nil
 }
 
 // assume records what a decision bound, as the scheduler's binder does.
@@ -325,6 +341,9 @@ func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup
 		if s.CapacityTypes != "" {
 			pg.Annotations[lockv1.CapacityTypesAnnotation] = s.CapacityTypes
 		}
+		if s.Checkpointed != "" {
+			pg.Annotations[lockv1.CheckpointedAtAnnotation] = created.Add(mustDuration(s.Checkpointed)).UTC().Format(time.RFC3339)
+		}
 	}
 	count := s.Count
 	if count == 0 {
@@ -348,7 +367,10 @@ func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup
 		}
 		p := b.Obj()
 		p.UID = types.UID(name)
-		p.CreationTimestamp = metav1.NewTime(time.Unix(1e9, 0))
+		p.CreationTimestamp = metav1.NewTime(created)
+		if s.Started != "" {
+			p.Status.StartTime = ptr.To(metav1.NewTime(created.Add(mustDuration(s.Started))))
+		}
 		p.Spec.Priority = ptr.To(s.Priority)
 		if i < s.Gated {
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}}
@@ -360,6 +382,17 @@ func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup
 		out, claims = append(out, p), append(claims, claim)
 	}
 	return out, claims, pg
+}
+
+// created is when every scenario pod was created.
+var created = time.Unix(1e9, 0)
+
+func mustDuration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 type device struct{ driver, pool, device string }
@@ -397,6 +430,12 @@ func describe(out *strings.Builder, name string, d Decision) {
 		}
 		sort.Strings(victims)
 		fmt.Fprintf(out, "  evict: %s\n", strings.Join(victims, " "))
+		if lost := d.Plan.WorkLost(); lost > 0 {
+			fmt.Fprintf(out, "  work lost: %.2f device-hours\n", lost)
+			for _, a := range d.Plan.Alternatives {
+				fmt.Fprintf(out, "  costlier: %s: %d pods, %.2f device-hours\n", a.Domain, a.Pods, a.WorkLost)
+			}
+		}
 	}
 	lines := make([]string, 0, len(asgs))
 	for _, a := range asgs {

@@ -180,7 +180,25 @@ func preemptionNote(d decide.Decision) string {
 	if len(plan.ViolatedPDBs) > 0 {
 		out += fmt.Sprintf(" (violating PodDisruptionBudget %s: no other choice)", strings.Join(plan.ViolatedPDBs, ", "))
 	}
+	out += fmt.Sprintf(", losing %s", deviceHours(plan.WorkLost()))
+	if alt := plan.Alternatives; len(alt) > 0 {
+		var parts []string
+		for i, a := range alt {
+			if i == 3 {
+				parts = append(parts, fmt.Sprintf("and %d more", len(alt)-3))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("in %s %s, losing %s", a.Domain, a.Victims, deviceHours(a.WorkLost)))
+		}
+		out += "; costlier: " + strings.Join(parts, "; ")
+	}
 	return out
+}
+
+// deviceHours words work lost: "3.2 device-hours since their last
+// checkpoints".
+func deviceHours(h float64) string {
+	return fmt.Sprintf("%.1f device-hours since their last checkpoints", h)
 }
 
 // decide is the scheduler's decision for the unit (a flat one, or a tree)

@@ -127,7 +127,7 @@ func TestWhatIf(t *testing.T) {
 			wantVerdict: DoesNotFit, wantAnswer: []string{"Job ml/train would not fit now if created: ", "minCount 3 not satisfiable"},
 			wantUnits: []WhatIfUnit{{Name: "PodGroup ml/train", Pods: 3, MinCount: 3}}},
 		{name: "a higher-priority gang fits after preempting the busy pod", manifest: highPriority + whatIfJob("train", 4, "", "      priorityClassName: high"),
-			wantVerdict: FitsAfterPreemption, wantAnswer: []string{"Job ml/train would fit if created, after the scheduler preempts: would evict", "other/busy-0"},
+			wantVerdict: FitsAfterPreemption, wantAnswer: []string{"Job ml/train would fit if created, after the scheduler preempts: would evict", "other/busy-0", "device-hours since their last checkpoints"},
 			wantUnits:   []WhatIfUnit{{Name: "PodGroup ml/train", Pods: 4, MinCount: 4, Placeable: 4, NodeCount: 4}},
 			wantPreempt: "other/busy-0"},
 		{name: "a gated gang waits", manifest: whatIfJob("train", 2, "", "      schedulingGates: [{name: example.com/quota}]"),

@@ -174,6 +174,22 @@ type Plan struct {
 	Considered int
 	// Simulations is how many placement simulations the search ran.
 	Simulations int
+	// workLost is the device-hours the victims lose (WorkLost).
+	workLost float64
+	// Alternatives are the other candidate sets the search weighed (one
+	// per topology domain the unit may use), costlier than this one.
+	Alternatives []Alternative
+}
+
+// An Alternative is a candidate set the search found costlier.
+type Alternative struct {
+	// Domain is where its placement would be.
+	Domain string
+	// Victims describes it as Describe does.
+	Victims string
+	Pods    int
+	// WorkLost is its device-hours lost.
+	WorkLost float64
 }
 
 // Describe names the victims: "PodGroup ns/low (4 pods, priority 100), …".
@@ -208,6 +224,7 @@ func Find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 		return find(ctx, snap, alloc, in)
 	}
 	var best *Plan
+	var found []*Plan
 	why := ""
 	for _, d := range domains {
 		din := in
@@ -223,9 +240,15 @@ func Find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 		if best == nil || cheaper(p, best) {
 			best = p
 		}
+		found = append(found, p)
 	}
 	if best == nil {
 		return nil, fmt.Sprintf("in none of the %d topology domains the unit may use (e.g. %s: %s)", len(domains), domains[len(domains)-1], why), nil
+	}
+	for _, p := range found {
+		if p != best {
+			best.Alternatives = append(best.Alternatives, Alternative{Domain: p.Placement.Domain, Victims: p.Describe(), Pods: p.VictimPods(), WorkLost: p.workLost})
+		}
 	}
 	return best, "", nil
 }
@@ -266,8 +289,9 @@ func requiredDomains(snap *snapshot.Snapshot, u placement.Unit) []topology.Domai
 }
 
 // cheaper reports whether plan p costs less than q: victims of lower
-// priority, fewer budgets violated, fewer pods evicted, fewer groups, the
-// most recently started (least work lost).
+// priority, fewer budgets violated, less work lost (device-hours since
+// the victims' last checkpoints), fewer pods evicted, fewer groups, the
+// most recently started.
 func cheaper(p, q *Plan) bool {
 	pp, qp := maxPriority(p.Victims), maxPriority(q.Victims)
 	switch {
@@ -277,6 +301,8 @@ func cheaper(p, q *Plan) bool {
 		return pp < qp
 	case len(p.ViolatedPDBs) != len(q.ViolatedPDBs):
 		return len(p.ViolatedPDBs) < len(q.ViolatedPDBs)
+	case p.workLost != q.workLost:
+		return p.workLost < q.workLost
 	case p.VictimPods() != q.VictimPods():
 		return p.VictimPods() < q.VictimPods()
 	case len(p.Victims) != len(q.Victims):
@@ -352,7 +378,11 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 		return plan, "", err
 	}
 	pdb := newBudgets(in.PDBs)
-	sortCheapestFirst(others, pdb)
+	lost := make(map[string]float64, len(others))
+	for _, c := range others {
+		lost[c.Name] = workLost(snap, c, in.Now)
+	}
+	sortCheapestFirst(others, pdb, lost)
 	for _, c := range others {
 		sim.remove(c)
 	}
@@ -410,6 +440,9 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 	plan.Placement = res
 	plan.Simulations = sim.fitChecks
 	plan.ViolatedPDBs = pdb.violated(victims)
+	for _, v := range victims {
+		plan.workLost += lost[v.Name]
+	}
 	return plan, "", nil
 }
 
@@ -480,8 +513,10 @@ func globalPools(snap *snapshot.Snapshot) sets.Set[string] {
 	return out
 }
 
-// sortCheapestFirst orders candidates by what evicting them costs.
-func sortCheapestFirst(cs []Candidate, pdb *budgets) {
+// sortCheapestFirst orders candidates by what evicting them costs:
+// priority, budgets, the work they lose (lost, device-hours), then the
+// most recently started and the fewest pods.
+func sortCheapestFirst(cs []Candidate, pdb *budgets, lost map[string]float64) {
 	type key struct {
 		protected bool
 		started   time.Time
@@ -498,6 +533,8 @@ func sortCheapestFirst(cs []Candidate, pdb *budgets) {
 			return a.Priority < b.Priority
 		case ka.protected != kb.protected:
 			return !ka.protected
+		case lost[a.Name] != lost[b.Name]:
+			return lost[a.Name] < lost[b.Name]
 		case !ka.started.Equal(kb.started):
 			return ka.started.After(kb.started)
 		case len(a.Pods) != len(b.Pods):
