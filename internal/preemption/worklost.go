@@ -18,10 +18,7 @@ func workLost(snap *snapshot.Snapshot, c Candidate, now time.Time) float64 {
 	if now.IsZero() {
 		return 0
 	}
-	since := c.started()
-	if c.Checkpointed.After(since) {
-		since = c.Checkpointed
-	}
+	since := c.lastSaved()
 	if !now.After(since) {
 		return 0
 	}

@@ -36,8 +36,8 @@ func TestFindTakesTheLeastWorkLost(t *testing.T) {
 		name: "a checkpoint older than the last start counts from the start", checkpointed: 5 * time.Hour,
 		wantVictims: []string{"fresh-0", "fresh-1"}, wantLost: 2 * 1,
 	}, {
-		name: "without a clock the order is by start", checkpointed: 6 * time.Minute, noClock: true,
-		wantVictims: []string{"fresh-0", "fresh-1"},
+		name: "without a clock the last save still orders them, and nothing is counted", checkpointed: 6 * time.Minute, noClock: true,
+		wantVictims: []string{"saved-0", "saved-1"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)

@@ -238,7 +238,12 @@ func (w *world) attempt(u *unitRun, again bool) {
 	if preempt {
 		in.Preemption = func() (*decide.Preemption, error) {
 			w.rec.searches++
-			return &decide.Preemption{Candidates: preemption.TreeCandidates(w.st.Cache.Pods(), w.groupOf, w.compositeOf)}, nil
+			// As the scheduler: the groups' terms (minimum runtime,
+			// notice, checkpoints) and its clock, so victims are chosen
+			// by the work they lose.
+			cands := preemption.TreeCandidates(w.st.Cache.Pods(), w.groupOf, w.compositeOf)
+			preemption.Declare(cands, nil)
+			return &decide.Preemption{Candidates: cands, Now: w.clk.Now()}, nil
 		}
 	}
 	d := decide.Decide(w.ctx, snap, w.st.CEL, in)
