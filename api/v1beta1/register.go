@@ -74,6 +74,19 @@ const (
 	// is evicted: a container reads it live through a downward-API volume
 	// (metadata.annotations['scheduling.lockstep.dev/preemption-pending']).
 	PreemptionPendingAnnotation = "scheduling.lockstep.dev/preemption-pending"
+	// MaxRuntimeAnnotation on a PodGroup (or the CompositePodGroup of a
+	// tree, or a workload; a Job's spec.activeDeadlineSeconds gives it) is
+	// a Go duration: the group ends by then after its newest member
+	// started. A preemptor that would wait only a little for it to end
+	// waits instead of evicting others (--preemption-short-wait).
+	MaxRuntimeAnnotation = "scheduling.lockstep.dev/max-runtime"
+	// PreemptionDelayAnnotation on a PodGroup (or the CompositePodGroup of
+	// a tree, or a workload) is a Go duration: the group preempts nothing
+	// before it has waited that long since its newest pending member was
+	// created (time for capacity to free or arrive on its own). It wins
+	// over the scheduler's default for its PriorityClass
+	// (--preemption-delay).
+	PreemptionDelayAnnotation = "scheduling.lockstep.dev/preemption-delay"
 )
 
 // Condition types and reasons, as in scheduling.k8s.io/v1beta1.

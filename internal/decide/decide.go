@@ -91,6 +91,12 @@ type Preemption struct {
 	Expired bool
 	// Now judges the candidates' minimum runtime (their ProtectedUntil).
 	Now time.Time
+	// ShortWait bounds how long the unit waits for candidates that
+	// declared their end instead of evicting (preemption.Input.ShortWait).
+	ShortWait time.Duration
+	// Delayed, when set, says the unit may not preempt yet (its preemption
+	// delay): no search runs, and the decision's reason says this.
+	Delayed string
 }
 
 // Decision is what one cycle decided for a unit.
@@ -228,8 +234,10 @@ func preempt(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in 
 		return Unschedulable, "", nil, false, nil
 	case p.InProgress != "":
 		return Preempt, p.InProgress, nil, false, nil
+	case p.Delayed != "":
+		return Unschedulable, p.Delayed, nil, p.Expired, nil
 	}
-	target.Priority, target.Candidates, target.PDBs, target.Stuck, target.Now = in.Priority, p.Candidates, p.PDBs, p.Stuck, p.Now
+	target.Priority, target.Candidates, target.PDBs, target.Stuck, target.Now, target.ShortWait = in.Priority, p.Candidates, p.PDBs, p.Stuck, p.Now, p.ShortWait
 	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), target)
 	switch {
 	case err != nil:

@@ -192,6 +192,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestTopologyAnnotationsReachTheGang(t *testing.T) {
 	for name, tc := range map[string]struct {
 		ann            map[string]string
+		activeDeadline int64
 		wantRequired   []string
 		wantAnnotation map[string]string
 	}{
@@ -221,10 +222,23 @@ func TestTopologyAnnotationsReachTheGang(t *testing.T) {
 				lockv1.PreemptionNoticeAnnotation: "10m",
 			},
 		},
+		"a Job's activeDeadlineSeconds is its gang's maximum runtime": {
+			ann:            map[string]string{lockv1.PreemptionDelayAnnotation: "5m"},
+			activeDeadline: 5400,
+			wantAnnotation: map[string]string{lockv1.PreemptionDelayAnnotation: "5m", lockv1.MaxRuntimeAnnotation: "1h30m0s"},
+		},
+		"a declared maximum runtime wins over activeDeadlineSeconds": {
+			ann:            map[string]string{lockv1.MaxRuntimeAnnotation: "1h"},
+			activeDeadline: 5400,
+			wantAnnotation: map[string]string{lockv1.MaxRuntimeAnnotation: "1h"},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			job := gangJob()
 			job.Annotations = tc.ann
+			if tc.activeDeadline > 0 {
+				job.Spec.ActiveDeadlineSeconds = &tc.activeDeadline
+			}
 			r, _ := newReconciler(job)
 			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "train"}}); err != nil {
 				t.Fatal(err)

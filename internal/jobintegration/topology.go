@@ -3,6 +3,9 @@ package jobintegration
 import (
 	"fmt"
 	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
@@ -25,7 +28,7 @@ type Topology struct {
 }
 
 // termAnnotations are the preemption terms a job passes to its groups.
-var termAnnotations = []string{lockv1.MinRuntimeAnnotation, lockv1.PreemptionNoticeAnnotation}
+var termAnnotations = []string{lockv1.MinRuntimeAnnotation, lockv1.PreemptionNoticeAnnotation, lockv1.PreemptionDelayAnnotation, lockv1.MaxRuntimeAnnotation}
 
 // IsZero reports whether the groups may go anywhere.
 func (t Topology) IsZero() bool {
@@ -84,6 +87,14 @@ func TopologyOf(j GenericJob) (Topology, *NotQualified) {
 			t.Terms = map[string]string{}
 		}
 		t.Terms[key] = strings.TrimSpace(v)
+	}
+	if job, ok := j.Object().(*batchv1.Job); ok && job.Spec.ActiveDeadlineSeconds != nil && t.Terms[lockv1.MaxRuntimeAnnotation] == "" {
+		// The Job ends by its deadline, counted from its start — before
+		// its gang's: a declared end for preemptors to wait for.
+		if t.Terms == nil {
+			t.Terms = map[string]string{}
+		}
+		t.Terms[lockv1.MaxRuntimeAnnotation] = (time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second).String()
 	}
 	return t, nil
 }

@@ -42,6 +42,17 @@ func PreemptionNotice(annotations map[string]string) (d time.Duration, set bool)
 	return durationAnnotation(annotations, lockv1.PreemptionNoticeAnnotation)
 }
 
+// MaxRuntime is the runtime annotations declare the group ends within.
+func MaxRuntime(annotations map[string]string) (d time.Duration, set bool) {
+	return durationAnnotation(annotations, lockv1.MaxRuntimeAnnotation)
+}
+
+// PreemptionDelay is how long annotations ask the group to wait before
+// it preempts.
+func PreemptionDelay(annotations map[string]string) (d time.Duration, set bool) {
+	return durationAnnotation(annotations, lockv1.PreemptionDelayAnnotation)
+}
+
 // TimeAnnotation reads an RFC 3339 time annotation (checkpointed-at,
 // preemption-pending); zero when absent or unreadable.
 func TimeAnnotation(annotations map[string]string, key string) time.Time {

@@ -53,6 +53,10 @@ type Candidate struct {
 	// Annotations are its PodGroup's, or its CompositePodGroup's for a
 	// tree (none for a lone pod): its declared terms.
 	Annotations map[string]string
+	// EndsBy is when it ends at the latest, as declared: its pods'
+	// spec.activeDeadlineSeconds, or its group's
+	// lockv1.MaxRuntimeAnnotation, from its start (zero: not declared).
+	EndsBy time.Time
 	// Checkpointed is when it last saved its work
 	// (lockv1.CheckpointedAtAnnotation on its group or a pod); zero: never.
 	Checkpointed time.Time
@@ -86,6 +90,17 @@ func Declare(cs []Candidate, defaults func(Candidate) Terms) {
 		}
 		if t.MinRuntime > 0 {
 			c.ProtectedUntil = c.started().Add(t.MinRuntime)
+		}
+		c.EndsBy = time.Time{}
+		if d, ok := podgroup.MaxRuntime(c.Annotations); ok {
+			c.EndsBy = c.started().Add(d)
+		}
+		for _, p := range c.Pods {
+			if ads := p.Spec.ActiveDeadlineSeconds; ads != nil && p.Status.StartTime != nil {
+				if end := p.Status.StartTime.Add(time.Duration(*ads) * time.Second); c.EndsBy.IsZero() || end.Before(c.EndsBy) {
+					c.EndsBy = end
+				}
+			}
 		}
 		c.Notice = t.Notice
 		c.Checkpointed = podgroup.TimeAnnotation(c.Annotations, lockv1.CheckpointedAtAnnotation)
@@ -166,6 +181,10 @@ type Input struct {
 	// Now is the time candidates' protection (ProtectedUntil) is judged
 	// at.
 	Now time.Time
+	// ShortWait is the longest the unit waits for candidates that declared
+	// their end (EndsBy) instead of evicting others, when waiting costs
+	// less than the victims would lose (0: never waits).
+	ShortWait time.Duration
 }
 
 // Plan is a preemption that makes the unit fit.
@@ -186,6 +205,13 @@ type Plan struct {
 	Simulations int
 	// workLost is the device-hours the victims lose (WorkLost).
 	workLost float64
+	// WaitUntil, set, says no one is evicted: the Terminating candidates
+	// end by then as they declared (EndsBy), and waiting for them costs
+	// less than the eviction would (Instead says which).
+	WaitUntil time.Time
+	// Instead is the eviction a short wait avoids, as Describe words it,
+	// and what it would lose.
+	Instead string
 	// Alternatives are the other candidate sets the search weighed (one
 	// per topology domain the unit may use), costlier than this one.
 	Alternatives []Alternative
@@ -452,6 +478,9 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 	plan.ViolatedPDBs = pdb.violated(victims)
 	for _, v := range victims {
 		plan.workLost += lost[v.Name]
+	}
+	if w, err := shortWait(snap, sim, in, plan); err != nil || w != nil {
+		return w, "", err
 	}
 	return plan, "", nil
 }

@@ -33,6 +33,9 @@ type unit struct {
 	// noticeEnds is when the first notice its victims were given ends,
 	// while they are all it waits for (zero otherwise).
 	noticeEnds time.Time
+	// preemptAt is when its preemption delay ends, while it has not
+	// (zero otherwise): it is tried again then.
+	preemptAt time.Time
 }
 
 // group is one leaf of a unit as its reports see it: a PodGroup's (or a
@@ -154,7 +157,7 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 			s.dropNomination(ctx, k)
 		}
 		note, victimsGoing := s.preempt(ctx, u, prio, d)
-		if d.Kind == decide.Unschedulable && u.protectionEnds.After(s.clock.Now()) {
+		if d.Kind == decide.Unschedulable && (u.protectionEnds.After(s.clock.Now()) || u.preemptAt.After(s.clock.Now())) {
 			// Spared victims (minimum runtime): the condition says whom,
 			// until when.
 			note = joinNote(note, d.Reason)
@@ -196,6 +199,9 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		case u.protectionEnds.After(now):
 			// No event says a minimum runtime ended.
 			s.queue.WaitFor(k, u.protectionEnds.Sub(now))
+		case u.preemptAt.After(now):
+			// Nor that a preemption delay did.
+			s.queue.WaitFor(k, u.preemptAt.Sub(now))
 		default:
 			s.queue.Unschedulable(k)
 		}

@@ -94,6 +94,19 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 	plan := d.Plan
 	now := s.clock.Now()
 	nom := nominationOf(plan, prio, now)
+	if !plan.WaitUntil.IsZero() {
+		// A short wait instead: the pods that declared they end soon are
+		// held for it as victims already going are; nothing is evicted.
+		if until := plan.WaitUntil.Add(nominationSlack); until.After(nom.Deadline) {
+			nom.Deadline = until
+		}
+		nom.Waiting = fmt.Sprintf("waiting until %s for %s to end as declared, instead of preempting %s", plan.WaitUntil.UTC().Format(time.RFC3339), strings.Join(candidateNames(plan.Terminating), ", "), plan.Instead)
+		s.state.Cache.Nominate(u.key.String(), nom)
+		s.notices.set(u.key, nil)
+		logger.Info("Waiting instead of preempting", "until", plan.WaitUntil, "for", candidateNames(plan.Terminating), "instead", plan.Instead)
+		s.recorder.Eventf(u.object(), nil, corev1.EventTypeNormal, eventNotPreempting, "Preempting", "%s", nom.Waiting)
+		return nom.Waiting, true
+	}
 	// Victims that asked for notice are told first and evicted when they
 	// acknowledge or it ends; the nomination holds what they will free
 	// until then.
@@ -193,6 +206,9 @@ func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, prio int32, nc
 		left := nc.left
 		if len(left) > 0 && s.clock.Now().Before(nom.Deadline) {
 			msg := fmt.Sprintf("preempted %d pods; waiting for %d of them to terminate and release what they hold", len(nom.Victims), len(left))
+			if nom.Waiting != "" {
+				msg = nom.Waiting
+			}
 			if note, ends, held := s.serveNotices(ctx, u, prio); note != "" {
 				msg = note
 				if held.HasAll(left...) {
@@ -207,6 +223,12 @@ func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, prio int32, nc
 			klog.FromContext(ctx).Info("Preemption victims did not go in time; planning again without them", "stuck", len(left))
 		}
 	}
+	if u != nil {
+		if at, d := s.preemptionDelay(u); at.After(s.clock.Now()) {
+			u.preemptAt = at
+			return &decide.Preemption{Expired: expired, Delayed: fmt.Sprintf("preemption delayed until %s (preemption delay %s since its newest pending member was created)", at.UTC().Format(time.RFC3339), d)}, nil
+		}
+	}
 	cands, err := s.candidates()
 	if err != nil {
 		return nil, err
@@ -215,7 +237,7 @@ func (s *Scheduler) preemptionInput(ctx context.Context, u *unit, prio int32, nc
 	if err != nil {
 		return nil, err
 	}
-	return &decide.Preemption{Candidates: cands, PDBs: pdbs, Stuck: stuck, Expired: expired, Now: s.clock.Now()}, nil
+	return &decide.Preemption{Candidates: cands, PDBs: pdbs, Stuck: stuck, Expired: expired, Now: s.clock.Now(), ShortWait: s.opts.PreemptionShortWait}, nil
 }
 
 // nominatedNodes maps each pod of a unit's nomination to the node held for
@@ -275,6 +297,39 @@ func (s *Scheduler) candidates() ([]preemption.Candidate, error) {
 	}, func(ns, name string) *lockv1.CompositePodGroup { return s.compositeGetter(ns)(name) })
 	preemption.Declare(cands, s.classTerms)
 	return cands, nil
+}
+
+// preemptionDelay is when unit u may first preempt, and its delay: its
+// PodGroup's or tree root's lockv1.PreemptionDelayAnnotation, else
+// --preemption-delay for its pods' PriorityClass, counted from when its
+// newest pending member was created (zero: no delay).
+func (s *Scheduler) preemptionDelay(u *unit) (time.Time, time.Duration) {
+	var ann map[string]string
+	switch f := u.tree.Flat(); {
+	case u.root != nil:
+		ann = u.root.Annotations
+	case f != nil && f.Group != nil:
+		ann = f.Group.Annotations
+	}
+	var newest *corev1.Pod
+	for _, g := range u.leaves() {
+		for _, p := range g.Pending {
+			if newest == nil || p.CreationTimestamp.After(newest.CreationTimestamp.Time) {
+				newest = p
+			}
+		}
+	}
+	if newest == nil {
+		return time.Time{}, 0
+	}
+	d, ok := podgroup.PreemptionDelay(ann)
+	if !ok {
+		d = s.opts.PreemptionDelay[newest.Spec.PriorityClassName]
+	}
+	if d <= 0 {
+		return time.Time{}, 0
+	}
+	return newest.CreationTimestamp.Add(d), d
 }
 
 // classTerms are a candidate's terms by its pods' PriorityClass

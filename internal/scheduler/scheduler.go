@@ -96,6 +96,13 @@ type Options struct {
 	// are evicted when they acknowledge or it ends; a group's
 	// lockv1.PreemptionNoticeAnnotation wins.
 	PreemptionNotice map[string]time.Duration
+	// PreemptionDelay is how long units wait by their pods'
+	// PriorityClass before they preempt; a group's
+	// lockv1.PreemptionDelayAnnotation wins.
+	PreemptionDelay map[string]time.Duration
+	// PreemptionShortWait bounds how long a unit waits for running pods
+	// that declared their end instead of preempting (0: never).
+	PreemptionShortWait time.Duration
 }
 
 // Scheduler schedules every pod whose schedulerName is lockstep.

@@ -36,6 +36,9 @@ type Nomination struct {
 	Deadline time.Time
 	// Restored: rebuilt from status.nominatedNodeName (Pods have no Claims).
 	Restored bool
+	// Waiting, when set, is what the nominee waits for instead of evicted
+	// victims (pods that declared they end soon): its condition's note.
+	Waiting string
 }
 
 // NominatedPod is where one pod of the nominee goes.

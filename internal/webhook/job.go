@@ -131,7 +131,7 @@ func (v *JobValidator) namesTaken(ctx context.Context, ns string, j jobintegrati
 // topologyAnnotations are a job's topology annotations, fixed once its
 // gang exists.
 var topologyAnnotations = []string{lockv1.RequiredTopologyAnnotation, lockv1.PreferredTopologyAnnotation, lockv1.DeviceTopologyAnnotation, lockv1.CapacityTypesAnnotation,
-	lockv1.MinRuntimeAnnotation, lockv1.PreemptionNoticeAnnotation}
+	lockv1.MinRuntimeAnnotation, lockv1.PreemptionNoticeAnnotation, lockv1.PreemptionDelayAnnotation, lockv1.MaxRuntimeAnnotation}
 
 // fixedWhat is what a fixed annotation of a job sets.
 func fixedWhat(key string) string {
@@ -140,6 +140,10 @@ func fixedWhat(key string) string {
 		return "minimum runtime"
 	case lockv1.PreemptionNoticeAnnotation:
 		return "preemption notice"
+	case lockv1.PreemptionDelayAnnotation:
+		return "preemption delay"
+	case lockv1.MaxRuntimeAnnotation:
+		return "maximum runtime"
 	}
 	return "topology"
 }

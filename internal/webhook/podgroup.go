@@ -109,6 +109,8 @@ func validateTopologyAnnotations(old, pg *lockv1.PodGroup) field.ErrorList {
 		},
 		lockv1.MinRuntimeAnnotation:       checkDuration,
 		lockv1.PreemptionNoticeAnnotation: checkDuration,
+		lockv1.PreemptionDelayAnnotation:  checkDuration,
+		lockv1.MaxRuntimeAnnotation:       checkDuration,
 		lockv1.CheckpointedAtAnnotation: func(v string) *podgroup.KeyError {
 			if podgroup.TimeAnnotation(map[string]string{"t": v}, "t").IsZero() {
 				return &podgroup.KeyError{Problem: "not an RFC 3339 time", Fix: "write the time of the checkpoint such as 2026-12-03T10:30:00Z (date -u +%Y-%m-%dT%H:%M:%SZ)"}

@@ -33,6 +33,8 @@ type Options struct {
 	minRuntime string
 	// preemptionNotice is --preemption-notice (parsed by Complete).
 	preemptionNotice string
+	// preemptionDelay is --preemption-delay (parsed by Complete).
+	preemptionDelay string
 	// config is the scheduler's client configuration (Complete).
 	config *rest.Config
 }
@@ -42,7 +44,7 @@ func NewOptions() *Options {
 	return &Options{Client: clientopts.ForComponent(), QPS: -1, Burst: 400, Scheduler: scheduler.Options{
 		LeaderElect: true, LeaseNamespace: "lockstep-system", LeaseName: "lockstep-scheduler",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		MetricsAddr: ":8080", HealthAddr: ":8083",
+		MetricsAddr: ":8080", HealthAddr: ":8083", PreemptionShortWait: 5 * time.Minute,
 	}, crashAfterBinds: -1}
 }
 
@@ -85,6 +87,8 @@ func newCommand(o *Options) *cobra.Command {
 	f.DurationVar(&o.Scheduler.ProvisionTimeout, "karpenter-provision-timeout", scheduler.DefaultProvisionTimeout, "how long the nodes Lockstep asks Karpenter for have to become ready; then every node of the set is released and the next offering tried")
 	f.StringVar(&o.minRuntime, "min-runtime", o.minRuntime, "minimum runtimes by PriorityClass, e.g. research=30m,batch=2h: a unit whose pods have that PriorityClass is no preemption victim before it has run that long since its newest member started (a group's "+lockv1.MinRuntimeAnnotation+" annotation wins)")
 	f.StringVar(&o.preemptionNotice, "preemption-notice", o.preemptionNotice, "preemption notice by PriorityClass, e.g. research=10m: a unit whose pods have that PriorityClass, chosen as a victim, is marked PreemptionPending and evicted whole when it sets "+lockv1.CheckpointedAtAnnotation+" or the notice ends (a group's "+lockv1.PreemptionNoticeAnnotation+" annotation wins)")
+	f.StringVar(&o.preemptionDelay, "preemption-delay", o.preemptionDelay, "preemption delay by PriorityClass, e.g. research=10m: a unit whose pods have that PriorityClass preempts nothing before it has waited that long since its newest pending member was created (a group's "+lockv1.PreemptionDelayAnnotation+" annotation wins)")
+	f.DurationVar(&o.Scheduler.PreemptionShortWait, "preemption-short-wait", o.Scheduler.PreemptionShortWait, "longest a unit waits for running pods that declared their end ("+lockv1.MaxRuntimeAnnotation+", spec.activeDeadlineSeconds) instead of preempting, when waiting costs fewer device-hours than the victims would lose (0: never)")
 	// A fault-test hook, hidden from --help: exit after the N-th binding.
 	f.Int64Var(&o.crashAfterBinds, "test-crash-after-binds", o.crashAfterBinds, "fault tests only: exit right after the N-th successful binding (0: after the claim phase); negative: off")
 	_ = f.MarkHidden("test-crash-after-binds")
@@ -120,6 +124,13 @@ func (o *Options) Complete() error {
 			return fmt.Errorf("--preemption-notice: %w", err)
 		}
 		o.Scheduler.PreemptionNotice = m
+	}
+	if o.preemptionDelay != "" {
+		m, err := podgroup.ParseClassDurations("preemption-delay", o.preemptionDelay)
+		if err != nil {
+			return fmt.Errorf("--preemption-delay: %w", err)
+		}
+		o.Scheduler.PreemptionDelay = m
 	}
 	if o.crashAfterBinds >= 0 {
 		o.Scheduler.CrashAfterBinds = &o.crashAfterBinds
