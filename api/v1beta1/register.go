@@ -111,6 +111,10 @@ const (
 	// and without them the group is below minCount.
 	PodGroupReasonSchedulingGated = "SchedulingGated"
 	PodGroupReasonPreemption      = "PreemptionByScheduler"
+	// PodGroupReasonNodeInterrupted ends an incarnation whose node got an
+	// interruption signal with notice (a Spot interruption, Karpenter's
+	// disruption taint): the gang was told, and restarts whole elsewhere.
+	PodGroupReasonNodeInterrupted = "NodeInterrupted"
 
 	// Running is the group's state now, reset with each incarnation (not in
 	// scheduling.k8s.io/v1beta1): True while the current incarnation runs.

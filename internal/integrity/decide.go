@@ -413,6 +413,9 @@ func (v View) ended(inc *lockv1.PodGroupIncarnation, pods map[types.UID]*corev1.
 		vd.EvictReason = corev1.PodReasonPreemptionByScheduler
 	default:
 		msg := fmt.Sprintf("incarnation %d lost a member (%s): restarting the whole gang", inc.Number, end.Message)
+		if end.Reason == lockv1.PodGroupReasonNodeInterrupted {
+			msg = fmt.Sprintf("incarnation %d was interrupted (%s): restarting the whole gang elsewhere", inc.Number, end.Message)
+		}
 		if end.Reason == ReasonTreeMemberLost {
 			msg = fmt.Sprintf("incarnation %d ended with its tree (%s): restarting the whole gang", inc.Number, end.Message)
 		}

@@ -134,6 +134,15 @@ func TestDecideSequences(t *testing.T) {
 				}, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 3},
 			},
 		},
+		"a node interruption the scheduler recorded restarts the gang whole": {
+			minCount: 4, job: true,
+			steps: []step{
+				{name: "bound", do: func(w *world) { w.create(0, 4); w.bind() }, state: running, incarnation: 1},
+				{name: "its node is interrupted", do: func(w *world) {
+					w.pg.Status.Incarnation.Ended = &lockv1.PodGroupIncarnationEnd{Reason: lockv1.PodGroupReasonNodeInterrupted, Message: "node n0 is being interrupted (taint aws-node-termination-handler/spot-itn)", Time: metav1.NewTime(w.now)}
+				}, state: lockv1.RunningReasonRestarting, incarnation: 1, evictions: 4},
+			},
+		},
 		"a preemption by the scheduler is recorded once, by the scheduler, and is no loss": {
 			minCount: 4, job: true,
 			steps: []step{

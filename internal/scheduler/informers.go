@@ -27,6 +27,7 @@ import (
 
 type listers struct {
 	pods      corelisters.PodLister
+	nodes     corelisters.NodeLister
 	podIndex  cache.Indexer
 	claims    resourcelisters.ResourceClaimLister
 	pdbs      policylisters.PodDisruptionBudgetLister
@@ -58,6 +59,7 @@ func (s *Scheduler) setupInformers() error {
 	s.binder.claimIndex = claimInf.GetIndexer()
 	s.listers = listers{
 		pods:     f.Core().V1().Pods().Lister(),
+		nodes:    f.Core().V1().Nodes().Lister(),
 		podIndex: podInf.GetIndexer(),
 		claims:   f.Resource().V1().ResourceClaims().Lister(),
 		pdbs:     f.Policy().V1().PodDisruptionBudgets().Lister(),

@@ -149,6 +149,8 @@ type Scheduler struct {
 	shortfalls shortfalls
 	// notices are the victims given preemption notice, by preemptor.
 	notices notices
+	// interrupts are the gangs told their node goes.
+	interrupts interruptions
 	// provisioner asks Karpenter for gangs' missing nodes (nil: off, or
 	// Karpenter's API not served yet: enableKarpenter sets it).
 	provisioner atomic.Pointer[provisioner]
@@ -378,6 +380,7 @@ func (s *Scheduler) lead(ctx context.Context) error {
 		go s.sweepProvisioning(ctx)
 	}
 	go s.sweepNotices(ctx)
+	go s.watchInterruptions(ctx)
 	defer s.bindings.Wait()
 	for {
 		it, ok := s.queue.Pop(ctx)
