@@ -162,7 +162,7 @@ func (w *world) update(j *jobRun) {
 			w.rec.start(j)
 		}
 		if j.spec.Gang() {
-			w.push(event{at: w.now + j.spec.Runtime, kind: evJobDone, job: j, epoch: j.epoch})
+			w.push(event{at: w.now + j.spec.Runtime - j.saved, kind: evJobDone, job: j, epoch: j.epoch})
 		}
 	case !running && j.state == stateRunning:
 		j.epoch++
@@ -174,32 +174,120 @@ func (w *world) update(j *jobRun) {
 // with disruptionMode all, else the pods chosen), each replaced by its
 // controller.
 func (w *world) preempt(u *unitRun, d decide.Decision) {
-	var victims []*jobRun
 	pods := 0
+	var victims []*jobRun
+	var now []preemption.Candidate
 	for _, v := range d.Plan.Victims {
-		for _, p := range v.Pods {
-			if pr := w.pods[p.UID]; pr != nil {
-				if !containsJob(victims, pr.job) {
-					victims = append(victims, pr.job)
+		j := w.jobOf(v)
+		pods += len(v.Pods)
+		if j == nil {
+			continue
+		}
+		first := !containsJob(victims, j)
+		if first {
+			victims = append(victims, j)
+			j.preempted++
+		}
+		if v.Notice > 0 && j.state == stateRunning && j.spec.Gang() {
+			// Told first (scheduling.lockstep.dev/preemption-notice): a
+			// job that saves acknowledges once it has; another runs out
+			// the notice. The preemptor plans nothing meanwhile, and no
+			// one else counts on the victim (the scheduler's nomination).
+			if j.noticeUntil <= w.now {
+				wait := v.Notice
+				if j.spec.CheckpointInterval > 0 {
+					wait = min(wait, j.spec.CheckpointDuration)
 				}
-				pods++
+				j.noticeUntil = w.now + wait
 			}
+			v := v
+			w.push(event{at: j.noticeUntil, kind: evNoticeEnd, job: j, epoch: j.epoch, victim: &v, preemptor: u})
+			u.noticed++
+			continue
 		}
-	}
-	for _, j := range victims {
-		if j.state == stateRunning && j.spec.Gang() {
-			// The run is cut short: what it did is lost.
-			l := (w.now - j.runSince).Seconds() * float64(j.devices)
-			j.workLostSeconds += l
-			w.rec.preemptionLost += l
+		if first && j.state == stateRunning && j.spec.Gang() {
+			// The run is cut short: what it did since it last saved is
+			// lost.
+			w.preemptionLost(j, w.cutShort(j, false))
 		}
-		j.preempted++
+		now = append(now, v)
 	}
-	for _, v := range d.Plan.Victims {
-		w.evictCandidate(v)
+	if u.noticed > 0 {
+		// The rest are evicted now, but what they held is the
+		// preemptor's until the noticed ones go too (its nomination):
+		// they go together.
+		u.noticedVictims = append(u.noticedVictims, now...)
+	} else {
+		for _, v := range now {
+			w.evictCandidate(v)
+		}
 	}
 	u.job.preemptions++
 	w.rec.preemption(u.job, pods)
+}
+
+// jobOf is the job of a candidate's pods (nil when none is known).
+func (w *world) jobOf(v preemption.Candidate) *jobRun {
+	for _, p := range v.Pods {
+		if pr := w.pods[p.UID]; pr != nil {
+			return pr.job
+		}
+	}
+	return nil
+}
+
+// cutShort ends a running gang job's run before it is done: the work
+// since its last checkpoint is lost (none when saved — after a notice it
+// used to save), the rest kept for its next run. It returns the
+// device-seconds lost.
+func (w *world) cutShort(j *jobRun, saved bool) float64 {
+	ran := w.now - j.runSince
+	keep := ran
+	if !saved {
+		keep = 0
+		if every := j.spec.CheckpointInterval; every > 0 {
+			keep = ran / every * every
+		}
+	}
+	j.saved += keep
+	return (ran - keep).Seconds() * float64(j.devices)
+}
+
+// preemptionLost counts device-seconds a preemption cost job j.
+func (w *world) preemptionLost(j *jobRun, l float64) {
+	j.workLostSeconds += l
+	w.rec.preemptionLost += l
+}
+
+// noticeEnd evicts a victim whose notice is over: it saved (a job with a
+// checkpoint interval, in its checkpoint duration) or ran out the
+// notice. The run, if it still goes, ends here; pods replaced meanwhile
+// (the run ended otherwise) are not the victim's and stay.
+func (w *world) noticeEnd(e event) {
+	j := e.job
+	if j.epoch == e.epoch && j.state == stateRunning && !j.noticeOver {
+		// Its run ends here (once, however many of its groups were told).
+		j.noticeOver = true
+		w.preemptionLost(j, w.cutShort(j, j.spec.CheckpointInterval > 0))
+	}
+	// What its victims free is the preemptor's (the scheduler's
+	// nomination): they go together once the last notice is over, and it
+	// is decided before anything else sees what they held.
+	u := e.preemptor
+	u.noticedVictims = append(u.noticedVictims, *e.victim)
+	if u.noticed--; u.noticed > 0 {
+		return
+	}
+	for _, v := range u.noticedVictims {
+		if j := w.jobOf(v); j != nil {
+			j.noticeUntil, j.noticeOver = 0, false
+		}
+		w.evictCandidate(v)
+	}
+	u.noticedVictims = nil
+	if u.queued {
+		w.attempt(u, false)
+	}
 }
 
 func (w *world) evictCandidate(v preemption.Candidate) {

@@ -17,6 +17,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cycle"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/features"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/simulate/workload"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -164,6 +165,9 @@ const (
 	evPodDone
 	evFail
 	evRepair
+	// evNoticeEnd: a victim given preemption notice acknowledges (it
+	// saved) or its notice ends: it is evicted then.
+	evNoticeEnd
 )
 
 type event struct {
@@ -176,6 +180,9 @@ type event struct {
 	// pod's run the event belongs to (a stale one is ignored).
 	tmpl, epoch int
 	failure     *workload.Failure
+	// victim is the candidate an evNoticeEnd evicts, for preemptor.
+	victim    *preemption.Candidate
+	preemptor *unitRun
 }
 
 type eventQueue []event
@@ -220,6 +227,8 @@ func (w *world) handle(e event) {
 		w.fail(e.failure)
 	case evRepair:
 		w.repair(e.failure)
+	case evNoticeEnd:
+		w.noticeEnd(e)
 	}
 }
 
@@ -257,6 +266,13 @@ type jobRun struct {
 	// completion scheduled for an earlier run is stale.
 	epoch    int
 	runSince time.Duration
+	// saved is the work its checkpoints kept: a run resumes there.
+	saved time.Duration
+	// noticeUntil: it was given preemption notice, evicted by then;
+	// noticeOver: that notice is over and its run ended (its eviction
+	// waits for its preemptor's other victims).
+	noticeUntil time.Duration
+	noticeOver  bool
 
 	// What the report reads.
 	started, done   bool

@@ -209,7 +209,7 @@ func (w *world) workLost(pods []*podRun) {
 	}
 	for _, j := range jobs {
 		if j.state == stateRunning && j.spec.Gang() {
-			w.rec.failureLost += (w.now - j.runSince).Seconds() * float64(j.devices)
+			w.rec.failureLost += w.cutShort(j, false)
 		}
 	}
 }

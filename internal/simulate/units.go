@@ -37,6 +37,12 @@ type unitRun struct {
 	// that may preempt also when anything changed).
 	tried                    bool
 	triedFreed, triedChanged uint64
+	// noticed counts the victims it chose that are under preemption
+	// notice: it preempts nothing more meanwhile.
+	noticed int
+	// noticedVictims are those whose notice is over, evicted together
+	// with the last.
+	noticedVictims []preemption.Candidate
 }
 
 // unitQueue holds the queued units in the scheduler's order: priority
@@ -243,7 +249,7 @@ func (w *world) attempt(u *unitRun, again bool) {
 			// by the work they lose.
 			cands := preemption.TreeCandidates(w.st.Cache.Pods(), w.groupOf, w.compositeOf)
 			preemption.Declare(cands, nil)
-			return &decide.Preemption{Candidates: cands, Now: w.clk.Now()}, nil
+			return &decide.Preemption{Candidates: w.notUnderNotice(cands), Now: w.clk.Now()}, nil
 		}
 	}
 	d := decide.Decide(w.ctx, snap, w.st.CEL, in)
@@ -305,7 +311,7 @@ func (w *world) compositeOf(ns, name string) *lockv1.CompositePodGroup {
 // no DRA device), its pods' policy allows it, and something of lower
 // priority runs.
 func (w *world) mayPreempt(u *unitRun) bool {
-	if !w.lowerRunning(u.prio) {
+	if u.noticed > 0 || !w.lowerRunning(u.prio) {
 		return false
 	}
 	pods := w.unitPods(u)
@@ -531,4 +537,17 @@ func fitIn(n, have, want int64) int64 {
 		return n
 	}
 	return min(n, have/want)
+}
+
+// notUnderNotice leaves out candidates already given notice by another
+// preemptor: what they free is held for it (the scheduler's nomination).
+func (w *world) notUnderNotice(cs []preemption.Candidate) []preemption.Candidate {
+	out := cs[:0]
+	for _, c := range cs {
+		if j := w.jobOf(c); j != nil && j.noticeUntil > w.now {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }

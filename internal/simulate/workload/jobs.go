@@ -50,6 +50,8 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 	errs = append(errs, terrs...)
 	interval, ierrs := podInterval(j.Annotations)
 	errs = append(errs, ierrs...)
+	every, save, cerrs := checkpointing(j.Annotations)
+	errs = append(errs, cerrs...)
 	prio, perrs := b.priority(&j.Spec.Template.Spec, tpath.Child("spec"))
 	errs = append(errs, perrs...)
 	if len(errs) > 0 {
@@ -59,7 +61,8 @@ func (b *builder) batchJob(j *batchv1.Job) (*Job, field.ErrorList) {
 	j = j.DeepCopy()
 	j.UID = uid
 	b.ours(&j.Spec.Template.Spec)
-	out := &Job{Kind: KindJob, Namespace: j.Namespace, Name: j.Name, UID: uid, Arrival: arrival, Runtime: runtime, PodInterval: interval, Priority: prio, Template: tpath.String()}
+	out := &Job{Kind: KindJob, Namespace: j.Namespace, Name: j.Name, UID: uid, Arrival: arrival, Runtime: runtime, PodInterval: interval, Priority: prio, Template: tpath.String(),
+		CheckpointInterval: every, CheckpointDuration: save}
 	owner := ControllerRef(batchv1.SchemeGroupVersion.WithKind("Job").GroupVersion().String(), "Job", j.Name, uid)
 	indexed := j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion
 	n := min(parallelism, completions)

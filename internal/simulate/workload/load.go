@@ -578,6 +578,27 @@ func duration(annotations map[string]string, key string, path *field.Path) (time
 	return d, true, nil
 }
 
+// checkpointing reads CheckpointIntervalAnnotation and
+// CheckpointDurationAnnotation (1m by default for a job that saves).
+func checkpointing(annotations map[string]string) (every, save time.Duration, errs field.ErrorList) {
+	meta := field.NewPath("metadata", "annotations")
+	every, _, err := duration(annotations, CheckpointIntervalAnnotation, meta)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	save, set, err := duration(annotations, CheckpointDurationAnnotation, meta)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case set && every == 0:
+		errs = append(errs, field.Required(meta.Key(CheckpointIntervalAnnotation), "a job that takes "+save.String()+" to save must say how often it saves"))
+	case every > 0 && !set:
+		save = time.Minute
+	}
+	return every, save, errs
+}
+
 // podInterval reads PodIntervalAnnotation.
 func podInterval(obj map[string]string) (time.Duration, field.ErrorList) {
 	d, _, err := duration(obj, PodIntervalAnnotation, field.NewPath("metadata", "annotations"))

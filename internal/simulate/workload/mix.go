@@ -102,6 +102,8 @@ func parseDuration(s string, path *field.Path, required bool) (time.Duration, *f
 //	    memoryPerRank: 16Gi
 //	    runtime: {min: 10m, max: 4h}   # log-uniform
 //	    priorityClassName: research
+//	    annotations:                # on each of its jobs
+//	      sim.lockstep.dev/checkpoint-interval: 30m
 //
 // It expands into Indexed Jobs (parallelism = completions = ranks, one
 // ResourceClaimTemplate per device count), the same for the same seed.
@@ -130,6 +132,9 @@ type MixShape struct {
 	MemoryPerRank     *resource.Quantity `json:"memoryPerRank,omitempty"`
 	Runtime           MixRange           `json:"runtime"`
 	PriorityClassName string             `json:"priorityClassName,omitempty"`
+	// Annotations are put on each of its jobs (a checkpoint interval, a
+	// preemption notice, …).
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // MixRange is a range of durations.
@@ -258,9 +263,9 @@ func mixJob(ns, name string, s MixShape, ranks int32, arrival, runtime time.Dura
 		req[corev1.ResourceMemory] = *s.MemoryPerRank
 	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: shapeAnnotations(s, map[string]string{
 			ArrivalAnnotation: arrival.String(), RuntimeAnnotation: runtime.String(),
-		}},
+		})},
 		Spec: batchv1.JobSpec{
 			CompletionMode: ptr.To(batchv1.IndexedCompletion),
 			Parallelism:    ptr.To(ranks), Completions: ptr.To(ranks),
@@ -282,4 +287,17 @@ func mixTemplate(ns, name, class string, count int64) *resourcev1.ResourceClaimT
 			}}},
 		}}},
 	}
+}
+
+// shapeAnnotations are a shape's annotations with the job's own over
+// them.
+func shapeAnnotations(s MixShape, own map[string]string) map[string]string {
+	out := make(map[string]string, len(s.Annotations)+len(own))
+	for k, v := range s.Annotations {
+		out[k] = v
+	}
+	for k, v := range own {
+		out[k] = v
+	}
+	return out
 }

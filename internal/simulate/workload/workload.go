@@ -21,6 +21,13 @@ const (
 	// run together (a job of independent pods: how long each pod runs),
 	// as a Go duration. On the object, or on its pod template.
 	RuntimeAnnotation = "sim.lockstep.dev/runtime"
+	// CheckpointIntervalAnnotation on a job: how often it saves its work
+	// (a Go duration). A job that saves also saves on a preemption notice
+	// (scheduling.lockstep.dev/preemption-notice), in
+	// CheckpointDurationAnnotation (default 1m), and then acknowledges.
+	CheckpointIntervalAnnotation = "sim.lockstep.dev/checkpoint-interval"
+	// CheckpointDurationAnnotation on a job: how long one save takes.
+	CheckpointDurationAnnotation = "sim.lockstep.dev/checkpoint-duration"
 )
 
 // APIVersion is the group/version of the simulator's own kinds (Failure,
@@ -71,6 +78,13 @@ type Job struct {
 	Kind, Namespace, Name string
 	UID                   types.UID
 	Arrival, Runtime      time.Duration
+	// CheckpointInterval is how often a gang job saves its work
+	// (CheckpointIntervalAnnotation; 0: never): preempted or failed, it
+	// loses only what it did since, and resumes from there.
+	CheckpointInterval time.Duration
+	// CheckpointDuration is how long it takes to save on a preemption
+	// notice (CheckpointDurationAnnotation), after which it acknowledges.
+	CheckpointDuration time.Duration
 	// PodInterval spaces the creation of its pods (PodIntervalAnnotation).
 	PodInterval time.Duration
 	// Priority and PreemptionPolicy are its pods' (from their
