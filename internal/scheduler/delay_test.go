@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -22,24 +21,12 @@ import (
 func delayFixture(t *testing.T, urgentAnnotations map[string]string, maxRuntime string) (*fixture, queue.Key) {
 	t.Helper()
 	f0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC) // the fixture's clock
-	var objs []runtime.Object
-	for i, g := range []struct {
-		name string
-		prio int32
-	}{{"low", 10}, {"ending", 500}} {
-		pods := running(gpuPods("batch", g.name, g.name, 2, g.prio), []string{"gpu-0", "gpu-1"}[i], 0)
-		for _, o := range pods {
-			if p, ok := o.(*corev1.Pod); ok {
-				p.Status.StartTime = &metav1.Time{Time: f0}
-			}
-		}
-		pg := builders.GangPodGroup("batch", g.name, 2)
-		if g.name == "ending" && maxRuntime != "" {
-			pg.Annotations = map[string]string{lockv1.MaxRuntimeAnnotation: maxRuntime}
-		}
-		objs = append(objs, pods...)
-		objs = append(objs, pg)
+	var ending map[string]string
+	if maxRuntime != "" {
+		ending = map[string]string{lockv1.MaxRuntimeAnnotation: maxRuntime}
 	}
+	objs := runningGang("batch", "low", "gpu-0", 2, 10, f0, nil, false)
+	objs = append(objs, runningGang("batch", "ending", "gpu-1", 2, 500, f0, ending, false)...)
 	urgent := gpuPods("ml", "urgent", "urgent", 2, 100)
 	for _, o := range urgent {
 		if p, ok := o.(*corev1.Pod); ok {

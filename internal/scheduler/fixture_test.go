@@ -438,3 +438,21 @@ func (f *fixture) compositeOf(ns, name string) *lockv1.CompositePodGroup {
 	}
 	return c
 }
+
+// runningGang is gang ns/name of n one-GPU pods of priority prio, running
+// on node since started, and its PodGroup (annotations set; with a first
+// incarnation when incarnation is set).
+func runningGang(ns, name, node string, n int, prio int32, started time.Time, annotations map[string]string, incarnation bool) []runtime.Object {
+	objs := running(gpuPods(ns, name, name, n, prio), node, 0)
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p.Status.StartTime = &metav1.Time{Time: started}
+		}
+	}
+	pg := builders.GangPodGroup(ns, name, int32(n))
+	pg.Annotations = annotations
+	if incarnation {
+		pg.Status.Incarnation = &lockv1.PodGroupIncarnation{Number: 1, MinCount: int32(n), BoundTime: metav1.NewTime(started), LastBoundTime: metav1.NewTime(started)}
+	}
+	return append(objs, pg)
+}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -165,12 +164,7 @@ func (s *Scheduler) endInterrupted(ctx context.Context, c preemption.Candidate, 
 		}
 		msg := why + ": restarting the gang whole elsewhere"
 		s.updateGroupStatus(ctx, pg, "interruption", func(cur *lockv1.PodGroup) bool {
-			changed := false
-			if meta.IsStatusConditionTrue(cur.Status.Conditions, lockv1.PreemptionPending) {
-				meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: lockv1.PreemptionPending, Status: metav1.ConditionFalse,
-					Reason: lockv1.PreemptionPendingReasonEvicted, Message: "Evicted: " + msg, ObservedGeneration: cur.Generation})
-				changed = true
-			}
+			changed := clearNotice(cur, lockv1.PreemptionPendingReasonEvicted, "Evicted: "+msg)
 			if inc := cur.Status.Incarnation; inc != nil && inc.Ended == nil {
 				inc.Ended = &lockv1.PodGroupIncarnationEnd{Reason: lockv1.PodGroupReasonNodeInterrupted, Message: why, Time: now}
 				changed = true

@@ -7,10 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
-	"github.com/lockstep-dev/lockstep/test/builders"
 )
 
 // interruptFixture: gang batch/a (2 pods on gpu-0) asks for 10 minutes of
@@ -19,22 +17,8 @@ import (
 func interruptFixture(t *testing.T) *fixture {
 	t.Helper()
 	f0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	var objs []runtime.Object
-	for i, name := range []string{"a", "b"} {
-		pods := running(gpuPods("batch", name, name, 2, 10), []string{"gpu-0", "gpu-1"}[i], 0)
-		for _, o := range pods {
-			if p, ok := o.(*corev1.Pod); ok {
-				p.Status.StartTime = &metav1.Time{Time: f0}
-			}
-		}
-		pg := builders.GangPodGroup("batch", name, 2)
-		pg.Status.Incarnation = &lockv1.PodGroupIncarnation{Number: 1, MinCount: 2, BoundTime: metav1.NewTime(f0), LastBoundTime: metav1.NewTime(f0)}
-		if name == "a" {
-			pg.Annotations = map[string]string{lockv1.PreemptionNoticeAnnotation: "10m"}
-		}
-		objs = append(objs, pods...)
-		objs = append(objs, pg)
-	}
+	objs := runningGang("batch", "a", "gpu-0", 2, 10, f0, map[string]string{lockv1.PreemptionNoticeAnnotation: "10m"}, true)
+	objs = append(objs, runningGang("batch", "b", "gpu-1", 2, 10, f0, nil, true)...)
 	f := newFixture(t, twoNodes, objs...)
 	f.clock.Step(time.Hour)
 	return f

@@ -149,6 +149,16 @@ func (n *notices) holders(uid types.UID, group types.NamespacedName) []queue.Key
 	return out.UnsortedList()
 }
 
+// clearNotice sets a group's PreemptionPending False (reason, msg) when
+// it is True, and reports whether it did.
+func clearNotice(pg *lockv1.PodGroup, reason, msg string) bool {
+	if !meta.IsStatusConditionTrue(pg.Status.Conditions, lockv1.PreemptionPending) {
+		return false
+	}
+	return meta.SetStatusCondition(&pg.Status.Conditions, metav1.Condition{Type: lockv1.PreemptionPending, Status: metav1.ConditionFalse,
+		Reason: reason, Message: msg, ObservedGeneration: pg.Generation})
+}
+
 // splitByNotice separates the victims to evict now — those that asked
 // for no notice, and those whose notice is over — from those to give (or
 // keep giving) notice.
@@ -394,8 +404,7 @@ func (s *Scheduler) withdraw(ctx context.Context, pods []*corev1.Pod, groups []t
 			continue
 		}
 		s.updateGroupStatus(ctx, pg, "preemption notice withdrawn", func(cur *lockv1.PodGroup) bool {
-			return meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: lockv1.PreemptionPending, Status: metav1.ConditionFalse,
-				Reason: lockv1.PreemptionPendingReasonWithdrawn, Message: msg, ObservedGeneration: cur.Generation})
+			return clearNotice(cur, lockv1.PreemptionPendingReasonWithdrawn, msg)
 		})
 		s.recorder.Eventf(pg, nil, corev1.EventTypeNormal, eventPreemptionWithdrawn, "Preempting", "%s", msg)
 	}

@@ -24,24 +24,8 @@ import (
 func noticeFixture(t *testing.T) (*fixture, queue.Key) {
 	t.Helper()
 	f0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC) // the fixture's clock
-	var objs []runtime.Object
-	for i, g := range []struct {
-		name string
-		prio int32
-	}{{"a", 10}, {"b", 500}} {
-		pods := running(gpuPods("batch", g.name, g.name, 2, g.prio), []string{"gpu-0", "gpu-1"}[i], 0)
-		for _, o := range pods {
-			if p, ok := o.(*corev1.Pod); ok {
-				p.Status.StartTime = &metav1.Time{Time: f0}
-			}
-		}
-		pg := builders.GangPodGroup("batch", g.name, 2)
-		if g.name == "a" {
-			pg.Annotations = map[string]string{lockv1.PreemptionNoticeAnnotation: "10m"}
-		}
-		objs = append(objs, pods...)
-		objs = append(objs, pg)
-	}
+	objs := runningGang("batch", "a", "gpu-0", 2, 10, f0, map[string]string{lockv1.PreemptionNoticeAnnotation: "10m"}, false)
+	objs = append(objs, runningGang("batch", "b", "gpu-1", 2, 500, f0, nil, false)...)
 	objs = append(objs, gpuPods("ml", "urgent", "urgent", 2, 100)...)
 	objs = append(objs, builders.GangPodGroup("ml", "urgent", 2))
 	f := newFixture(t, twoNodes, objs...)

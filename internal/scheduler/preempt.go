@@ -418,10 +418,7 @@ func (s *Scheduler) recordPreemption(ctx context.Context, pg *lockv1.PodGroup, e
 		c := cond
 		c.ObservedGeneration = cur.Generation
 		meta.SetStatusCondition(&cur.Status.Conditions, c)
-		if meta.IsStatusConditionTrue(cur.Status.Conditions, lockv1.PreemptionPending) {
-			meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: lockv1.PreemptionPending, Status: metav1.ConditionFalse,
-				Reason: lockv1.PreemptionPendingReasonEvicted, Message: "Evicted: " + cond.Message, ObservedGeneration: cur.Generation})
-		}
+		clearNotice(cur, lockv1.PreemptionPendingReasonEvicted, "Evicted: "+cond.Message)
 		if inc := cur.Status.Incarnation; endIncarnation && inc != nil && inc.Ended == nil {
 			inc.Ended = &lockv1.PodGroupIncarnationEnd{Reason: lockv1.PodGroupReasonPreemption, Message: cond.Message, Time: now}
 		}
