@@ -49,10 +49,15 @@ func TestMinimumRuntimeIsHonoured(t *testing.T) {
 				notes := eventNotes(t, ctx, h, ns, "PodGroup", "preemptor", "NotPreempting")
 				return anyContains(notes, want), fmt.Sprintf("%q", notes), nil
 			})
-			c, err := h.ScheduledCondition(ctx, ns, "preemptor")
-			if err != nil || c == nil || !strings.Contains(c.Message, want) {
-				t.Errorf("preemptor condition %+v (%v), want it to say %q", c, err, want)
-			}
+			// The event is recorded before the condition is written: wait
+			// for the condition too.
+			harness.Eventually(t, ctx, "the preemptor's condition naming the spared gang", func(ctx context.Context) (bool, string, error) {
+				c, err := h.ScheduledCondition(ctx, ns, "preemptor")
+				if err != nil || c == nil {
+					return false, "", err
+				}
+				return strings.Contains(c.Message, want), c.Message, nil
+			})
 			time.Sleep(3 * time.Second)
 			if n := stillRunning(t, ctx, h, ns, "victim", before); n != 4 {
 				t.Errorf("%d of 4 ranks of the gang within its minimum runtime still run, want 4", n)
