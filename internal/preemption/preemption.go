@@ -414,10 +414,6 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 		return plan, "", err
 	}
 	pdb := newBudgets(in.PDBs)
-	lost := make(map[string]float64, len(others))
-	for _, c := range others {
-		lost[c.Name] = workLost(snap, c, in.Now)
-	}
 	sortCheapestFirst(others, pdb)
 	for _, c := range others {
 		sim.remove(c)
@@ -477,7 +473,7 @@ func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in
 	plan.Simulations = sim.fitChecks
 	plan.ViolatedPDBs = pdb.violated(victims)
 	for _, v := range victims {
-		plan.workLost += lost[v.Name]
+		plan.workLost += workLost(snap, v, in.Now)
 	}
 	if w, err := shortWait(snap, sim, in, plan); err != nil || w != nil {
 		return w, "", err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -15,8 +16,7 @@ import (
 // workLost is the device-hours evicting c at now throws away: the
 // devices its pods hold × the time since its last checkpoint
 // (Checkpointed), or since its newest pod started when it reported none
-// or an older one. Zero at a zero now (no clock: the order is the one by
-// pods and start alone).
+// or an older one. Zero at a zero now (no clock).
 func workLost(snap *snapshot.Snapshot, c Candidate, now time.Time) float64 {
 	if now.IsZero() {
 		return 0
@@ -36,9 +36,17 @@ func workLost(snap *snapshot.Snapshot, c Candidate, now time.Time) float64 {
 // allocated, or else the extended resources (nvidia.com/gpu, …) it
 // requests.
 func podDevices(snap *snapshot.Snapshot, p *corev1.Pod) int {
+	return devicesHeld(p, podClaims(snap, p))
+}
+
+// devicesHeld counts the devices allocated to claims, or else, when none
+// is, the extended resources pod p requests.
+func devicesHeld(p *corev1.Pod, claims []*resourcev1.ResourceClaim) int {
 	n := 0
-	for _, c := range podClaims(snap, p) {
-		n += len(c.Status.Allocation.Devices.Results)
+	for _, c := range claims {
+		if c.Status.Allocation != nil {
+			n += len(c.Status.Allocation.Devices.Results)
+		}
 	}
 	if n > 0 {
 		return n
@@ -112,16 +120,7 @@ func shortWait(snap *snapshot.Snapshot, sim *simulation, in Input, plan *Plan) (
 func placedDevices(res placement.Result) int {
 	n := 0
 	for _, a := range res.Assignments {
-		held := 0
-		for _, c := range a.Claims {
-			if c.Status.Allocation != nil {
-				held += len(c.Status.Allocation.Devices.Results)
-			}
-		}
-		if held == 0 {
-			held = extendedRequests(a.Pod)
-		}
-		n += held
+		n += devicesHeld(a.Pod, a.Claims)
 	}
 	return max(n, 1)
 }
