@@ -48,6 +48,9 @@ type scenario struct {
 	// pod's creation ("": no clock, as before preemption counted the work
 	// victims lose).
 	Now string `json:"now"`
+	// ShortWait is the preemption search's short wait (a Go duration; "":
+	// none).
+	ShortWait string `json:"shortWait"`
 }
 
 // pods are count pods of one shape: a gang of minCount (0: a basic group,
@@ -82,6 +85,8 @@ type pods struct {
 	// their creation ("": at creation; never).
 	Started      string `json:"started"`
 	Checkpointed string `json:"checkpointed"`
+	// MaxRuntime is the group's declared maximum runtime ("": none).
+	MaxRuntime string `json:"maxRuntime"`
 	// Tree, for a unit, makes it a scheduling tree (tree_test.go): Name
 	// is its root's.
 	Tree *treeSpec `json:"tree"`
@@ -159,6 +164,9 @@ func run(t *testing.T, file string) string {
 	if sc.Now != "" {
 		r.now = created.Add(mustDuration(sc.Now))
 	}
+	if sc.ShortWait != "" {
+		r.shortWait = mustDuration(sc.ShortWait)
+	}
 	// The scheduler's cycle state (nominations, if any, included).
 	r.st = &cycle.State{Cache: r.cache, CEL: dra.NewCache(), Clock: clock.RealClock{}}
 	r.ctx = klog.NewContext(context.Background(), klog.Background().V(0))
@@ -182,8 +190,10 @@ type runner struct {
 	priorities map[string]int32
 	free       map[string][]device
 	out        strings.Builder
-	// now is the preemption search's clock (zero: none).
-	now time.Time
+	// now is the preemption search's clock (zero: none); shortWait its
+	// short wait.
+	now       time.Time
+	shortWait time.Duration
 }
 
 // add puts a shape's pods (the first bound ones on their nodes) and claims
@@ -205,7 +215,7 @@ func (r *runner) preemption() (*Preemption, error) {
 		return r.groups[name], r.priorities[name]
 	})
 	preemption.Declare(cands, nil)
-	return &Preemption{Candidates: cands, Now: r.now}, nil
+	return &Preemption{Candidates: cands, Now: r.now, ShortWait: r.shortWait}, nil
 }
 
 // assume records what a decision bound, as the scheduler's binder does.
@@ -341,6 +351,9 @@ func build(s pods) ([]*corev1.Pod, []*resourcev1.ResourceClaim, *lockv1.PodGroup
 		if s.CapacityTypes != "" {
 			pg.Annotations[lockv1.CapacityTypesAnnotation] = s.CapacityTypes
 		}
+		if s.MaxRuntime != "" {
+			pg.Annotations[lockv1.MaxRuntimeAnnotation] = s.MaxRuntime
+		}
 		if s.Checkpointed != "" {
 			pg.Annotations[lockv1.CheckpointedAtAnnotation] = created.Add(mustDuration(s.Checkpointed)).UTC().Format(time.RFC3339)
 		}
@@ -435,6 +448,13 @@ func describe(out *strings.Builder, name string, d Decision) {
 			for _, a := range d.Plan.Alternatives {
 				fmt.Fprintf(out, "  costlier: %s: %d pods, %.2f device-hours\n", a.Domain, a.Pods, a.WorkLost)
 			}
+		}
+		if !d.Plan.WaitUntil.IsZero() {
+			var names []string
+			for _, c := range d.Plan.Terminating {
+				names = append(names, c.Name)
+			}
+			fmt.Fprintf(out, "  wait: until %s for %s, instead of %s\n", d.Plan.WaitUntil.Sub(created), strings.Join(names, ", "), d.Plan.Instead)
 		}
 	}
 	lines := make([]string, 0, len(asgs))
