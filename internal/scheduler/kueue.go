@@ -32,6 +32,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -420,7 +421,7 @@ func (s *Scheduler) judgeWorkload(ctx context.Context, wl *unstructured.Unstruct
 		}
 		hold := &snapshot.Nomination{Priority: prio, Deadline: s.clock.Now().Add(checkHold)}
 		for _, a := range asgs {
-			hold.Pods = append(hold.Pods, nominatedPod(a))
+			hold.Pods = append(hold.Pods, preemption.NominatedPod(a))
 		}
 		return judgement{state: kueuecheck.StateReady, message: fmt.Sprintf("%s fits now: %d pods placeable%s; the room is held for its pods", tu.Root.Name(), len(asgs), where(d.Domains())),
 			updates: kueuecheck.Pins(sets, nodeOf, labelsOf, d.TopologyKeys()), hold: hold, unitKey: key.String()}, false

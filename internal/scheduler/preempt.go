@@ -20,7 +20,6 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/decide"
-	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/preemption"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -37,7 +36,7 @@ const (
 
 // nominationSlack is how long past its victims' grace period a nomination
 // waits for them before the preemptor plans again.
-const nominationSlack = 60 * time.Second
+const nominationSlack = preemption.NominationSlack
 
 // name is how events name the unit: its tree's root, its PodGroup, or its
 // pod.
@@ -93,13 +92,10 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 	}
 	plan := d.Plan
 	now := s.clock.Now()
-	nom := nominationOf(plan, prio, now)
+	nom := plan.Nomination(prio, now)
 	if !plan.WaitUntil.IsZero() {
 		// A short wait instead: the pods that declared they end soon are
 		// held for it as victims already going are; nothing is evicted.
-		if until := plan.WaitUntil.Add(nominationSlack); until.After(nom.Deadline) {
-			nom.Deadline = until
-		}
 		nom.Waiting = fmt.Sprintf("waiting until %s for %s to end as declared, instead of preempting %s", plan.WaitUntil.UTC().Format(time.RFC3339), strings.Join(candidateNames(plan.Terminating), ", "), plan.Instead)
 		s.state.Cache.Nominate(u.key.String(), nom)
 		s.notices.set(u.key, nil)
@@ -135,42 +131,6 @@ func (s *Scheduler) preempt(ctx context.Context, u *unit, prio int32, d decide.D
 	s.metrics.Preemptions.WithLabelValues(strconv.Itoa(int(prio))).Inc()
 	s.metrics.PreemptionVictims.Observe(float64(plan.VictimPods()))
 	return fmt.Sprintf("preempting %s; nominated for the freed capacity%s", plan.Describe(), noticeNote), true
-}
-
-// nominatedPod is what an assignment holds: its node and the claims it
-// allocates (not those allocated already).
-func nominatedPod(a placement.Assignment) snapshot.NominatedPod {
-	np := snapshot.NominatedPod{Pod: a.Pod, Node: a.Node}
-	for i, c := range a.Claims {
-		if a.NewlyAllocated[i] {
-			np.Claims = append(np.Claims, c)
-		}
-	}
-	if a.Extended != nil {
-		np.Claims = append(np.Claims, a.Extended.Claim)
-	}
-	return np
-}
-
-// nominationOf is the capacity a plan frees, held for the preemptor (of
-// priority prio) from now until its victims' longest grace period and
-// nominationSlack have passed.
-func nominationOf(plan *preemption.Plan, prio int32, now time.Time) *snapshot.Nomination {
-	nom := &snapshot.Nomination{Priority: prio, Victims: map[types.UID]snapshot.Victim{}}
-	for _, a := range plan.Placement.Assignments {
-		nom.Pods = append(nom.Pods, nominatedPod(a))
-	}
-	grace := int64(0)
-	for _, c := range append(append([]preemption.Candidate(nil), plan.Victims...), plan.Terminating...) {
-		for _, p := range c.Pods {
-			nom.Victims[p.UID] = snapshot.Victim{Namespace: p.Namespace, Name: p.Name, Claims: snapshot.PodClaimNames(p)}
-			if g := gracePeriod(p); g > grace {
-				grace = g
-			}
-		}
-	}
-	nom.Deadline = now.Add(time.Duration(grace)*time.Second + nominationSlack)
-	return nom
 }
 
 // nominationCheck is a unit's nomination and its victims still left, as
@@ -460,11 +420,4 @@ func candidateNames(cs []preemption.Candidate) []string {
 		out = append(out, c.Name)
 	}
 	return out
-}
-
-func gracePeriod(p *corev1.Pod) int64 {
-	if p.Spec.TerminationGracePeriodSeconds != nil {
-		return *p.Spec.TerminationGracePeriodSeconds
-	}
-	return corev1.DefaultTerminationGracePeriodSeconds
 }
