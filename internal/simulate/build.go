@@ -43,7 +43,7 @@ func buildReport(cl *Cluster, wl *workload.Workload, worlds []*world, opts Optio
 
 func schedulerReport(w *world, horizon time.Duration) report.SchedulerReport {
 	rec := w.rec
-	s := report.SchedulerReport{Name: w.m.Name, Approximates: w.m.Approximates, Decisions: rec.decisions, PreemptionSearches: rec.searches, CheapSkips: rec.skipped,
+	s := report.SchedulerReport{Name: w.m.Name, Approximates: w.m.Approximates, Decisions: rec.decisions, PreemptionSearches: rec.searches, ShortWaits: rec.shortWaits, CheapSkips: rec.skipped,
 		Preemptions: rec.preemptions, PreemptedPods: rec.victims, PreemptionDeviceHoursLost: round(rec.preemptionLost / 3600),
 		GangRestarts: rec.restarts, FailureDeviceHoursLost: round(rec.failureLost / 3600), Samples: rec.samples}
 	s.Fragmentation, s.ByPriority = []report.DomainFragmentation{}, []report.PriorityReport{}

@@ -71,6 +71,9 @@ type world struct {
 	// noBatch decides lone pods one at a time, noCheck without the
 	// capacity check (tests compare them with the fast paths).
 	noBatch, noCheck bool
+	// shortWait and delay: Options.PreemptionShortWait, PreemptionDelay.
+	shortWait time.Duration
+	delay     map[string]time.Duration
 }
 
 func newWorld(ctx context.Context, m Model, cl *Cluster, wl *workload.Workload, opts Options) *world {
@@ -115,6 +118,9 @@ func newWorld(ctx context.Context, m Model, cl *Cluster, wl *workload.Workload, 
 	}
 	w.rec = newRecorder(w, opts)
 	w.noBatch, w.noCheck = opts.noBatch, opts.noCheck
+	if m.waits {
+		w.shortWait, w.delay = opts.PreemptionShortWait, opts.PreemptionDelay
+	}
 	for i, j := range wl.Jobs {
 		jr := &jobRun{spec: j, index: i, pods: map[types.UID]*podRun{}, generation: map[int]int{}}
 		w.jobs = append(w.jobs, jr)
@@ -168,6 +174,9 @@ const (
 	// evNoticeEnd: a victim given preemption notice acknowledges (it
 	// saved) or its notice ends: it is evicted then.
 	evNoticeEnd
+	// evWake: a unit's preemption delay or short wait is over: it is
+	// decided again.
+	evWake
 )
 
 type event struct {
@@ -180,7 +189,8 @@ type event struct {
 	// pod's run the event belongs to (a stale one is ignored).
 	tmpl, epoch int
 	failure     *workload.Failure
-	// victim is the candidate an evNoticeEnd evicts, for preemptor.
+	// victim is the candidate an evNoticeEnd evicts, for preemptor;
+	// preemptor also the unit an evWake wakes.
 	victim    *preemption.Candidate
 	preemptor *unitRun
 }
@@ -229,6 +239,11 @@ func (w *world) handle(e event) {
 		w.repair(e.failure)
 	case evNoticeEnd:
 		w.noticeEnd(e)
+	case evWake:
+		if u := e.preemptor; u.wakeAt == e.at {
+			u.wakeAt = 0
+			u.touch(w)
+		}
 	}
 }
 

@@ -40,11 +40,14 @@ type Model struct {
 	// restarts: a gang that loses a member is restarted whole
 	// (internal/integrity).
 	restarts bool
+	// waits: a preemptor waits first as Lockstep's scheduler makes it
+	// (Options.PreemptionShortWait, PreemptionDelay).
+	waits bool
 }
 
 var models = []Model{
 	{
-		Name: Lockstep, gangs: true, preemptDRA: true, restarts: true,
+		Name: Lockstep, gangs: true, preemptDRA: true, restarts: true, waits: true,
 		Approximates: "Lockstep: its own decision core (internal/decide: placement, DRA allocation, cluster-wide gang preemption that frees DRA devices) " +
 			"on the scheduler's cycle state, jobs made gangs by its Job and JobSet integrations (disruptionMode all by default), " +
 			"and its integrity controller's verdict (internal/integrity) restarting a gang whole when it loses a member. " +

@@ -47,6 +47,7 @@ type recorder struct {
 	classFailures        map[string]int
 	decisions, skipped   int
 	searches             int
+	shortWaits           int
 }
 
 func newRecorder(w *world, opts Options) *recorder {

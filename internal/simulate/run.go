@@ -34,6 +34,12 @@ type Options struct {
 	// Sequential runs the models one after another (default: at once, one
 	// goroutine each).
 	Sequential bool
+	// PreemptionShortWait and PreemptionDelay are the scheduler's
+	// --preemption-short-wait and --preemption-delay (by PriorityClass):
+	// a preemptor waits for gangs that declared they end soon instead of
+	// evicting, and preempts nothing before its delay.
+	PreemptionShortWait time.Duration
+	PreemptionDelay     map[string]time.Duration
 
 	// For tests: decide lone pods one at a time (noBatch), and without the
 	// capacity check before each decision (noCheck).

@@ -43,6 +43,11 @@ type unitRun struct {
 	// noticedVictims are those whose notice is over, evicted together
 	// with the last.
 	noticedVictims []preemption.Candidate
+	// wakeAt: its preemption delay or short wait ends then (evWake).
+	wakeAt time.Duration
+	// waiting: its nomination holds what gangs that declared their end
+	// free, instead of a preemption (a short wait).
+	waiting bool
 }
 
 // unitQueue holds the queued units in the scheduler's order: priority
@@ -243,17 +248,26 @@ func (w *world) attempt(u *unitRun, again bool) {
 	in := decide.Input{Unit: tu, Priority: u.prio}
 	if preempt {
 		in.Preemption = func() (*decide.Preemption, error) {
+			if at, d := w.preemptionDelay(u); at > w.now {
+				w.wake(u, at)
+				return &decide.Preemption{Delayed: fmt.Sprintf("preemption delayed until %s (preemption delay %s)", at, d)}, nil
+			}
 			w.rec.searches++
 			// As the scheduler: the groups' terms (minimum runtime,
 			// notice, checkpoints) and its clock, so victims are chosen
 			// by the work they lose.
 			cands := preemption.TreeCandidates(w.st.Cache.Pods(), w.groupOf, w.compositeOf)
 			preemption.Declare(cands, nil)
-			return &decide.Preemption{Candidates: w.notUnderNotice(cands), Now: w.clk.Now()}, nil
+			return &decide.Preemption{Candidates: w.notUnderNotice(cands), Now: w.clk.Now(), ShortWait: w.shortWait}, nil
 		}
 	}
 	d := decide.Decide(w.ctx, snap, w.st.CEL, in)
 	w.rec.decisions++
+	if u.waiting && !(d.Kind == decide.Preempt && d.Plan != nil && !d.Plan.WaitUntil.IsZero()) {
+		// Its short wait is over: it binds, or it plans anew.
+		u.waiting = false
+		w.st.Cache.DropNomination(u.key)
+	}
 	switch d.Kind {
 	case decide.Bind:
 		w.bind(d)
@@ -263,6 +277,10 @@ func (w *world) attempt(u *unitRun, again bool) {
 			w.park(u)
 		}
 	case decide.Preempt:
+		if d.Plan != nil && !d.Plan.WaitUntil.IsZero() {
+			w.waitInstead(u, d.Plan)
+			return
+		}
 		if d.Plan == nil || len(d.Plan.Victims) == 0 || !again {
 			w.park(u)
 			return
@@ -550,4 +568,59 @@ func (w *world) notUnderNotice(cs []preemption.Candidate) []preemption.Candidate
 		out = append(out, c)
 	}
 	return out
+}
+
+// waitInstead carries out a short wait (preemption.Plan.WaitUntil): as the
+// scheduler, it evicts nothing and nominates the unit for what the gangs
+// that declared their end free — no unit of its priority or lower takes
+// it — until NominationSlack past that end; then it plans again.
+func (w *world) waitInstead(u *unitRun, plan *preemption.Plan) {
+	nom := plan.Nomination(u.prio, w.clk.Now())
+	w.st.Cache.Nominate(u.key, nom)
+	if !u.waiting {
+		w.rec.shortWaits++
+	}
+	u.waiting = true
+	w.wake(u, nom.Deadline.Sub(Epoch))
+	w.park(u)
+}
+
+// wake decides u again at at (its preemption delay or short wait ends).
+func (w *world) wake(u *unitRun, at time.Duration) {
+	if u.wakeAt == at {
+		return
+	}
+	u.wakeAt = at
+	w.push(event{at: at, kind: evWake, preemptor: u})
+}
+
+// preemptionDelay is when u may first preempt, and its delay, as the
+// scheduler reads it: its tree root's or PodGroup's
+// lockv1.PreemptionDelayAnnotation, else Options.PreemptionDelay for its
+// pods' PriorityClass, from when its newest pending member was created.
+func (w *world) preemptionDelay(u *unitRun) (time.Duration, time.Duration) {
+	var ann map[string]string
+	switch {
+	case u.tree != nil:
+		ann = u.tree.root.Annotations
+	case u.group != nil:
+		ann = u.group.pg.Annotations
+	}
+	var newest *corev1.Pod
+	for _, p := range w.unitPods(u) {
+		if pr := w.pods[p.UID]; pr != nil && pr.node == "" && (newest == nil || p.CreationTimestamp.After(newest.CreationTimestamp.Time)) {
+			newest = p
+		}
+	}
+	if newest == nil {
+		return 0, 0
+	}
+	d, ok := podgroup.PreemptionDelay(ann)
+	if !ok {
+		d = w.delay[newest.Spec.PriorityClassName]
+	}
+	if d <= 0 {
+		return 0, 0
+	}
+	return newest.CreationTimestamp.Sub(Epoch) + d, d
 }

@@ -20,9 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/cli/output"
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/simulate"
 	simreport "github.com/lockstep-dev/lockstep/internal/simulate/report"
 	simworkload "github.com/lockstep-dev/lockstep/internal/simulate/workload"
@@ -45,9 +47,14 @@ type Options struct {
 	HTML       string
 	JobDetails bool
 	Output     *output.Flag
+	// PreemptionShortWait and PreemptionDelay are the scheduler's flags of
+	// the same names, for the lockstep model.
+	PreemptionShortWait time.Duration
+	PreemptionDelay     string
 
 	// Set by Complete and Validate.
 	models   []simulate.Model
+	delay    map[string]time.Duration
 	sources  []simworkload.Source
 	spec     *clusterspec.Cluster
 	workload *simworkload.Workload
@@ -61,7 +68,9 @@ func NewOptions() *Options {
 		Client:     clientopts.ForUser(clientopts.Cluster).WithoutClusterFlag(),
 		Schedulers: simulate.ModelNames(),
 		Output:     output.New("table", "", "table", "json", "yaml"),
-		stdin:      os.Stdin,
+		// The scheduler's default (lockstep scheduler --preemption-short-wait).
+		PreemptionShortWait: 5 * time.Minute,
+		stdin:               os.Stdin,
 	}
 }
 
@@ -106,6 +115,8 @@ is refused before anything runs, naming the object and the field path. See docs/
 	f.StringVar(&o.DomainLabel, "domain-label", simulate.DefaultDomainLabel, "node label whose values are the domains fragmentation is reported for")
 	f.StringVar(&o.HTML, "html", o.HTML, "also write the HTML report (self-contained, with plots) to this file")
 	f.BoolVar(&o.JobDetails, "job-details", o.JobDetails, "also report every job's start, end and nodes under each scheduler")
+	f.DurationVar(&o.PreemptionShortWait, "preemption-short-wait", o.PreemptionShortWait, "as the scheduler's flag, for the lockstep model: longest a preemptor waits for gangs that declared their end instead of evicting (0: never)")
+	f.StringVar(&o.PreemptionDelay, "preemption-delay", o.PreemptionDelay, "as the scheduler's flag, for the lockstep model: preemption delay by PriorityClass, e.g. research=10m (a group's "+lockv1.PreemptionDelayAnnotation+" annotation wins)")
 	o.Client.AddFlags(f)
 	o.Output.AddFlag(f)
 	return cmd
@@ -154,6 +165,15 @@ func (o *Options) Validate() error {
 		return errors.New("no workload: pass -f FILE (manifests with sim.lockstep.dev/arrival and sim.lockstep.dev/runtime; docs/simulate.md)")
 	case o.Horizon < 0:
 		return fmt.Errorf("--horizon %s: must not be negative", o.Horizon)
+	case o.PreemptionShortWait < 0:
+		return fmt.Errorf("--preemption-short-wait %s: must not be negative", o.PreemptionShortWait)
+	}
+	if o.PreemptionDelay != "" {
+		m, err := podgroup.ParseClassDurations("preemption-delay", o.PreemptionDelay)
+		if err != nil {
+			return fmt.Errorf("--preemption-delay: %w", err)
+		}
+		o.delay = m
 	}
 	models, err := simulate.ParseModels(o.Schedulers)
 	if err != nil {
@@ -181,7 +201,8 @@ func (o *Options) Run(ctx context.Context, out io.Writer) error {
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(simulate.GCPercent))
 	}
-	r, err := simulate.Run(ctx, cl, o.workload, simulate.Options{Models: o.models, Horizon: o.Horizon, DomainLabel: o.DomainLabel})
+	r, err := simulate.Run(ctx, cl, o.workload, simulate.Options{Models: o.models, Horizon: o.Horizon, DomainLabel: o.DomainLabel,
+		PreemptionShortWait: o.PreemptionShortWait, PreemptionDelay: o.delay})
 	if err != nil {
 		return err
 	}

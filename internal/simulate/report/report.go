@@ -71,6 +71,9 @@ type SchedulerReport struct {
 	Preemptions               int     `json:"preemptions"`
 	PreemptedPods             int     `json:"preemptedPods"`
 	PreemptionDeviceHoursLost float64 `json:"preemptionDeviceHoursLost"`
+	// ShortWaits counts the preemptors that waited for gangs that
+	// declared their end instead of evicting (--preemption-short-wait).
+	ShortWaits int `json:"shortWaits"`
 	// GangRestarts: gangs restarted whole after losing a member;
 	// FailureDeviceHoursLost: device-hours of runs failures cut short.
 	GangRestarts           int                   `json:"gangRestarts"`

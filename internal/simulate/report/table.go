@@ -64,6 +64,7 @@ func writeTable(out io.Writer, r *Report, jobs bool) error {
 		return fmt.Sprintf("%.1f%% (%.1f device-h)", 100*s.DeviceHeldIdleFraction, s.DeviceHoursHeldIdle)
 	})
 	row("preemptions (victim pods)", func(s SchedulerReport) string { return fmt.Sprintf("%d (%d)", s.Preemptions, s.PreemptedPods) })
+	row("short waits instead", func(s SchedulerReport) string { return fmt.Sprint(s.ShortWaits) })
 	row("device-h of runs preemption cut short", func(s SchedulerReport) string { return fmt.Sprintf("%.1f", s.PreemptionDeviceHoursLost) })
 	row("gang restarts after a lost member", func(s SchedulerReport) string { return fmt.Sprint(s.GangRestarts) })
 	row("device-h of runs failures cut short", func(s SchedulerReport) string { return fmt.Sprintf("%.1f", s.FailureDeviceHoursLost) })

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+
+	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
 
 // failureDoc is the Failure kind as written:
@@ -104,6 +106,7 @@ func parseDuration(s string, path *field.Path, required bool) (time.Duration, *f
 //	    priorityClassName: research
 //	    annotations:                # on each of its jobs
 //	      sim.lockstep.dev/checkpoint-interval: 30m
+//	    declareRuntime: true        # scheduling.lockstep.dev/max-runtime: its runtime
 //
 // It expands into Indexed Jobs (parallelism = completions = ranks, one
 // ResourceClaimTemplate per device count), the same for the same seed.
@@ -135,6 +138,10 @@ type MixShape struct {
 	// Annotations are put on each of its jobs (a checkpoint interval, a
 	// preemption notice, …).
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// DeclareRuntime: each job declares its own runtime as
+	// scheduling.lockstep.dev/max-runtime (what a team that knows its
+	// jobs' lengths writes), so a preemptor may wait for it to end.
+	DeclareRuntime bool `json:"declareRuntime,omitempty"`
 }
 
 // MixRange is a range of durations.
@@ -262,10 +269,12 @@ func mixJob(ns, name string, s MixShape, ranks int32, arrival, runtime time.Dura
 	if s.MemoryPerRank != nil {
 		req[corev1.ResourceMemory] = *s.MemoryPerRank
 	}
+	own := map[string]string{ArrivalAnnotation: arrival.String(), RuntimeAnnotation: runtime.String()}
+	if s.DeclareRuntime {
+		own[lockv1.MaxRuntimeAnnotation] = runtime.String()
+	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: shapeAnnotations(s, map[string]string{
-			ArrivalAnnotation: arrival.String(), RuntimeAnnotation: runtime.String(),
-		})},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: shapeAnnotations(s, own)},
 		Spec: batchv1.JobSpec{
 			CompletionMode: ptr.To(batchv1.IndexedCompletion),
 			Parallelism:    ptr.To(ranks), Completions: ptr.To(ranks),
