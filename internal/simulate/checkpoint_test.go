@@ -14,10 +14,7 @@ import (
 // and loses it all. (Lockstep alone: only it preempts DRA GPUs.)
 func TestCheckpointsAndNotice(t *testing.T) {
 	cl := cluster(t, gpus3x2)
-	lockstep, err := ParseModels([]string{Lockstep})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lockstep := lockstepOnly(t)
 	type want struct {
 		Fates     []string
 		LostHours float64
@@ -47,4 +44,15 @@ func TestCheckpointsAndNotice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockstepOnly is the lockstep model alone (only it preempts DRA devices
+// and has the scheduler's preemption terms).
+func lockstepOnly(t *testing.T) []Model {
+	t.Helper()
+	m, err := ParseModels([]string{Lockstep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -20,10 +20,7 @@ import (
 // the PriorityClass's.
 func TestShortWaitAndPreemptionDelay(t *testing.T) {
 	cl := cluster(t, gpus3x2)
-	lockstep, err := ParseModels([]string{Lockstep})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lockstep := lockstepOnly(t)
 	type want struct {
 		Fates      []string
 		LostHours  float64
