@@ -53,6 +53,16 @@ func PreemptionDelay(annotations map[string]string) (d time.Duration, set bool) 
 	return durationAnnotation(annotations, lockv1.PreemptionDelayAnnotation)
 }
 
+// PreemptionDelayOf is a unit's preemption delay: its annotations' (the
+// group's or tree root's), else byClass for its pods' PriorityClass
+// (--preemption-delay); zero for none.
+func PreemptionDelayOf(annotations map[string]string, class string, byClass map[string]time.Duration) time.Duration {
+	if d, ok := PreemptionDelay(annotations); ok {
+		return d
+	}
+	return byClass[class]
+}
+
 // TimeAnnotation reads an RFC 3339 time annotation (checkpointed-at,
 // preemption-pending); zero when absent or unreadable.
 func TimeAnnotation(annotations map[string]string, key string) time.Time {

@@ -282,10 +282,7 @@ func (s *Scheduler) preemptionDelay(u *unit) (time.Time, time.Duration) {
 	if newest == nil {
 		return time.Time{}, 0
 	}
-	d, ok := podgroup.PreemptionDelay(ann)
-	if !ok {
-		d = s.opts.PreemptionDelay[newest.Spec.PriorityClassName]
-	}
+	d := podgroup.PreemptionDelayOf(ann, newest.Spec.PriorityClassName, s.opts.PreemptionDelay)
 	if d <= 0 {
 		return time.Time{}, 0
 	}

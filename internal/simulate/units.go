@@ -615,10 +615,7 @@ func (w *world) preemptionDelay(u *unitRun) (time.Duration, time.Duration) {
 	if newest == nil {
 		return 0, 0
 	}
-	d, ok := podgroup.PreemptionDelay(ann)
-	if !ok {
-		d = w.delay[newest.Spec.PriorityClassName]
-	}
+	d := podgroup.PreemptionDelayOf(ann, newest.Spec.PriorityClassName, w.delay)
 	if d <= 0 {
 		return 0, 0
 	}
