@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds the binaries the local control plane runs into bin/:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet
 #     from k8s.io/kubernetes (module hack/k8s; the version is its go.mod's)
+#   containerd, containerd-shim-runc-v2, ctr  (module hack/node: the runtime of
+#     `lockstep dev up --real-nodes`; runc and the CNI plugins are Debian packages)
+#   node-images: bin/images/{pause,rank}.tar, the OCI images real nodes import (hack/images)
 #   kwok, controller-gen, client-gen, helm, ociimage  (module hack/tools)
 #   krew, validate-krew-manifest          (module hack/krew)
 #   golangci-lint, logcheck               (module hack/lint; only when named: `make lint`)
@@ -19,6 +22,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin/.versions"
 only=" $* "
+[[ $only == *" node-images "* ]] && only+="ociimage "  # the images are written with it
 total=$SECONDS
 
 # wanted NAME: true when every binary is wanted (no names given) or NAME is one of them.
@@ -62,7 +66,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 k8s_pkgs=()
-for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
   stale "$name" "$k8s_version" && k8s_pkgs+=("k8s.io/kubernetes/cmd/$name")
 done
 build_k8s() {
@@ -130,8 +134,40 @@ for dir in "$root"/hack/integrations/*/; do
   fi
   stale "$name-controller" "$v" && step build_in "$dir" "$name-controller" "$v" "$pkg" "-s -w" "the $name controller"
 done
+# The container runtime of real nodes (module hack/node), one build for its three binaries.
+ctrd_version=$(modversion "$root/hack/node" github.com/containerd/containerd/v2)
+ctrd_pkgs=()
+for name in containerd containerd-shim-runc-v2 ctr; do
+  stale "$name" "$ctrd_version" && ctrd_pkgs+=("github.com/containerd/containerd/v2/cmd/$name")
+done
+build_containerd() {
+  echo "building ${ctrd_pkgs[*]##*/} $ctrd_version"
+  local start=$SECONDS
+  (cd "$root/hack/node" && go build -tags "no_btrfs no_devmapper no_zfs" \
+    -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrd_version" -o "$bin/" "${ctrd_pkgs[@]}")
+  for p in "${ctrd_pkgs[@]}"; do echo "$ctrd_version" > "$bin/.versions/${p##*/}"; done
+  echo "built containerd in $(took $start)"
+}
+[[ ${#ctrd_pkgs[@]} -gt 0 ]] && step build_containerd
 # The image builder is this repository's own code: its version is its sources'.
 v=; wanted ociimage && v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
 stale ociimage "$v" && step build_in "$root/hack/tools" ociimage "$v" ./ociimage "" ociimage
+# The images real nodes import (no registry here): this repository's code, built static for this
+# machine; their version is their sources' and the image builder's. They need ociimage first.
+v=; wanted node-images && v=$(cat "$root"/hack/images/*/*.go "$root/hack/tools/ociimage/"*.go | sha256sum | cut -c1-16)
+if wanted node-images && { [[ ! -f $bin/images/rank.tar || ! -f $bin/images/pause.tar ]] ||
+  [[ "$(cat "$bin/.versions/node-images" 2>/dev/null)" != "$v" ]]; }; then
+  finish
+  echo "building the real nodes' images (pause, rank)"
+  start=$SECONDS
+  mkdir -p "$bin/images"
+  for img in pause rank; do
+    (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/images/$img" "./hack/images/$img")
+    "$bin/ociimage" -out "$bin/images/$img.tar" -tag "lockstep.local/$img:latest" -name "$img" -version latest \
+      "linux/$(go env GOARCH)=$bin/images/$img" > /dev/null
+  done
+  echo "$v" > "$bin/.versions/node-images"
+  echo "built the real nodes' images in $(took $start)"
+fi
 finish
 echo "tools ready in $(took $total)"

@@ -41,17 +41,20 @@ func main() {
 	version := flag.String("version", "dev", "org.opencontainers.image.version")
 	source := flag.String("source", "https://github.com/lockstep-dev/lockstep", "org.opencontainers.image.source")
 	license := flag.String("license", "Apache-2.0", "org.opencontainers.image.licenses")
+	name := flag.String("name", "lockstep", "the binary's name in the image (/NAME, the entrypoint) and the image title")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fail(fmt.Errorf("want PLATFORM=BINARY arguments, e.g. linux/amd64=bin/linux-amd64/lockstep"))
 	}
 	labels := map[string]string{
-		"org.opencontainers.image.title":    "lockstep",
+		"org.opencontainers.image.title":    *name,
 		"org.opencontainers.image.version":  *version,
 		"org.opencontainers.image.source":   *source,
 		"org.opencontainers.image.licenses": *license,
-		"org.opencontainers.image.description": "Gang-aware, DRA-native batch scheduler for Kubernetes: " +
-			"scheduler, controllers and admission webhook in one binary",
+	}
+	if *name == "lockstep" {
+		labels["org.opencontainers.image.description"] = "Gang-aware, DRA-native batch scheduler for Kubernetes: " +
+			"scheduler, controllers and admission webhook in one binary"
 	}
 	tagName := "latest"
 	if i := strings.LastIndex(*tag, ":"); i > strings.LastIndex(*tag, "/") {
@@ -64,7 +67,7 @@ func main() {
 		if !ok {
 			fail(fmt.Errorf("%q: want PLATFORM=BINARY", arg))
 		}
-		img, err := image(platform, bin, labels)
+		img, err := image(platform, *name, bin, labels)
 		if err != nil {
 			fail(err)
 		}
@@ -83,7 +86,7 @@ func main() {
 }
 
 // image is one platform's image: the binary and the user, on nothing.
-func image(platform, bin string, labels map[string]string) (v1.Image, error) {
+func image(platform, name, bin string, labels map[string]string) (v1.Image, error) {
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return nil, err
@@ -98,7 +101,7 @@ func image(platform, bin string, labels map[string]string) (v1.Image, error) {
 	}{
 		{"etc/passwd", 0o644, []byte(fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:%s:/home/%s:/sbin/nologin\n", user, uid, uid, user, user))},
 		{"etc/group", 0o644, []byte(fmt.Sprintf("root:x:0:\n%s:x:%d:\n", user, uid))},
-		{"lockstep", 0o755, b},
+		{name, 0o755, b},
 	}
 	for _, d := range []string{"etc/", "tmp/"} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: epoch}); err != nil {
@@ -134,7 +137,7 @@ func image(platform, bin string, labels map[string]string) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = osName, arch
 	cf.Created = v1.Time{Time: epoch}
-	cf.Config.Entrypoint = []string{"/lockstep"}
+	cf.Config.Entrypoint = []string{"/" + name}
 	cf.Config.User = fmt.Sprintf("%d:%d", uid, uid)
 	cf.Config.WorkingDir = "/"
 	cf.Config.Labels = labels
