@@ -15,6 +15,6 @@ func NewCommand() *cobra.Command {
 		Use:   "dev",
 		Short: "Run a local Kubernetes 1.37 control plane with simulated GPU nodes",
 	}
-	cmd.AddCommand(newUpCommand(NewUpOptions()), newDownCommand(NewDownOptions()), newSuperviseCommand(NewSuperviseOptions()))
+	cmd.AddCommand(newUpCommand(NewUpOptions()), newDownCommand(NewDownOptions()), newSuperviseCommand(NewSuperviseOptions()), newGPUDriverCommand())
 	return cmd
 }
