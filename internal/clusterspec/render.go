@@ -398,6 +398,18 @@ func renderAttribute(a Attribute, p *field.Path, vars DeviceVars) (resourcev1.De
 	}
 }
 
+// EnsureDeviceClass adds the DeviceClass of a driver no node pool has (the
+// real nodes' driver in a spec of simulated nodes without GPUs): named after
+// the driver and selecting all of its devices, as the pools' drivers' are.
+func (o *Objects) EnsureDeviceClass(driver string) {
+	for _, dc := range o.DeviceClasses {
+		if dc.Name == driver {
+			return
+		}
+	}
+	o.DeviceClasses = append(o.DeviceClasses, deviceClass(driver, fmt.Sprintf("device.driver == %q", driver)))
+}
+
 // renderClasses makes one DeviceClass per driver, named after the driver and
 // selecting all of its devices, then the spec's extra classes.
 func renderClasses(c *Cluster, drivers map[string]bool) []*resourcev1.DeviceClass {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/devcluster/gpudriver"
 	"github.com/lockstep-dev/lockstep/internal/webhook"
 	webhookconfig "github.com/lockstep-dev/lockstep/internal/webhook/config"
 )
@@ -63,6 +64,13 @@ type Options struct {
 	// SchedulerFiles are written into the state directory before the
 	// scheduler starts (name → content), for SchedulerArgs to name.
 	SchedulerFiles map[string]string
+	// RealNodes is how many nodes run pods as real containers (a kubelet,
+	// containerd and the simulated-GPU DRA driver each, see realnode.go)
+	// beside the simulated ones; 0 runs none.
+	RealNodes int
+	// RealNodeGPUs is how many simulated GPUs each real node's driver
+	// publishes; default 2.
+	RealNodeGPUs int
 }
 
 func (o *Options) complete() error {
@@ -97,6 +105,15 @@ func (o *Options) complete() error {
 	}
 	if o.Schedulers == nil {
 		o.Schedulers = []Scheduler{SchedulerLockstep}
+	}
+	if o.RealNodes < 0 {
+		return fmt.Errorf("real nodes: %d, want 0 or more", o.RealNodes)
+	}
+	if o.RealNodeGPUs == 0 {
+		o.RealNodeGPUs = 2
+	}
+	if o.RealNodes > 0 {
+		return checkRealNodeHost(o.BinDir)
 	}
 	return nil
 }
@@ -160,15 +177,29 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := resetDir(l); err != nil {
 		return nil, err
 	}
+	var nodes []*realNode
+	if opts.RealNodes > 0 {
+		if nodes, err = planRealNodes(l, opts.RealNodes, ports.APIServer); err != nil {
+			return nil, err
+		}
+	}
 	server := "https://127.0.0.1:" + strconv.Itoa(ports.APIServer)
-	if err := writeCredentials(l, server); err != nil {
+	extra := []identity{}
+	for _, n := range nodes {
+		extra = append(extra, nodeIdentity(n.Name))
+	}
+	if len(nodes) > 0 {
+		extra = append(extra, kubeletClientIdentity)
+		objs.EnsureDeviceClass(gpudriver.DefaultDriver)
+	}
+	if err := writeCredentials(l, server, extra...); err != nil {
 		return nil, fmt.Errorf("writing credentials: %w", err)
 	}
 	if err := writeStages(l); err != nil {
 		return nil, err
 	}
 	c := &Cluster{layout: l, Objects: objs, state: &state{
-		Profile: opts.Profile, Server: server, Ports: ports, Kubeconfig: l.adminKubeconfig(), Tied: opts.Tied,
+		Profile: opts.Profile, Server: server, Ports: ports, Kubeconfig: l.adminKubeconfig(), Tied: opts.Tied, RealNodes: nodes,
 	}}
 	ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
@@ -192,6 +223,9 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 	}
 	fmt.Fprintf(opts.Progress, "starting kube-apiserver on %s (profile %s)\n", c.state.Server, c.state.Profile)
 	apiserver := withGates(apiserverProcess(l, bin, ports, opts.Profile), opts.ComponentGates)
+	if len(c.state.RealNodes) > 0 {
+		apiserver.Args = append(apiserver.Args, realNodeAPIServerArgs(l)...)
+	}
 	if err := c.launch(apiserver, opts.Tied); err != nil {
 		return err
 	}
@@ -207,7 +241,11 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		return err
 	}
 	fmt.Fprintln(opts.Progress, "starting kube-controller-manager and kwok (node simulator)")
-	for _, p := range []*process{withGates(controllerManagerProcess(l, bin, ports, opts.Profile), opts.ComponentGates), simulatorProcess(l, bin, ports)} {
+	kwok := simulatorProcess(l, bin, ports)
+	if len(c.state.RealNodes) > 0 {
+		kwok.Args = simulateOnlyFakeNodes(kwok.Args)
+	}
+	for _, p := range []*process{withGates(controllerManagerProcess(l, bin, ports, opts.Profile), opts.ComponentGates), kwok} {
 		if err := c.launch(p, opts.Tied); err != nil {
 			return err
 		}
@@ -230,6 +268,12 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		return clusterReady(ctx, client, c.Objects)
 	}); err != nil {
 		return err
+	}
+	if n := len(c.state.RealNodes); n > 0 {
+		fmt.Fprintf(opts.Progress, "starting %d real nodes (kubelet, containerd and the simulated-GPU DRA driver, %d GPUs each)\n", n, opts.RealNodeGPUs)
+		if err := c.startRealNodes(ctx, opts, client); err != nil {
+			return err
+		}
 	}
 	for _, sched := range opts.Schedulers {
 		if sched == SchedulerKube {
@@ -368,6 +412,12 @@ func (c *Cluster) stopAll() error {
 			errs = append(errs, err)
 		}
 	}
+	// What real nodes' processes leave behind: containers, mounts, cgroups.
+	for _, n := range c.state.RealNodes {
+		if err := n.teardown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -426,7 +476,15 @@ func refuseIfRunning(l layout) error {
 				ErrAlreadyUp, l.dir, p.describe(), s.Server)
 		}
 	}
-	return nil // stale state: every process is gone; resetDir cleans it.
+	// Stale state: every process is gone. A real node's containers may
+	// not be (their shims outlive containerd); they go now.
+	var errs []error
+	for _, n := range s.RealNodes {
+		if err := n.teardown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func checkPorts(p Ports) error {

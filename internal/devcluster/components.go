@@ -190,6 +190,19 @@ func simulatorProcess(l layout, bin string, p Ports) *process {
 	}
 }
 
+// simulateOnlyFakeNodes makes kwok leave real nodes to their kubelets: it
+// manages the nodes carrying kwok's fake-node annotation, which every
+// simulated node has (clusterspec, Karpenter's kwok provider).
+func simulateOnlyFakeNodes(args []string) []string {
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		if a != "--manage-all-nodes=true" {
+			out = append(out, a)
+		}
+	}
+	return append(out, "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
+}
+
 // describe is a one-line summary of a process for messages.
 func (p *process) describe() string { return fmt.Sprintf("%s (pid %d, log %s)", p.Name, p.PID, p.Log) }
 

@@ -50,9 +50,10 @@ func writeKubeconfig(path, server string, p *pki, user string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// writeCredentials creates the PKI and a kubeconfig per identity, plus the
-// admin kubeconfig at the top of the state directory.
-func writeCredentials(l layout, server string) error {
+// writeCredentials creates the PKI and a kubeconfig per identity (and per
+// extra one: real nodes'), plus the admin kubeconfig at the top of the state
+// directory.
+func writeCredentials(l layout, server string, extra ...identity) error {
 	p, err := newPKI(l.pki())
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func writeCredentials(l layout, server string) error {
 	if err := p.serviceAccountKey(); err != nil {
 		return err
 	}
-	for _, id := range identities {
+	for _, id := range append(append([]identity(nil), identities...), extra...) {
 		if err := p.issue(id.file, id.cn, id.groups, false); err != nil {
 			return err
 		}

@@ -22,6 +22,9 @@ type process struct {
 	Log    string   `json:"log"`
 	// Env is added to the environment it inherits.
 	Env []string `json:"env,omitempty"`
+	// Cgroup, when set, is the cgroup (in every hierarchy) the process is
+	// moved into as it starts: a real node's components.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Restarts counts the times a supervisor started it again.
 	Restarts int `json:"restarts,omitempty"`
 
@@ -57,6 +60,13 @@ func (p *process) start(tied bool) error {
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", p.Name, err)
+	}
+	if p.Cgroup != "" {
+		if err := joinCgroup(cmd.Process.Pid, p.Cgroup); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return fmt.Errorf("starting %s: %w", p.Name, err)
+		}
 	}
 	p.PID = cmd.Process.Pid
 	p.startedAt = time.Now()
@@ -170,6 +180,9 @@ type state struct {
 	Processes  []*process `json:"processes"`
 	// Tied: the components die with the process that started them.
 	Tied bool `json:"tied,omitempty"`
+	// RealNodes are the nodes that run real containers; Down tears down
+	// what their processes leave behind.
+	RealNodes []*realNode `json:"realNodes,omitempty"`
 	// Supervisor is the process that restarts components that exit
 	// (Supervise); Down stops it first.
 	Supervisor *process `json:"supervisor,omitempty"`

@@ -30,6 +30,10 @@ type UpOptions struct {
 	// Integrations are the other projects' controllers to run beside the
 	// cluster (devcluster.Peers by name).
 	Integrations []string
+	// RealNodes and RealNodeGPUs: nodes that run real containers, and the
+	// simulated GPUs of each.
+	RealNodes    int
+	RealNodeGPUs int
 
 	spec       *clusterspec.Cluster
 	profile    devcluster.Profile
@@ -39,12 +43,12 @@ type UpOptions struct {
 
 // NewUpOptions are the defaults: seed 004's cluster, EKS's gates, Lockstep's scheduler.
 func NewUpOptions() *UpOptions {
-	return &UpOptions{StateDir: DefaultStateDir, Profile: string(devcluster.ProfileEKS), BasePort: devcluster.DefaultBasePort, Timeout: 3 * time.Minute, Schedulers: []string{string(devcluster.SchedulerLockstep)}}
+	return &UpOptions{StateDir: DefaultStateDir, Profile: string(devcluster.ProfileEKS), BasePort: devcluster.DefaultBasePort, Timeout: 3 * time.Minute, Schedulers: []string{string(devcluster.SchedulerLockstep)}, RealNodeGPUs: 2}
 }
 
 func newUpCommand(o *UpOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "up [--cluster FILE] [--profile eks|upstream] [--integrations jobset,kueue,…] [--detach]",
+		Use:   "up [--cluster FILE] [--profile eks|upstream] [--integrations jobset,kueue,…] [--real-nodes N] [--detach]",
 		Short: "Start the local control plane (foreground until Ctrl-C, or --detach)",
 		Long: `Starts etcd, kube-apiserver, kube-controller-manager (v1.37, from bin/) and kwok
 as the node simulator on loopback, then creates the Nodes, ResourceSlices and
@@ -59,6 +63,13 @@ zone-a and zone-b, and Lockstep's scheduler asks it for gangs' missing nodes). T
 others: restarted if they exit, stopped by dev down. With kueue, Lockstep's
 scheduler answers Kueue's placement check and the AdmissionCheck
 lockstep-placement is created: name it in a ClusterQueue's admissionChecks.
+With --real-nodes N it also runs N real nodes (real-0, real-1, …, labelled
+dev.lockstep.dev/real-node=true) whose pods run as real containers: a kubelet
+v1.37 and containerd each (bin/kubelet, bin/containerd; runc and the CNI
+plugins from the host: apt-get install runc containernetworking-plugins), the
+images lockstep.local/pause and lockstep.local/rank built locally, and the
+simulated-GPU DRA driver as the kubelet plugin publishing --real-node-gpus
+GPUs of gpu.example.com per node. It needs root. See docs/dev-cluster.md.
 The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -80,6 +91,8 @@ The admin kubeconfig is written to <state-dir>/kubeconfig.`,
 	f.IntVar(&o.BasePort, "base-port", o.BasePort, "kube-apiserver port on 127.0.0.1; etcd, controller-manager, simulator, schedulers, webhook and metrics use the next 8 ports")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the cluster to be ready")
 	f.StringSliceVar(&o.Schedulers, "schedulers", o.Schedulers, "schedulers to run: lockstep, kube-scheduler (v1.37, the reference), or none")
+	f.IntVar(&o.RealNodes, "real-nodes", o.RealNodes, "nodes that run pods as real containers (kubelet, containerd, the simulated-GPU DRA driver) beside the simulated ones; needs root")
+	f.IntVar(&o.RealNodeGPUs, "real-node-gpus", o.RealNodeGPUs, "simulated GPUs (gpu.example.com) each real node's DRA driver publishes")
 	f.StringSliceVar(&o.Integrations, "integrations", o.Integrations, "other projects' controllers to run beside the cluster, any of: jobset,kueue,lws,trainer,training,mpi,ray,karpenter")
 	return cmd
 }
@@ -115,6 +128,12 @@ func (o *UpOptions) Validate() error {
 	if o.BasePort < 1024 || o.BasePort > 65535-devcluster.PortCount {
 		return fmt.Errorf("--base-port %d: want 1024-%d", o.BasePort, 65535-devcluster.PortCount)
 	}
+	if o.RealNodes < 0 || o.RealNodes > 16 {
+		return fmt.Errorf("--real-nodes %d: want 0-16", o.RealNodes)
+	}
+	if o.RealNodeGPUs < 1 || o.RealNodeGPUs > 64 {
+		return fmt.Errorf("--real-node-gpus %d: want 1-64", o.RealNodeGPUs)
+	}
 	if o.peers, err = devcluster.SelectPeers(o.Integrations); err != nil {
 		return err
 	}
@@ -143,6 +162,7 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 		Dir: o.StateDir, BinDir: o.BinDir, Profile: o.profile, Spec: o.spec,
 		BasePort: o.BasePort, Tied: !o.Detach, ReadyTimeout: o.Timeout, Progress: out, Schedulers: o.schedulers,
 		SchedulerArgs: devcluster.PeerSchedulerArgs(o.peers), SchedulerFiles: devcluster.PeerSchedulerFiles(o.peers),
+		RealNodes: o.RealNodes, RealNodeGPUs: o.RealNodeGPUs,
 	})
 	if err != nil {
 		return err
@@ -186,6 +206,9 @@ func printSummary(out io.Writer, c *devcluster.Cluster, took time.Duration) {
 	fmt.Fprintf(out, "  kubeconfig:  %s\n", c.Kubeconfig())
 	fmt.Fprintf(out, "  logs:        %s\n", filepath.Join(c.Dir(), "logs"))
 	fmt.Fprintf(out, "  components:  %s\n", strings.Join(c.Components(), ", "))
+	if real := c.RealNodes(); len(real) > 0 {
+		fmt.Fprintf(out, "  real nodes:  %s (pods run as containers; image %s)\n", strings.Join(real, ", "), devcluster.RankImage)
+	}
 	fmt.Fprintf(out, "  try:         bin/kubectl --kubeconfig %s get nodes,resourceslices\n", c.Kubeconfig())
 }
 
