@@ -113,7 +113,7 @@ func (o *Options) complete() error {
 		o.RealNodeGPUs = 2
 	}
 	if o.RealNodes > 0 {
-		return checkRealNodeHost(o.BinDir)
+		return CanRunRealNodes(o.BinDir)
 	}
 	return nil
 }

@@ -27,8 +27,11 @@ import (
 // (`lockstep dev gpu-driver`) as its kubelet plugin. Everything a node has
 // lives in its own directory, cgroup and network bridge:
 //
-//   - <state>/nodes/<name>/: containerd's root and state, the kubelet's root,
-//     pod logs, CNI and CDI configuration, the driver's state, runc's state;
+//   - /tmp/lockstep-<port>-<name>/ (linked from <state>/nodes/<name>: unix
+//     socket paths, the kubelet's plugin sockets among them, must stay under
+//     108 bytes wherever the state directory is): containerd's root and
+//     state, the kubelet's root, pod logs, CNI and CDI configuration, the
+//     driver's state, runc's state;
 //   - the cgroup lockstep-<port>-<name> in every hierarchy: runtime/ holds
 //     containerd, its shims, the kubelet and the driver; pods/ is the
 //     kubelet's cgroupRoot;
@@ -41,8 +44,14 @@ import (
 // directory, removes its cgroups, bridge and log links, so that nothing of a
 // real node outlives `dev down` or a failed `dev up`.
 
-// RealNodeLabel marks the real nodes; simulated nodes do not carry it.
+// RealNodeLabel marks the real nodes; simulated nodes do not carry it. Real
+// nodes are also tainted with it (NoSchedule), so that only pods meant for
+// real containers — tolerating it — land there: a cluster's simulated
+// workloads (image "sim", nothing to pull) stay where they were.
 const RealNodeLabel = "dev.lockstep.dev/real-node"
+
+// RealNodeToleration lets a pod onto the real nodes.
+var RealNodeToleration = corev1.Toleration{Key: RealNodeLabel, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
 // Images the real nodes import (hack/images, built by make build).
 const (
@@ -70,7 +79,17 @@ func (n *realNode) path(elem ...string) string {
 // DriverStateDir is where the simulated-GPU driver of a real node keeps the
 // unhealthy list and the record of what it prepared (gpudriver).
 func (c *Cluster) DriverStateDir(node string) string {
-	return c.layout.path("nodes", node, "driver")
+	return filepath.Join(c.RealNodeDir(node), "driver")
+}
+
+// RealNodeDir is the directory of a real node ("" for another name).
+func (c *Cluster) RealNodeDir(node string) string {
+	for _, n := range c.state.RealNodes {
+		if n.Name == node {
+			return n.Dir
+		}
+	}
+	return ""
 }
 
 // RealNodes names the cluster's real nodes.
@@ -88,8 +107,9 @@ func RealNodeName(i int) string { return fmt.Sprintf("real-%d", i) }
 // realNodeBinaries are what a real node runs, from the bin directory.
 var realNodeBinaries = []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "images/pause.tar", "images/rank.tar"}
 
-// checkRealNodeHost says what this machine lacks to run real nodes.
-func checkRealNodeHost(bin string) error {
+// CanRunRealNodes says what this machine lacks to run real nodes from the
+// binaries in bin (nil: nothing).
+func CanRunRealNodes(bin string) error {
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (a kubelet and containerd manage cgroups, mounts and network namespaces)")
@@ -138,7 +158,7 @@ func planRealNodes(l layout, n, port int) ([]*realNode, error) {
 		name := RealNodeName(i)
 		out = append(out, &realNode{
 			Name:   name,
-			Dir:    l.path("nodes", name),
+			Dir:    filepath.Join(os.TempDir(), fmt.Sprintf("lockstep-%d-%s", port, name)),
 			Cgroup: fmt.Sprintf("lockstep-%d-%s", port, name),
 			Bridge: fmt.Sprintf("ls%dr%d", port, i),
 			IP:     fmt.Sprintf("10.88.%d.1", next),
@@ -193,6 +213,19 @@ func realNodeAPIServerArgs(l layout) []string {
 // prepare creates the node's directories, cgroups, bridge and the
 // configuration of its containerd, CNI and kubelet.
 func (n *realNode) prepare(l layout) error {
+	// Left by a crash that lost state.json: nothing of it may still run.
+	if err := unmountUnder(n.Dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(n.Dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(l.path("nodes"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(n.Dir, l.path("nodes", n.Name)); err != nil {
+		return err
+	}
 	for _, d := range []string{"containerd/root", "containerd/state", "kubelet", "kubelet-pki", "pod-logs", "cni/net.d", "cni/data", "cdi", "driver", "runc"} {
 		if err := os.MkdirAll(n.path(d), 0o755); err != nil {
 			return err
@@ -321,6 +354,7 @@ func (n *realNode) processes(l layout, bin string, prof Profile, gpus int) (cont
 		"--hostname-override=" + n.Name,
 		"--node-ip=" + n.IP,
 		"--node-labels=" + RealNodeLabel + "=true,node.kubernetes.io/instance-type=real.gpu-" + strconv.Itoa(gpus) + "x",
+		"--register-with-taints=" + RealNodeLabel + "=true:NoSchedule",
 		"-v=2",
 	}
 	if g := prof.FeatureGates(); g != "" {

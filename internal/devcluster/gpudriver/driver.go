@@ -10,7 +10,8 @@
 // file /run/lockstep/devices/<device> describing it. It reports device health
 // through the kubelet's DRA health service: every device is healthy unless its
 // name is a line of the file <state dir>/unhealthy, which is how a test or a
-// user makes a device fail. What it prepared is recorded in
+// user makes a device fail; such a device is also tainted NoSchedule in the
+// ResourceSlice, so that no new claim gets it. What it prepared is recorded in
 // <state dir>/prepared.json, so a restarted driver unprepares what its
 // predecessor prepared and nothing is lost.
 package gpudriver
@@ -176,13 +177,46 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config) error {
 	}
 	d.helper = helper
 	defer helper.Stop()
-	if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		cfg.Node: {Slices: []resourceslice.Slice{{Devices: cfg.devices()}}},
+	unhealthy := d.unhealthy()
+	if err := d.publish(ctx, unhealthy); err != nil {
+		return err
+	}
+	logger.Info("Simulated-GPU driver serving", "devices", cfg.Devices, "kubeletDir", cfg.KubeletDir, "unhealthy", unhealthy)
+	t := time.NewTicker(cfg.HealthEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if now := d.unhealthy(); !slices.Equal(now, unhealthy) {
+			if err := d.publish(ctx, now); err != nil {
+				return err
+			}
+			unhealthy = now
+		}
+	}
+}
+
+// UnhealthyTaintKey taints, NoSchedule, a device the driver reports
+// unhealthy, as vendors' drivers do, so that no new claim is allocated it;
+// what already runs on it learns through the kubelet's health report.
+const UnhealthyTaintKey = "gpu.example.com/unhealthy"
+
+// publish publishes the node's ResourceSlice, the unhealthy devices tainted.
+func (d *Driver) publish(ctx context.Context, unhealthy []string) error {
+	devices := d.cfg.devices()
+	for i := range devices {
+		if slices.Contains(unhealthy, devices[i].Name) {
+			devices[i].Taints = []resourceapi.DeviceTaint{{Key: UnhealthyTaintKey, Value: "true", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+		}
+	}
+	if err := d.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		d.cfg.Node: {Slices: []resourceslice.Slice{{Devices: devices}}},
 	}}); err != nil {
 		return fmt.Errorf("publishing the ResourceSlice: %w", err)
 	}
-	logger.Info("Simulated-GPU driver serving", "devices", cfg.Devices, "kubeletDir", cfg.KubeletDir)
-	<-ctx.Done()
 	return nil
 }
 
