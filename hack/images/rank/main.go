@@ -2,13 +2,14 @@
 // prints the devices its container was given (the GPU_DEVICE_* variables and
 // the files under /run/lockstep/devices that the simulated-GPU DRA driver
 // injects through CDI) and what the downward API shows it, then runs until it
-// is stopped, its --run time ends (exit with --exit-code) or it is asked over
+// is stopped (exit 143, --exit-code-on-signal), its --run time ends (exit
+// with --exit-code) or it is asked over
 // HTTP to exit: GET /exit?code=N on --listen ends the process with code N, as
 // a crashing rank would; GET /devices answers the devices line.
 //
 // Its first line is the one `make demo` and the real-node tests read:
 //
-//	rank train-0-abcde saw devices gpu-0,gpu-1 (incarnation 1)
+//	rank train-0-abcde saw devices gpu-0,gpu-1
 package main
 
 import (
@@ -30,14 +31,15 @@ const devicesDir = "/run/lockstep/devices"
 func main() {
 	run := flag.Duration("run", 0, "how long to run before exiting with --exit-code; 0 runs until stopped")
 	exitCode := flag.Int("exit-code", 0, "exit code when --run ends")
+	// A training process stopped before it finished fails: Python dies of the
+	// signal (143), torchrun's agent exits 1. Exiting 0 instead would make a
+	// Job count the stopped rank's index as completed.
+	signalCode := flag.Int("exit-code-on-signal", 143, "exit code when stopped by SIGTERM or SIGINT")
 	listen := flag.String("listen", ":8080", "address of the /exit and /devices endpoints; empty serves nothing")
 	podinfo := flag.String("podinfo", "/etc/lockstep", "directory of downward-API files to print (missing: none)")
 	flag.Parse()
 
 	line := fmt.Sprintf("rank %s saw devices %s", os.Getenv("POD_NAME"), strings.Join(devices(), ","))
-	if n := os.Getenv("INCARNATION"); n != "" {
-		line += " (incarnation " + n + ")"
-	}
 	fmt.Println(line)
 	printPodinfo(*podinfo)
 
@@ -69,7 +71,8 @@ func main() {
 	}
 	select {
 	case s := <-stop:
-		fmt.Printf("rank %s stopped by %s\n", os.Getenv("POD_NAME"), s)
+		fmt.Printf("rank %s stopped by %s; exiting with %d\n", os.Getenv("POD_NAME"), s, *signalCode)
+		os.Exit(*signalCode)
 	case <-timeout:
 		fmt.Printf("rank %s ran %s; exiting with %d\n", os.Getenv("POD_NAME"), *run, *exitCode)
 		os.Exit(*exitCode)
