@@ -14,17 +14,23 @@ type DeviceHealth struct {
 	// Resource is the status entry it is reported under: "claim:<claim>/<request>"
 	// for a DRA device, the resource name (nvidia.com/gpu) for a device plugin's.
 	Resource string `json:"resource"`
-	// Device is the ResourceID: "<driver>/<pool>/<device>" for a DRA device,
-	// the device plugin's device ID otherwise.
+	// Device is the ResourceID the kubelet reports: for a DRA device the
+	// first CDI device ID its driver prepared it with ("<vendor>/<class>=<name>",
+	// e.g. k8s.gpu.nvidia.com/device=gpu-0), or "<driver>/<pool>/<device>"
+	// when the driver gave none; the device plugin's device ID otherwise.
 	Device  string                      `json:"device"`
 	Health  corev1.ResourceHealthStatus `json:"health"`
 	Message string                      `json:"message,omitempty"`
 }
 
-// Kind is what reported the device: a DRA driver's name, or the extended
+// Kind is what reported the device: a DRA device's CDI kind
+// ("<vendor>/<class>") or, without CDI, its driver's name; the extended
 // resource of a device plugin — low-cardinality, a metric label.
 func (d DeviceHealth) Kind() string {
 	if strings.HasPrefix(d.Resource, "claim:") {
+		if kind, _, ok := strings.Cut(d.Device, "="); ok {
+			return kind
+		}
 		if driver, _, ok := strings.Cut(d.Device, "/"); ok {
 			return driver
 		}

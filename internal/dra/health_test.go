@@ -33,3 +33,17 @@ func TestPodDeviceHealth(t *testing.T) {
 		t.Errorf("kinds (-want,+got):\n%s", diff)
 	}
 }
+
+// TestKindOfACDIDevice: a real kubelet reports a DRA device by the first CDI
+// device ID its driver prepared it with; its kind is the CDI kind.
+func TestKindOfACDIDevice(t *testing.T) {
+	for dev, want := range map[string]string{
+		"k8s.gpu.nvidia.com/device=gpu-0": "k8s.gpu.nvidia.com/device",
+		"gpu.example.com/gpu=gpu-1":       "gpu.example.com/gpu",
+		"gpu.example.com/node-0/gpu-1":    "gpu.example.com",
+	} {
+		if got := (DeviceHealth{Resource: "claim:p-gpu/gpu", Device: dev}).Kind(); got != want {
+			t.Errorf("Kind of %s = %q, want %q", dev, got, want)
+		}
+	}
+}
