@@ -69,6 +69,7 @@ type Reconciler struct {
 	metrics  *metrics.Integrity
 	slices   *sliceSource
 	departed departedPods
+	warned   warnedPods
 	ctl      controller.Controller
 	cache    crcache.Cache
 }
@@ -234,6 +235,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.warnStoppedSucceeded(pg, v.Pods)
 	vd, err := r.decide(ctx, v)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -256,6 +258,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: vd.RequeueAfter}, nil
+}
+
+// warnStoppedSucceeded warns, on the pod and its group, of each member
+// Lockstep stopped that ended Succeeded (ReasonStoppedMemberSucceeded).
+func (r *Reconciler) warnStoppedSucceeded(pg *lockv1.PodGroup, pods []*corev1.Pod) {
+	for _, p := range pods {
+		if msg := stoppedButSucceeded(p); msg != "" && r.warned.first(p.UID) {
+			r.Recorder.Event(p, corev1.EventTypeWarning, ReasonStoppedMemberSucceeded, msg)
+			r.Recorder.Event(pg, corev1.EventTypeWarning, ReasonStoppedMemberSucceeded, msg)
+		}
+	}
 }
 
 // view reads what Decide needs, from the caches only.
