@@ -44,6 +44,9 @@ type Options struct {
 	// ComponentGates replace the profile's feature gates of some
 	// components (devcluster.Options.ComponentGates).
 	ComponentGates map[string]string
+	// RealNodes and RealNodeGPUs: nodes whose pods run as real containers
+	// (devcluster.Options.RealNodes).
+	RealNodes, RealNodeGPUs int
 }
 
 // MustParseSpec parses a cluster spec for Options.Spec; it panics on a bad
@@ -183,6 +186,7 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 			Dir: dir, BinDir: bin, Profile: opts.Profile, Spec: opts.Spec, ReadyTimeout: ready,
 			BasePort: FreeBasePort(), Tied: true, Progress: os.Stderr, Schedulers: opts.Schedulers, Bare: opts.Bare, ComponentGates: opts.ComponentGates,
 			SchedulerArgs: devcluster.PeerSchedulerArgs(opts.Controllers), SchedulerFiles: devcluster.PeerSchedulerFiles(opts.Controllers),
+			RealNodes: opts.RealNodes, RealNodeGPUs: opts.RealNodeGPUs,
 		})
 		cancel()
 		if err == nil {
