@@ -163,15 +163,7 @@ func TestCrashedRankRestartsTheGangWhole(t *testing.T) {
 	crash := before[firstUID(before)]
 	exitRank(t, ctx, crash, 3)
 
-	after := waitRanks(t, ctx, h, ns, "train", 2, before)
-	waitNoProcesses(t, ctx, "the first incarnation's processes gone", podNames(before))
-	st, err := h.State(ctx, ns, "train")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Incarnation == nil || st.Incarnation.Number != 2 {
-		t.Errorf("want the gang running as incarnation 2, got %s", st)
-	}
+	after, st := restartedWhole(t, ctx, h, ns, before)
 	if !slices.ContainsFunc(st.Restarts, func(m string) bool { return strings.Contains(m, crash.Pod) }) {
 		t.Errorf("want a GangRestart event naming the crashed rank %s, got %v", crash.Pod, st.Restarts)
 	}
@@ -205,15 +197,7 @@ func TestUnhealthyDeviceRestartsTheGangThroughTheKubelet(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.Remove(unhealthy) })
 
-	after := waitRanks(t, ctx, h, ns, "train", 2, before)
-	waitNoProcesses(t, ctx, "the first incarnation's processes gone", podNames(before))
-	st, err := h.State(ctx, ns, "train")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Incarnation == nil || st.Incarnation.Number != 2 {
-		t.Errorf("want the gang running as incarnation 2, got %s", st)
-	}
+	after, st := restartedWhole(t, ctx, h, ns, before)
 	// The restart names the device as the kubelet reported it in the pod's
 	// allocatedResourcesStatus: its ResourceID (the CDI device ID the driver
 	// prepared it with), Unhealthy, and the driver's own message, which only
@@ -285,6 +269,23 @@ func TestDriverRestartLosesNothing(t *testing.T) {
 		p := preparedFor(t, h, r.Node, ns)
 		return len(p) == 0, fmt.Sprintf("still prepared: %v", p), nil
 	})
+}
+
+// restartedWhole waits until the Job train runs again on as many new ranks
+// as before and none of the old ones has a process left, and checks that
+// the gang runs as its second incarnation.
+func restartedWhole(t *testing.T, ctx context.Context, h *harness.Harness, ns string, before map[types.UID]rank) (map[types.UID]rank, harness.GroupState) {
+	t.Helper()
+	after := waitRanks(t, ctx, h, ns, "train", len(before), before)
+	waitNoProcesses(t, ctx, "the first incarnation's processes gone", podNames(before))
+	st, err := h.State(ctx, ns, "train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Incarnation == nil || st.Incarnation.Number != 2 {
+		t.Errorf("want the gang running as incarnation 2, got %s", st)
+	}
+	return after, st
 }
 
 func sameUIDs(a, b map[types.UID]rank) bool {
