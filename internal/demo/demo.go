@@ -22,6 +22,10 @@ type Options struct {
 	Out      io.Writer
 	// Quiet is how long the state must hold still to count as settled.
 	Quiet time.Duration
+	// RealNodes, when positive, runs that many real nodes in Lockstep's
+	// cluster and, after its tables, gangs on them as real containers,
+	// printing what each rank saw (devcluster.Options.RealNodes).
+	RealNodes int
 }
 
 // Result is one column: the mode and, per scenario, its jobs once settled.
@@ -70,8 +74,13 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 
 func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string) (Result, error) {
 	res := Result{Mode: m.name}
+	real := 0
+	if m.gang == lockstepJob {
+		real = o.RealNodes
+	}
 	c, err := devcluster.Up(ctx, devcluster.Options{
 		Dir: dir, BinDir: o.BinDir, Profile: m.profile, Spec: spec, BasePort: o.BasePort, Tied: true, Schedulers: m.schedulers,
+		RealNodes: real,
 	})
 	if err != nil {
 		return res, err
@@ -110,6 +119,11 @@ func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, 
 		res.Scenarios = append(res.Scenarios, ScenarioResult{Scenario: sc.name, Jobs: jobs})
 		if err := cleanUp(ctx, client, sc.namespace); err != nil {
 			return res, fmt.Errorf("%s: cleaning up: %w", sc.name, err)
+		}
+	}
+	if real > 0 {
+		if err := runOnRealNodes(ctx, client, o.Out); err != nil {
+			return res, err
 		}
 	}
 	return res, nil

@@ -49,6 +49,8 @@ func newCommand(o *Options) *cobra.Command {
 	f.IntVar(&o.Demo.BasePort, "base-port", o.Demo.BasePort, "API server port of the demo clusters (one at a time)")
 	f.StringVar(&o.Demo.BinDir, "bin-dir", o.Demo.BinDir, "directory holding the Kubernetes binaries (default: beside this binary)")
 	f.DurationVar(&o.Demo.Quiet, "settle", o.Demo.Quiet, "how long a scenario must stay unchanged to count as settled")
+	f.IntVar(&o.Demo.RealNodes, "real-nodes", -1, "real nodes in Lockstep's cluster, whose gangs run as real containers and print the devices each rank saw; "+
+		"default: 2 when this machine can run them (root, runc, the CNI plugins and `make build`'s kubelet and containerd), else none")
 	return cmd
 }
 
@@ -56,12 +58,21 @@ func newCommand(o *Options) *cobra.Command {
 // where the comparison is printed.
 func (o *Options) Complete(out io.Writer) error {
 	o.Demo.Out = out
-	if o.Demo.BinDir != "" {
-		return nil
+	if o.Demo.BinDir == "" {
+		dir, err := dev.BinDir()
+		if err != nil {
+			return err
+		}
+		o.Demo.BinDir = dir
 	}
-	dir, err := dev.BinDir()
-	o.Demo.BinDir = dir
-	return err
+	if o.Demo.RealNodes < 0 {
+		o.Demo.RealNodes = 2
+		if err := devcluster.CanRunRealNodes(o.Demo.BinDir); err != nil {
+			o.Demo.RealNodes = 0
+			fmt.Fprintf(out, "no real containers this time (%v)\n", err)
+		}
+	}
+	return nil
 }
 
 // Validate checks the flags before a cluster is started.
