@@ -10,7 +10,8 @@ TEST_TIMEOUT ?= 45m
 
 .PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify lint image plugin fmt clean
 
-## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (v1.37), kwok,
+## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet (v1.37), kwok,
+## containerd with its runc shim and ctr and the pause and rank images (real nodes: `dev up --real-nodes`),
 ## and the controllers of the projects the integration tests run (JobSet, LWS, Kueue, Kubeflow training and MPI operators, KubeRay, Karpenter: hack/integrations)
 build: lockstep tools
 
@@ -114,6 +115,7 @@ verify: generate lint
 	cd hack/k8s && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/tools && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/lint && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd hack/node && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	for m in hack/integrations/*/; do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
 
 fmt:
