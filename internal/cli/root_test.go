@@ -12,7 +12,7 @@ import (
 // reach a cluster take kubectl's --kubeconfig and --context: one set of
 // connection flags for all.
 func TestEveryCommand(t *testing.T) {
-	connects := map[string]bool{"audit": true, "explain": true, "get": true, "preflight": true, "scheduler": true, "controllers": true, "webhook": true, "simulate": true}
+	connects := map[string]bool{"audit": true, "explain": true, "get": true, "preflight": true, "scheduler": true, "controllers": true, "webhook": true, "simulate": true, "gpu-driver": true}
 	for _, root := range []*cobra.Command{lockstepRoot(), pluginRoot()} {
 		var visit func(c *cobra.Command)
 		visit = func(c *cobra.Command) {

@@ -270,7 +270,7 @@ func (c *Cluster) boot(ctx context.Context, opts Options) error {
 		return err
 	}
 	if n := len(c.state.RealNodes); n > 0 {
-		fmt.Fprintf(opts.Progress, "starting %d real nodes (kubelet, containerd and the simulated-GPU DRA driver, %d GPUs each)\n", n, opts.RealNodeGPUs)
+		fmt.Fprintf(opts.Progress, "starting %d real node(s): kubelet, containerd and the simulated-GPU DRA driver, %d GPUs each\n", n, opts.RealNodeGPUs)
 		if err := c.startRealNodes(ctx, opts, client); err != nil {
 			return err
 		}

@@ -1,12 +1,10 @@
 package dev
 
 import (
-	"errors"
-
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/lockstep-dev/lockstep/internal/cli/clientopts"
 	"github.com/lockstep-dev/lockstep/internal/devcluster/gpudriver"
 )
 
@@ -14,7 +12,7 @@ import (
 // driver `dev up --real-nodes` runs beside each real node's kubelet.
 func newGPUDriverCommand() *cobra.Command {
 	var cfg gpudriver.Config
-	var kubeconfig string
+	conn := clientopts.ForComponent()
 	cmd := &cobra.Command{
 		Use:   "gpu-driver --node NAME --kubeconfig FILE --kubelet-dir DIR --cdi-dir DIR --state-dir DIR",
 		Short: "Run the simulated-GPU DRA kubelet plugin of one real node (started by `dev up --real-nodes`)",
@@ -29,14 +27,10 @@ writes into the pod's allocatedResourcesStatus. ` + "`lockstep dev up --real-nod
 one per node; you do not need to run it yourself.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if kubeconfig == "" {
-				return errors.New("--kubeconfig is required")
-			}
-			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-			if err != nil {
+			if err := conn.Complete(); err != nil {
 				return err
 			}
-			client, err := kubernetes.NewForConfig(rc)
+			client, err := kubernetes.NewForConfig(conn.Config)
 			if err != nil {
 				return err
 			}
@@ -44,7 +38,7 @@ one per node; you do not need to run it yourself.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity (system:node:<name>)")
+	conn.AddFlags(f) // --kubeconfig, --context: `dev up` passes the node's identity (system:node:<name>)
 	f.StringVar(&cfg.Node, "node", "", "the node's name (also its pool's)")
 	f.StringVar(&cfg.Driver, "driver", gpudriver.DefaultDriver, "driver name")
 	f.IntVar(&cfg.Devices, "devices", 2, "GPUs the node has")
