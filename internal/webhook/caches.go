@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,14 +37,15 @@ func cacheOptions() cache.Options {
 // setupCaches registers every informer admission reads from, so they start
 // with the manager and are synced before the first request is answered
 // (controller-runtime waits for registered informers before serving), the
-// pod index by group, the tree index by parent, the device count index and the node label counts.
+// pod index by group (memberIndexOf), the tree index by parent, the device count index and the node label counts.
 //
 // CompositePodGroups are watched only when served: a webhook started
 // without their CRD (an upgrade left it out) serves everything else,
 // refuses a PodGroup that names a parent, and restarts once they are.
 func setupCaches(ctx context.Context, mgr ctrl.Manager, composites bool) (reads, *deviceIndex, *nodeLabels, error) {
 	c := mgr.GetCache()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGroup, groupIndexValue); err != nil {
+	members, err := memberIndexOf(ctx, c)
+	if err != nil {
 		return reads{}, nil, nil, err
 	}
 	indexed := []client.Object{&lockv1.PodGroup{}}
@@ -83,7 +85,25 @@ func setupCaches(ctx context.Context, mgr ctrl.Manager, composites bool) (reads,
 	if err := watchNodeLabels(ctx, c, nodes); err != nil {
 		return reads{}, nil, nil, err
 	}
-	return reads{Cached: mgr.GetClient(), Live: mgr.GetAPIReader()}, devices, nodes, nil
+	return reads{Cached: mgr.GetClient(), Live: mgr.GetAPIReader(), Members: members}, devices, nodes, nil
+}
+
+// memberIndexOf adds indexGroupMembers to the pod informer of c and
+// returns its indexer, which hands out the cached pods themselves (the
+// controller-runtime cache's List copies them).
+func memberIndexOf(ctx context.Context, c cache.Cache) (memberIndex, error) {
+	inf, err := c.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("informer for pods: %w", err)
+	}
+	sii, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the pod informer (%T) has no indexer", inf)
+	}
+	if err := sii.AddIndexers(toolscache.Indexers{indexGroupMembers: groupMembersIndex}); err != nil {
+		return nil, err
+	}
+	return sii.GetIndexer(), nil
 }
 
 // servedIntegrations are the integrations whose kind the API server serves

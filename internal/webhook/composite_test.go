@@ -25,10 +25,9 @@ import (
 // treeReads is a cache holding objs, indexed as the webhook's is.
 func treeReads(objs ...client.Object) reads {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(objs...).
-		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).
 		WithIndex(&lockv1.PodGroup{}, IndexParent, parentIndexValue).
 		WithIndex(&lockv1.CompositePodGroup{}, IndexParent, parentIndexValue).Build()
-	return reads{Cached: c, Live: c}
+	return testReads(c)
 }
 
 // composite is a gang CompositePodGroup in team-a under parent ("" for a
@@ -230,7 +229,7 @@ func TestPodGroupParentWithoutComposites(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithInterceptorFuncs(notServed).
 		WithIndex(&lockv1.PodGroup{}, IndexParent, parentIndexValue).Build()
-	v := &PodGroupValidator{reads: reads{Cached: c, Live: c}}
+	v := &PodGroupValidator{reads: testReads(c)}
 	_, err := v.ValidateCreate(context.Background(), leaf("g", "root"))
 	if diff := cmp.Diff([]string{"spec.parentCompositePodGroupName"}, causes(err)); diff != "" {
 		t.Errorf("refused fields (-want,+got):\n%s\n%v", diff, err)

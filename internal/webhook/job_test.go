@@ -143,7 +143,7 @@ func TestJobValidatorRefusesTakenGroupNames(t *testing.T) {
 				b = b.WithObjects(tc.existing)
 			}
 			c := b.Build()
-			v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+			v := &JobValidator{reads: testReads(c), Integration: integrationSet.ForKind("batch/v1", "Job")}
 			_, err := v.ValidateCreate(context.Background(), tc.job)
 			got := ""
 			if err != nil {
@@ -169,7 +169,7 @@ func TestJobTopologyAnnotations(t *testing.T) {
 		return j
 	}
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
-	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	v := &JobValidator{reads: testReads(c), Integration: integrationSet.ForKind("batch/v1", "Job")}
 	for name, tc := range map[string]struct {
 		ann     map[string]string
 		wantErr string
@@ -253,7 +253,7 @@ func TestJobDefaulterKeepsRestartsOutOfTheBudget(t *testing.T) {
 				t.Errorf("annotation %s set: %v, want %v", jobpkg.RestartBudgetDefaultedAnnotation, got, tc.want)
 			}
 			c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
-			v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integ}
+			v := &JobValidator{reads: testReads(c), Integration: integ}
 			warnings, err := v.ValidateCreate(context.Background(), j)
 			if err != nil {
 				t.Fatal(err)
@@ -274,7 +274,7 @@ func TestJobDefaulterKeepsRestartsOutOfTheBudget(t *testing.T) {
 		workers.Template.Spec.Template.Spec.RestartPolicy = "OnFailure"
 		js := builders.JobSet("team-a", "llm", builders.ReplicatedJob("driver", 1, 1, pod), workers)
 		c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
-		v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind(jobsetv1.GroupVersion.String(), "JobSet")}
+		v := &JobValidator{reads: testReads(c), Integration: integrationSet.ForKind(jobsetv1.GroupVersion.String(), "JobSet")}
 		warnings, err := v.ValidateCreate(context.Background(), js)
 		if err != nil {
 			t.Fatal(err)
@@ -337,7 +337,7 @@ func TestJobDefaulterKeepsTheGroupSchedulingGroupNames(t *testing.T) {
 // unconstrained annotation, nothing is said.
 func TestJobWithKueueTopologyIsWarned(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
-	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	v := &JobValidator{reads: testReads(c), Integration: integrationSet.ForKind("batch/v1", "Job")}
 	const rack = "cloud.provider.com/topology-rack"
 	for name, tc := range map[string]struct {
 		ann, podAnn map[string]string

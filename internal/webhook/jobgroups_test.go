@@ -24,8 +24,8 @@ import (
 
 func jobValidator(integ jobintegration.Integration, objs ...client.Object) *JobValidator {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(objs...).
-		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
-	return &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integ}
+		Build()
+	return &JobValidator{reads: testReads(c), Integration: integ}
 }
 
 // lockstepJob is a gang Job of n ranks whose template names group (as the

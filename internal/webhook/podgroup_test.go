@@ -20,8 +20,8 @@ import (
 
 func groupValidator(objs ...client.Object) *PodGroupValidator {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(objs...).
-		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
-	return &PodGroupValidator{reads: reads{Cached: c, Live: c}}
+		Build()
+	return &PodGroupValidator{reads: testReads(c)}
 }
 
 // causes are the field paths of an admission refusal, each with a part of

@@ -22,8 +22,8 @@ import (
 
 func validator(objs ...client.Object) *PodValidator {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(objs...).
-		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
-	r := reads{Cached: c, Live: c}
+		Build()
+	r := testReads(c)
 	return &PodValidator{reads: r, Claims: &claimChecks{reads: r, Devices: newDeviceIndex(c, nil)}}
 }
 
@@ -200,8 +200,8 @@ func TestPodValidatorUpdateKeepsMembership(t *testing.T) {
 func TestPodGroupPriorityMustMatchMembers(t *testing.T) {
 	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
 	c := fake.NewClientBuilder().WithScheme(podgroup.Scheme()).WithObjects(high, newMember("first", "g", 0, "")).
-		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
-	v := &PodGroupValidator{reads: reads{Cached: c, Live: c}}
+		Build()
+	v := &PodGroupValidator{reads: testReads(c)}
 	pg := builders.GangPodGroup("team-a", "g", 2)
 	pg.Spec.PriorityClassName = "high"
 	_, err := v.ValidateCreate(context.Background(), pg)

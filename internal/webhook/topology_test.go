@@ -61,10 +61,10 @@ func TestPodGroupTopologyWarnings(t *testing.T) {
 		Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"clique": {StringValue: ptr.To("c0")}}}},
 	}}
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects([]client.Object{slice}...).
-		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).Build()
+		Build()
 	nodes := newNodeLabels()
 	nodes.handler().OnAdd(nodeMeta("n", map[string]string{"topology.kubernetes.io/zone": "z1", "example.com/rack": "r1"}), true)
-	v := &PodGroupValidator{reads: reads{Cached: c, Live: c}, topologyView: topologyView{Nodes: nodes, Devices: newDeviceIndex(c, nil)}}
+	v := &PodGroupValidator{reads: testReads(c), topologyView: topologyView{Nodes: nodes, Devices: newDeviceIndex(c, nil)}}
 	group := func(required []string, preferred, device string) *lockv1.PodGroup {
 		pg := builders.GangPodGroup("team-a", "g", 2)
 		for _, k := range required {
@@ -147,7 +147,7 @@ func TestJobAndTreeTopologyWarnings(t *testing.T) {
 	nodes := newNodeLabels()
 	nodes.handler().OnAdd(nodeMeta("n", map[string]string{"topology.kubernetes.io/zone": "z1"}), true)
 	view := topologyView{Nodes: nodes}
-	jobs := &JobValidator{reads: reads{Cached: c, Live: c}, topologyView: view, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	jobs := &JobValidator{reads: testReads(c), topologyView: view, Integration: integrationSet.ForKind("batch/v1", "Job")}
 	job := func(ann map[string]string) *batchv1.Job {
 		j := builders.IndexedJob("team-a", "train", 4, builders.MakePod().Scheduler(lockv1.SchedulerName).Obj())
 		j.Annotations = ann
@@ -174,7 +174,7 @@ func TestJobAndTreeTopologyWarnings(t *testing.T) {
 		}
 	}
 
-	trees := &CompositePodGroupValidator{reads: reads{Cached: c, Live: c}, topologyView: view}
+	trees := &CompositePodGroupValidator{reads: testReads(c), topologyView: view}
 	cpg := &lockv1.CompositePodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job",
 		Annotations: map[string]string{lockv1.PreferredTopologyAnnotation: "example.com/block"}}}
 	cpg.Spec.SchedulingConstraints = &lockv1.PodGroupSchedulingConstraints{Topology: []lockv1.TopologyConstraint{{Key: "topology.kubernetes.io/zone"}}}
@@ -196,7 +196,7 @@ func TestJobAndTreeTopologyWarnings(t *testing.T) {
 // assuming a fixed world size may wait or fail; one at its size is not.
 func TestMinCountBelowSizeIsWarned(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
-	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	v := &JobValidator{reads: testReads(c), Integration: integrationSet.ForKind("batch/v1", "Job")}
 	for _, tc := range []struct {
 		minCount string
 		want     bool
@@ -225,7 +225,6 @@ func TestMinCountBelowSizeIsWarned(t *testing.T) {
 // while its types leave spot out; a gang with on-demand nodes to use is not.
 func TestCapacityWarnings(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).
-		WithIndex(&corev1.Pod{}, IndexGroup, groupIndexValue).
 		WithIndex(&lockv1.PodGroup{}, IndexParent, parentIndexValue).Build()
 	spotOnly := newNodeLabels()
 	spotOnly.handler().OnAdd(nodeMeta("s", map[string]string{"karpenter.sh/capacity-type": "spot"}), true)
@@ -250,7 +249,7 @@ func TestCapacityWarnings(t *testing.T) {
 		"only Spot nodes, spot allowed":  {nodes: spotOnly, pg: group("on-demand,spot")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			v := &PodGroupValidator{reads: reads{Cached: c, Live: c}, topologyView: topologyView{Nodes: tc.nodes}}
+			v := &PodGroupValidator{reads: testReads(c), topologyView: topologyView{Nodes: tc.nodes}}
 			warnings, err := v.ValidateCreate(context.Background(), tc.pg)
 			if err != nil {
 				t.Fatal(err)
@@ -261,7 +260,7 @@ func TestCapacityWarnings(t *testing.T) {
 			}
 		})
 	}
-	jobs := &JobValidator{reads: reads{Cached: c, Live: c}, topologyView: topologyView{Nodes: mixed}, Integration: integrationSet.ForKind("batch/v1", "Job")}
+	jobs := &JobValidator{reads: testReads(c), topologyView: topologyView{Nodes: mixed}, Integration: integrationSet.ForKind("batch/v1", "Job")}
 	pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Obj()
 	pod.Spec.NodeSelector = map[string]string{"karpenter.sh/capacity-type": "spot"}
 	warnings, err := jobs.ValidateCreate(context.Background(), builders.IndexedJob("team-a", "j", 2, pod))
@@ -279,7 +278,7 @@ func TestCapacityWarnings(t *testing.T) {
 // updates go on).
 func TestUpdateIsRefusedOnlyForNewProblems(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).Build()
-	v := &JobValidator{reads: reads{Cached: c, Live: c}, Integration: integrationSet.ForKind("ray.io/v1", "RayCluster")}
+	v := &JobValidator{reads: testReads(c), Integration: integrationSet.ForKind("ray.io/v1", "RayCluster")}
 	cluster := func(groups int) *unstructured.Unstructured {
 		workers := []any{}
 		for i := range groups {
@@ -324,7 +323,7 @@ func TestDriverPathWarnings(t *testing.T) {
 	nodes := newNodeLabels()
 	nodes.handler().OnAdd(nodeMeta("auto-0", map[string]string{"eks.amazonaws.com/compute-type": "auto", "karpenter.sh/nodepool": "general-purpose"}), true)
 	nodes.handler().OnAdd(nodeMeta("ng-0", map[string]string{"eks.amazonaws.com/nodegroup": "gpu-ng"}), true)
-	r := reads{Cached: c, Live: c}
+	r := testReads(c)
 	v := &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes}, Integration: integrationSet.ForKind("batch/v1", "Job"),
 		Claims: &claimChecks{reads: r, Devices: newDeviceIndex(c, dra.NewCache())}}
 	for name, tc := range map[string]struct {
@@ -390,7 +389,7 @@ func TestExtendedPathWarnings(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(integrations.Scheme()).WithObjects(append(tc.classes, slice)...).Build()
-			r := reads{Cached: c, Live: c}
+			r := testReads(c)
 			v := &JobValidator{reads: r, topologyView: topologyView{Nodes: nodes}, Integration: integrationSet.ForKind("batch/v1", "Job"),
 				Claims: &claimChecks{reads: r, Devices: newDeviceIndex(c, dra.NewCache())}}
 			pod := builders.MakePod().Scheduler(lockv1.SchedulerName).Req(tc.resource, "1").Obj()

@@ -91,8 +91,7 @@ func (c *claimChecks) sharedClaimWarnings(ctx context.Context, ns string, pod *c
 	var warnings admission.Warnings
 	for _, claim := range named {
 		users := 1 // this pod
-		for i := range members {
-			m := &members[i]
+		for _, m := range members {
 			if m.UID == pod.UID || podgroup.Terminal(m) {
 				continue
 			}
