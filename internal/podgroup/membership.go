@@ -10,6 +10,20 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 )
 
+// IndexByGroup is an informer index function (cache.IndexFunc) of pods by
+// the group they are members of, "<namespace>/<group>"; pods of no group
+// are not indexed.
+func IndexByGroup(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if g := GroupOf(pod); g != "" {
+		return []string{pod.Namespace + "/" + g}, nil
+	}
+	return nil, nil
+}
+
 // GroupOf returns the PodGroup a pod belongs to: the Lockstep label, else
 // spec.schedulingGroup.podGroupName where the API server serves it.
 func GroupOf(pod *corev1.Pod) string {

@@ -49,7 +49,7 @@ type listers struct {
 func (s *Scheduler) setupInformers() error {
 	f := s.factory
 	podInf := f.Core().V1().Pods().Informer()
-	if err := podInf.AddIndexers(cache.Indexers{groupIndex: podGroupIndexFunc}); err != nil {
+	if err := podInf.AddIndexers(cache.Indexers{groupIndex: podgroup.IndexByGroup}); err != nil {
 		return err
 	}
 	claimInf := f.Resource().V1().ResourceClaims().Informer()

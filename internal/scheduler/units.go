@@ -33,14 +33,3 @@ func (s *Scheduler) groupKey(ns, name string) queue.Key {
 	}
 	return queue.GroupKey(ns, name)
 }
-
-func podGroupIndexFunc(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if g := podgroup.GroupOf(pod); g != "" {
-		return []string{pod.Namespace + "/" + g}, nil
-	}
-	return nil, nil
-}

@@ -19,6 +19,7 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/cachetrim"
 	"github.com/lockstep-dev/lockstep/internal/dra"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // cacheOptions keeps only the members of groups in the pod cache: the
@@ -100,7 +101,7 @@ func memberIndexOf(ctx context.Context, c cache.Cache) (memberIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("the pod informer (%T) has no indexer", inf)
 	}
-	if err := sii.AddIndexers(toolscache.Indexers{indexGroupMembers: groupMembersIndex}); err != nil {
+	if err := sii.AddIndexers(toolscache.Indexers{indexGroupMembers: podgroup.IndexByGroup}); err != nil {
 		return nil, err
 	}
 	return sii.GetIndexer(), nil

@@ -11,6 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/test/builders"
 )
 
@@ -21,7 +22,7 @@ func testReads(c client.Reader) reads {
 }
 
 // clientMembers answers indexGroupMembers by listing a client's pods and
-// applying groupMembersIndex to each.
+// applying podgroup.IndexByGroup to each.
 type clientMembers struct{ c client.Reader }
 
 func (m clientMembers) ByIndex(index, value string) ([]any, error) {
@@ -35,7 +36,7 @@ func (m clientMembers) ByIndex(index, value string) ([]any, error) {
 	}
 	var out []any
 	for i := range list.Items {
-		if keys, _ := groupMembersIndex(&list.Items[i]); slices.Contains(keys, value) {
+		if keys, _ := podgroup.IndexByGroup(&list.Items[i]); slices.Contains(keys, value) {
 			out = append(out, &list.Items[i])
 		}
 	}
@@ -46,7 +47,7 @@ func (m clientMembers) ByIndex(index, value string) ([]any, error) {
 // — not another namespace's group of that name, not pods of no group —
 // and they are the indexer's own objects, not copies.
 func TestMembersFromTheIndex(t *testing.T) {
-	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{indexGroupMembers: groupMembersIndex})
+	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{indexGroupMembers: podgroup.IndexByGroup})
 	pod := func(ns, name, group string) *corev1.Pod {
 		w := builders.MakePod().Namespace(ns).Name(name)
 		if group != "" {

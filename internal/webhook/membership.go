@@ -23,18 +23,6 @@ import (
 // ("<namespace>/<group>"): reads.members answers from it.
 const indexGroupMembers = "lockstep.dev/group-members"
 
-// groupMembersIndex is the indexGroupMembers value of a pod.
-func groupMembersIndex(obj any) ([]string, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if g := podgroup.GroupOf(p); g != "" {
-		return []string{p.Namespace + "/" + g}, nil
-	}
-	return nil, nil
-}
-
 // memberIndex is a pod informer's indexer (indexGroupMembers among its
 // indexes).
 type memberIndex interface {
