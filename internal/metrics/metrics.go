@@ -78,6 +78,14 @@ var (
 	// QueueDepthDesc: units active (ready) or parked (backing off or waiting for an event).
 	QueueDepthDesc = prometheus.NewDesc("lockstep_queue_depth",
 		"Units in the scheduling queue by state: active (ready) or parked (backing off or waiting for an event).", []string{"state"}, nil)
+	// PodStatusPendingDesc and PodStatusPaceDesc: pending pods' conditions
+	// the scheduler has decided and not yet written, and the pace it
+	// writes them at now (it rises while the API server answers fast and
+	// steps back to the floor when others need it).
+	PodStatusPendingDesc = prometheus.NewDesc("lockstep_pod_status_writes_pending",
+		"Pending pods' PodScheduled conditions decided and not yet written (a large gang that does not fit shows here while its members are told).", nil, nil)
+	PodStatusPaceDesc = prometheus.NewDesc("lockstep_pod_status_write_pace",
+		"Writes per second the pod condition writer allows now: from 50 (kube-scheduler's client default) up to 400 while the API server answers as fast as when idle.", nil, nil)
 	// DomainDevicesDesc and DomainFreeDevicesDesc: devices of a DeviceClass
 	// in one topology domain (a value of a node label, or of a device
 	// attribute), all of them and those free (neither allocated nor

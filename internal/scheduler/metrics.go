@@ -23,12 +23,16 @@ func (c pendingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- metrics.PendingDesc
 	ch <- metrics.OldestPendingDesc
 	ch <- metrics.QueueDepthDesc
+	ch <- metrics.PodStatusPendingDesc
+	ch <- metrics.PodStatusPaceDesc
 }
 
 func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	active, parked := c.s.queue.Len()
 	ch <- prometheus.MustNewConstMetric(metrics.QueueDepthDesc, prometheus.GaugeValue, float64(active), "active")
 	ch <- prometheus.MustNewConstMetric(metrics.QueueDepthDesc, prometheus.GaugeValue, float64(parked), "parked")
+	ch <- prometheus.MustNewConstMetric(metrics.PodStatusPendingDesc, prometheus.GaugeValue, float64(c.s.podStatus.pending()))
+	ch <- prometheus.MustNewConstMetric(metrics.PodStatusPaceDesc, prometheus.GaugeValue, c.s.podStatus.pace.rate())
 	pods, err := c.s.listers.pods.List(labels.Everything())
 	if err != nil {
 		return

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -25,11 +24,11 @@ const podStatusWorkers = 4
 // that decides the pod asks again.
 const podStatusRetries = 5
 
-// pacedQPS and pacedBurst pace the pod status writes and the events
-// (kube-scheduler's client defaults, which pace all of its writes): a gang
-// of thousands that does not fit tells its members over a minute rather
-// than taking the API server from everyone else's creations and bindings,
-// and the scheduler's own decisions, at once.
+// pacedQPS and pacedBurst pace the events (kube-scheduler's client
+// defaults, which pace all of its writes), and are the floor of the pod
+// status writes' adaptive pace (pace.go): a gang of thousands that does
+// not fit never takes the API server from everyone else's creations and
+// bindings, and the scheduler's own decisions, at once.
 const (
 	pacedQPS   = 50
 	pacedBurst = 100
@@ -62,7 +61,11 @@ type podStatus struct {
 type podStatusWriter struct {
 	client kubernetes.Interface
 	clock  clock.PassiveClock
-	pace   flowcontrol.RateLimiter
+	pace   pacer
+	// othersWaiting reports whether the scheduler has work someone waits
+	// on (units ready to be decided, bindings in flight): then the writes
+	// go at the floor pace, whatever the API server's answers allow.
+	othersWaiting func() bool
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -77,7 +80,7 @@ type podStatusWriter struct {
 }
 
 func newPodStatusWriter(client kubernetes.Interface, clk clock.PassiveClock) *podStatusWriter {
-	w := &podStatusWriter{client: client, clock: clk, pace: flowcontrol.NewTokenBucketRateLimiter(pacedQPS, pacedBurst),
+	w := &podStatusWriter{client: client, clock: clk, pace: newAdaptivePace(clk),
 		wanted: map[types.UID]podStatus{}, last: map[types.UID]podStatus{}, retries: map[types.UID]int{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
@@ -141,6 +144,9 @@ func (w *podStatusWriter) run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for {
+				if w.othersWaiting != nil && w.othersWaiting() {
+					w.pace.yield()
+				}
 				if w.pace.Wait(ctx) != nil {
 					return
 				}
@@ -180,6 +186,13 @@ func (w *podStatusWriter) next(ctx context.Context) (types.UID, podStatus, bool)
 	}
 }
 
+// pending is how many wishes are not yet written (queued or being written).
+func (w *podStatusWriter) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.wanted) + w.busy
+}
+
 // idle waits until every wish has been written (tests, shutdown).
 func (w *podStatusWriter) idle() {
 	w.mu.Lock()
@@ -207,7 +220,9 @@ func (w *podStatusWriter) write(ctx context.Context, uid types.UID, st podStatus
 		},
 	})
 	if err == nil {
+		start := w.clock.Now()
 		_, err = w.client.CoreV1().Pods(st.namespace).Patch(ctx, st.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		w.pace.observe(w.clock.Since(start), err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

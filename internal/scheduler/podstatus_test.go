@@ -57,43 +57,71 @@ func TestPodStatusWriterCoalesces(t *testing.T) {
 	}
 }
 
-// pacer counts the writes it lets through (the writer's rate limiter).
-type pacer struct {
-	mu    sync.Mutex
-	waits int
+// countingPace counts the writes it lets through and the answers it is
+// told of (the writer's pacer; it never waits).
+type countingPace struct {
+	mu                     sync.Mutex
+	waits, answers, yields int
 }
 
-func (p *pacer) Wait(context.Context) error { p.mu.Lock(); p.waits++; p.mu.Unlock(); return nil }
-func (p *pacer) TryAccept() bool            { return true }
-func (p *pacer) Accept()                    {}
-func (p *pacer) Stop()                      {}
-func (p *pacer) QPS() float32               { return 0 }
+func (p *countingPace) Wait(context.Context) error { p.mu.Lock(); p.waits++; p.mu.Unlock(); return nil }
+func (p *countingPace) observe(time.Duration, error) {
+	p.mu.Lock()
+	p.answers++
+	p.mu.Unlock()
+}
+func (p *countingPace) rate() float64 { return 0 }
+func (p *countingPace) yield() {
+	p.mu.Lock()
+	p.yields++
+	p.mu.Unlock()
+}
 
 // Every write goes through the writer's pace, so a gang of thousands that
-// does not fit cannot take the API server from everyone else at once.
+// does not fit cannot take the API server from everyone else at once; and
+// while the scheduler has work someone waits on, each write first holds
+// the pace at the floor.
 func TestPodStatusWriterIsPaced(t *testing.T) {
-	var pods []runtime.Object
-	for i := 0; i < 20; i++ {
-		p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
-		p.UID = types.UID(p.Name)
-		pods = append(pods, p)
-	}
-	client := fake.NewClientset(pods...)
-	w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
-	pace := &pacer{}
-	w.pace = pace
-	for _, o := range pods {
-		w.set(o.(*corev1.Pod), corev1.PodReasonUnschedulable, "does not fit", "")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	writes := writeAll(ctx, w, client)
-	pace.mu.Lock()
-	defer pace.mu.Unlock()
-	if writes != 20 || pace.waits < writes {
-		t.Errorf("%d writes, %d paced; want 20 writes, each paced", writes, pace.waits)
+	for _, othersWaiting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("othersWaiting=%v", othersWaiting), func(t *testing.T) {
+			var pods []runtime.Object
+			for i := 0; i < 20; i++ {
+				p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
+				p.UID = types.UID(p.Name)
+				pods = append(pods, p)
+			}
+			client := fake.NewClientset(pods...)
+			w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
+			pace := &countingPace{}
+			w.pace = pace
+			w.othersWaiting = func() bool { return othersWaiting }
+			for _, o := range pods {
+				w.set(o.(*corev1.Pod), corev1.PodReasonUnschedulable, "does not fit", "")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			writes := writeAll(ctx, w, client)
+			pace.mu.Lock()
+			defer pace.mu.Unlock()
+			if writes != 20 || pace.waits < writes || pace.answers != writes {
+				t.Errorf("%d writes, %d paced, %d answers told to the pace; want 20 writes, each paced and its answer told", writes, pace.waits, pace.answers)
+			}
+			if wantYields := othersWaiting; (pace.yields >= writes) != wantYields || (pace.yields == 0) == wantYields {
+				t.Errorf("%d of %d writes held the pace at the floor; want all when the scheduler has waiting work, none when not", pace.yields, writes)
+			}
+		})
 	}
 }
+
+// countingLimiter counts the events it lets through (the sink's rate
+// limiter).
+type countingLimiter struct{ waits int }
+
+func (p *countingLimiter) Wait(context.Context) error { p.waits++; return nil }
+func (p *countingLimiter) TryAccept() bool            { return true }
+func (p *countingLimiter) Accept()                    {}
+func (p *countingLimiter) Stop()                      {}
+func (p *countingLimiter) QPS() float32               { return 0 }
 
 // recordingSink counts the events written to it.
 type recordingSink struct {
@@ -120,7 +148,7 @@ func (r *recordingSink) Patch(_ context.Context, e *eventsv1.Event, _ []byte) (*
 func TestEventsArePaced(t *testing.T) {
 	inner := &recordingSink{}
 	s := newPacedSink(inner)
-	pace := &pacer{}
+	pace := &countingLimiter{}
 	s.pace = pace
 	for i := 0; i < 5; i++ {
 		if _, err := s.Create(context.Background(), &eventsv1.Event{}); err != nil {
@@ -162,7 +190,7 @@ func TestPodStatusWriterRetriesFailedWrites(t *testing.T) {
 				return false, nil, nil
 			})
 			w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
-			w.pace = &pacer{}
+			w.pace = &countingPace{}
 			w.set(p, corev1.PodReasonUnschedulable, "does not fit", "")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

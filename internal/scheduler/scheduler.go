@@ -210,6 +210,10 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	}
 	s.binder = newBinder(client, s.state.Cache, opts.Clock, crashAt)
 	s.podStatus = newPodStatusWriter(client, opts.Clock)
+	s.podStatus.othersWaiting = func() bool {
+		active, _ := s.queue.Len()
+		return active > 0 || len(s.bindSlots) > 0
+	}
 	s.queue = queue.New(opts.Clock, s.order)
 	s.broadcast = events.NewBroadcaster(newPacedSink(&events.EventSinkImpl{Interface: client.EventsV1()}))
 	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
