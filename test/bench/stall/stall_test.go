@@ -9,6 +9,8 @@ package stall
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,8 +20,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/devcluster"
@@ -69,7 +75,8 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	h := harness.Get(t)
 	ctx := harness.Context(t, 40*time.Minute)
 	// LOCKSTEP_BENCH_STALL_ARGS adds scheduler flags (e.g. -v=1 to log each decision's duration).
-	sched := h.StartSchedulerBinary(t, binary(h), "lockstep-stall", nil, append([]string{"--leader-elect=false"}, strings.Fields(os.Getenv("LOCKSTEP_BENCH_STALL_ARGS"))...)...)
+	metricsAddr := freeAddr(t)
+	sched := h.StartSchedulerBinary(t, binary(h), "lockstep-stall", nil, append([]string{"--leader-elect=false", "--metrics-bind-address=" + metricsAddr}, strings.Fields(os.Getenv("LOCKSTEP_BENCH_STALL_ARGS"))...)...)
 	defer func() {
 		_ = sched.Cmd.Process.Kill()
 		<-sched.Done
@@ -85,6 +92,8 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	alone, aloneCreated := smallGangs(t, ctx, h, "alone")
 
 	ns := h.Namespace(t)
+	told := watchTold(t, ctx, h, ns)
+	paces := samplePace(ctx, metricsAddr)
 	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "huge", int32(ranks)))
 	start := time.Now()
 	createMany(t, ctx, h, ns, ranks, func(i int) *corev1.Pod {
@@ -107,10 +116,31 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	beside, besideCreated := smallGangs(t, ctx, h, "beside")
 	besideDone := time.Since(start)
 	decided := <-decidedc
-	written := membersTold(ctx, h, ns)
+	written := told.count()
+	// Then every member is told why it waits: the time from the gang's
+	// decision to its last member showing PodScheduled=False (counted
+	// from a watch, so the instrument costs the API server one event per
+	// write, as any other watcher of pods does).
+	allTold := time.Duration(0)
+	for ctx.Err() == nil && time.Since(start) < decided+10*time.Minute {
+		if told.count() == ranks {
+			allTold = time.Since(start) - decided
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pace := paces()
 
 	t.Logf("machine: %s; scheduler %s", machine(), binary(h))
 	t.Logf("huge gang: %d ranks created in %s, decided Unschedulable %s after its first rank; the small gangs beside it ran from %s to %s, when %d of its members showed their condition", ranks, created.Round(time.Second), decided.Round(time.Second), created.Round(time.Second), besideDone.Round(time.Second), written)
+	if allTold > 0 {
+		t.Logf("all %d members showed their condition %s after the gang was decided", ranks, allTold.Round(time.Second))
+	} else {
+		t.Logf("not all %d members showed their condition 10m after the gang was decided (%d did)", ranks, told.count())
+	}
+	if len(pace) > 0 {
+		t.Logf("the scheduler's pod condition pace (lockstep_pod_status_write_pace, sampled each second while writes were pending): median %.0f/s, max %.0f/s over %d samples", pct64(pace, 50), pct64(pace, 100), len(pace))
+	}
 	t.Logf("%-44s %10s %10s %10s   %s", "20 gangs × 4 one-GPU ranks", "median", "p90", "max", "(its objects created: median, max)")
 	for _, r := range []struct {
 		name       string
@@ -118,6 +148,7 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	}{{"alone", alone, aloneCreated}, {fmt.Sprintf("beside a pending %d-rank gang", ranks), beside, besideCreated}} {
 		t.Logf("%-44s %10s %10s %10s   (%s, %s)", r.name, pct(r.d, 50), pct(r.d, 90), pct(r.d, 100), pct(r.created, 50), pct(r.created, 100))
 	}
+	t.Logf("beside / alone: median %.2f×, p90 %.2f×", ratio(beside, alone, 50), ratio(beside, alone, 90))
 }
 
 // smallGangs creates 20 gangs of 4 one-GPU ranks, one at a time, each
@@ -174,31 +205,147 @@ func createMany(t *testing.T, ctx context.Context, h *harness.Harness, ns string
 	wg.Wait()
 }
 
-// membersTold counts the pods of ns showing PodScheduled=False.
-func membersTold(ctx context.Context, h *harness.Harness, ns string) int {
-	pods, err := h.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return -1
+// toldCounter counts the pods of a namespace showing PodScheduled=False,
+// from a watch.
+type toldCounter struct {
+	mu   sync.Mutex
+	told map[string]bool
+}
+
+func (c *toldCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.told)
+}
+
+func (c *toldCounter) see(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
 	}
-	n := 0
-	for _, p := range pods.Items {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				n++
-			}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+			c.told[p.Name] = true
+			return
 		}
 	}
-	return n
+}
+
+// watchTold starts counting the pods of ns that show PodScheduled=False.
+func watchTold(t *testing.T, ctx context.Context, h *harness.Harness, ns string) *toldCounter {
+	c := &toldCounter{told: map[string]bool{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(h.Client, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.see,
+		UpdateFunc: func(_, o any) { c.see(o) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return c
+}
+
+// samplePace samples the scheduler's lockstep_pod_status_write_pace each
+// second while lockstep_pod_status_writes_pending is above zero, until the
+// returned function is called (a build without the metrics gives none).
+func samplePace(ctx context.Context, addr string) func() []float64 {
+	var mu sync.Mutex
+	var paces []float64
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			m := scrape(ctx, addr)
+			if pace, ok := m["lockstep_pod_status_write_pace"]; ok && m["lockstep_pod_status_writes_pending"] > 0 {
+				mu.Lock()
+				paces = append(paces, pace)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []float64 {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return paces
+	}
+}
+
+// scrape reads the unlabelled gauges of the metrics served on addr.
+func scrape(ctx context.Context, addr string) map[string]float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		if ms := f.GetMetric(); len(ms) == 1 && ms[0].GetGauge() != nil {
+			out[name] = ms[0].GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// freeAddr is a free 127.0.0.1 port.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+func pct64(vs []float64, p int) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i]
 }
 
 func pct(ds []time.Duration, p int) string {
+	return percentile(ds, p).Round(10 * time.Millisecond).String()
+}
+
+func percentile(ds []time.Duration, p int) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := (len(s)*p + 99) / 100
 	if i > 0 {
 		i--
 	}
-	return s[i].Round(10 * time.Millisecond).String()
+	return s[i]
+}
+
+// ratio is a's p-th percentile over b's.
+func ratio(a, b []time.Duration, p int) float64 {
+	return float64(percentile(a, p)) / float64(percentile(b, p))
 }
 
 func machine() string {
