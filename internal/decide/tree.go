@@ -20,7 +20,10 @@ func (d *Decision) node(snap *snapshot.Snapshot, t *podgroup.Tree) (*placement.T
 		if missing != "" {
 			return nil, missing
 		}
-		n.Leaf = &placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group), CapacityTypes: podgroup.GroupCapacityTypes(u.Group, podgroup.DefaultCapacityTypes)}
+		n.Leaf = &placement.Unit{Members: members, Bound: u.Bound, MinCount: u.MinCount(), Gang: u.Gang(), Topology: Topology(u.Group), CapacityTypes: podgroup.GroupCapacityTypes(u.Group, podgroup.DefaultCapacityTypes),
+			// The placement, and a preemption's feasibility and simulations
+			// after it, group the same members by the same signatures.
+			Signatures: placement.NewSignatures()}
 		if !n.Leaf.Topology.IsZero() {
 			n.Leaf.Running = Running(snap, u.Placed)
 		}

@@ -135,6 +135,9 @@ type scope struct {
 	// sigs are the members' signatures when known (signatures): the same
 	// in every domain one placement tries.
 	sigs []string
+	// unordered: only which nodes are feasible is asked (Feasible), not
+	// the order members try them in, so they are not sorted.
+	unordered bool
 }
 
 // within is the scope of domain d of plan.
@@ -280,7 +283,7 @@ func signatures(snap *snapshot.Snapshot, unit Unit) []string {
 		if err != nil {
 			return nil
 		}
-		out[i] = memberSignature(snap, m, claims, uses)
+		out[i] = memberSignature(snap, unit, i, claims, uses)
 	}
 	return out
 }
@@ -299,9 +302,12 @@ func claimUses(unit Unit) map[types.NamespacedName]int {
 // memberSignature is a member's signature: members of one are
 // interchangeable. Claims several members share pin them together; a claim
 // only one member uses is, unallocated, as interchangeable as a template's.
-func memberSignature(snap *snapshot.Snapshot, m Member, claims []*resourcev1.ResourceClaim, uses map[types.NamespacedName]int) string {
-	return signatureOf(m.Pod, claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
-		return uses[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] > 1
+func memberSignature(snap *snapshot.Snapshot, unit Unit, i int, claims []*resourcev1.ResourceClaim, uses map[types.NamespacedName]int) string {
+	m := unit.Members[i]
+	return unit.Signatures.signature(i, m.Pod, claims, snap.Features, func() string {
+		return signatureOf(m.Pod, claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
+			return uses[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] > 1
+		})
 	})
 }
 
@@ -321,7 +327,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 		if sc.sigs != nil {
 			sig = sc.sigs[i]
 		} else {
-			sig = memberSignature(snap, m, claims, uses)
+			sig = memberSignature(snap, unit, i, claims, uses)
 		}
 		if g := bySig[sig]; g != nil {
 			g.members = append(g.members, i)
@@ -371,7 +377,9 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 		for r, n := range sc.outside {
 			g.static.add(r, n)
 		}
-		sortTightest(snap, g.feasible, g.claims, preferences(logger, m.Pod))
+		if !sc.unordered {
+			sortTightest(snap, g.feasible, g.claims, preferences(logger, m.Pod))
+		}
 		g.reset()
 		bySig[sig] = g
 		groups = append(groups, g)
@@ -497,7 +505,7 @@ func orders(groups []*group) [][]*group {
 // node name, selector and affinity, taints) for at least one member: the
 // only nodes where freeing capacity can help the unit.
 func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set[string], error) {
-	sc := scope{nodes: snap.Nodes}
+	sc := scope{nodes: snap.Nodes, unordered: true}
 	if unit.constrained() {
 		sc.nodes = nil
 		seen := map[*snapshot.NodeInfo]bool{}

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"encoding/json"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -55,4 +56,42 @@ func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features
 	}
 	b, _ := json.Marshal(sig)
 	return string(b)
+}
+
+// Signatures remembers the signatures of one unit's members. A member's
+// signature is computed from its pod, its claims and the features of the
+// snapshot; it is reused while the member's pod and claims are the same
+// objects (snapshot objects are never changed in place: a changed claim
+// is a new object) under the same features. Not safe for concurrent use,
+// as placements of a unit are not.
+type Signatures struct {
+	known []knownSignature
+}
+
+type knownSignature struct {
+	pod      *corev1.Pod
+	claims   []*resourcev1.ResourceClaim
+	features features.Features
+	sig      string
+}
+
+// NewSignatures returns an empty memory of signatures, for one unit's
+// members.
+func NewSignatures() *Signatures { return &Signatures{} }
+
+// signature is member i's signature, computed by compute unless known.
+func (s *Signatures) signature(i int, pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features.Features, compute func() string) string {
+	if s == nil {
+		return compute()
+	}
+	if i < len(s.known) {
+		if k := s.known[i]; k.pod == pod && k.features == f && slices.Equal(k.claims, claims) {
+			return k.sig
+		}
+	} else {
+		s.known = append(s.known, make([]knownSignature, i+1-len(s.known))...)
+	}
+	sig := compute()
+	s.known[i] = knownSignature{pod: pod, claims: slices.Clone(claims), features: f, sig: sig}
+	return sig
 }

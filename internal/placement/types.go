@@ -49,6 +49,11 @@ type Unit struct {
 	// order, instead of those its Topology plans (a preemption searching
 	// one domain at a time).
 	Domains []topology.Domain
+	// Signatures, when set, remembers the members' signatures across the
+	// unit's placements (a preemption search simulates one unit tens of
+	// times, and its members' pods and claims are the same objects each
+	// time): NewSignatures.
+	Signatures *Signatures
 }
 
 // plan is the domains the unit is tried in.

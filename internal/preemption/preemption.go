@@ -369,6 +369,11 @@ func oldest(cs []Candidate) time.Time {
 }
 
 func find(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in Input) (*Plan, string, error) {
+	if in.Unit.Signatures == nil {
+		// The search places the unit tens of times; its members are the
+		// same each time.
+		in.Unit.Signatures = placement.NewSignatures()
+	}
 	feasible, err := feasibleNodes(ctx, snap, in)
 	if err != nil {
 		return nil, "", err
