@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -104,7 +105,7 @@ func countIn(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClas
 	for _, s := range slices {
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
-			if keep != nil && !keep(s.Spec.Driver, d) || !ClassMatches(ctx, cache, class, s.Spec.Driver, *d) {
+			if keep != nil && !keep(s.Spec.Driver, d) || !matches.of(ctx, cache, class, s, d) {
 				continue
 			}
 			if k, ok := counters.setOf(s, d); ok {
@@ -223,20 +224,77 @@ func (u counterUse) use(k counterSetKey) setUse {
 // ClassMatches reports whether a device of driver satisfies every CEL
 // selector of class; a selector that fails to compile or evaluate does not match.
 func ClassMatches(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, driver string, d resourcev1.Device) bool {
+	ok, _ := classMatches(ctx, cache, class, driver, d)
+	return ok
+}
+
+// classMatches is ClassMatches, and whether the answer is the device's and
+// the class's own (not an evaluation cut short by ctx).
+func classMatches(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, driver string, d resourcev1.Device) (matches, final bool) {
 	for _, sel := range class.Spec.Selectors {
 		if sel.CEL == nil {
 			continue
 		}
 		res := cache.GetOrCompile(sel.CEL.Expression)
 		if res.Error != nil {
-			return false
+			return false, true
 		}
 		ok, _, err := res.DeviceMatches(ctx, cel.Device{Driver: driver, Attributes: d.Attributes, Capacity: d.Capacity})
-		if err != nil || !ok {
-			return false
+		if err != nil {
+			return false, ctx.Err() == nil
+		}
+		if !ok {
+			return false, true
 		}
 	}
-	return true
+	return true, true
+}
+
+// matchMemoLimit bounds the answers matches remembers: past it, it
+// forgets them all (a cluster of 5,000 nodes × 8 GPUs and a few classes
+// stays well within it).
+const matchMemoLimit = 1 << 18
+
+// matches remembers ClassMatches' answers by class and device object.
+// Counting a class (an unschedulable unit's message, the domain metrics)
+// runs every device of the cluster through the class's selectors, on
+// objects that do not change between counts: snapshot objects are
+// replaced, never changed in place, so the same class and device objects
+// give the same answer; the memory holds them, so their addresses are not
+// reused while it remembers them.
+var matches = &matchMemo{known: map[matchKey]bool{}}
+
+type matchKey struct {
+	class  *resourcev1.DeviceClass
+	slice  *resourcev1.ResourceSlice
+	device *resourcev1.Device
+}
+
+type matchMemo struct {
+	mu    sync.Mutex
+	known map[matchKey]bool
+}
+
+// of is ClassMatches for device d of slice s, remembered.
+func (m *matchMemo) of(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClass, s *resourcev1.ResourceSlice, d *resourcev1.Device) bool {
+	k := matchKey{class, s, d}
+	m.mu.Lock()
+	ok, known := m.known[k]
+	m.mu.Unlock()
+	if known {
+		return ok
+	}
+	ok, final := classMatches(ctx, cache, class, s.Spec.Driver, *d)
+	if !final {
+		return ok
+	}
+	m.mu.Lock()
+	if len(m.known) >= matchMemoLimit {
+		clear(m.known)
+	}
+	m.known[k] = ok
+	m.mu.Unlock()
+	return ok
 }
 
 // keepsPodsOff reports whether a device has a NoSchedule or NoExecute taint.

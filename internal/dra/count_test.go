@@ -74,3 +74,49 @@ func TestCountClassPartitionableDevices(t *testing.T) {
 		})
 	}
 }
+
+// Counting remembers which devices a class matches by the class and device
+// objects: the same objects count the same, and a device or class replaced
+// by a changed object is judged again, never by what was remembered of
+// its predecessor.
+func TestCountRemembersMatchesByObject(t *testing.T) {
+	slices, classes := migSlices(t)
+	ctx, cel := context.Background(), NewCache()
+	count := func(class *resourcev1.DeviceClass, slices []*resourcev1.ResourceSlice) string {
+		return CountClassIn(ctx, cel, class, slices, nil).String()
+	}
+	whole := classes["whole-gpu"]
+	if got := count(whole, slices); got != "2 devices, 0 in use" {
+		t.Fatalf("first count: %s", got)
+	}
+	if got := count(whole, slices); got != "2 devices, 0 in use" {
+		t.Errorf("the same objects counted again: %s, want 2 devices, 0 in use", got)
+	}
+	// A slice replaced: its GPUs are no longer of type gpu.
+	changed := make([]*resourcev1.ResourceSlice, len(slices))
+	for i, s := range slices {
+		changed[i] = s
+		if s.Spec.Driver != "gpu.example.com" {
+			continue
+		}
+		c := s.DeepCopy()
+		for j := range c.Spec.Devices {
+			if a, ok := c.Spec.Devices[j].Attributes["type"]; ok && a.StringValue != nil && *a.StringValue == "gpu" {
+				c.Spec.Devices[j].Attributes["type"] = resourcev1.DeviceAttribute{StringValue: new("retired")}
+			}
+		}
+		changed[i] = c
+	}
+	if got := count(whole, changed); got != "0 devices, 0 in use" {
+		t.Errorf("after the slice changed: %s, want 0 devices, 0 in use", got)
+	}
+	// The class replaced: it now matches every device of the driver.
+	wider := whole.DeepCopy()
+	wider.Spec.Selectors[0].CEL.Expression = `device.driver == "plain.example.com"`
+	if got := count(wider, slices); got != "2 devices, 0 in use" {
+		t.Errorf("the class changed: %s, want the 2 plain devices", got)
+	}
+	if got := count(classes["mig"], slices); got != "2 devices, 0 in use" {
+		t.Errorf("another class on the same devices: %s, want 2 devices, 0 in use", got)
+	}
+}

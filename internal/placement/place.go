@@ -19,7 +19,6 @@ import (
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 
 	"github.com/lockstep-dev/lockstep/internal/dra"
-	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 	"github.com/lockstep-dev/lockstep/internal/topology"
 )
@@ -359,7 +358,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 		}
 		for _, ni := range nodes {
 			if capacity != nil {
-				if t := podgroup.NodeCapacityType(ni.Node); !capacity.Allows(t) {
+				if t := ni.CapacityType(); !capacity.Allows(t) {
 					g.static.add(fmt.Sprintf(reasonCapacityFmt, t, capacity), 1)
 					continue
 				}

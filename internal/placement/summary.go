@@ -120,7 +120,7 @@ func ofCapacity(nodes []*snapshot.NodeInfo, c podgroup.CapacityTypes) []*snapsho
 	}
 	out := make([]*snapshot.NodeInfo, 0, len(nodes))
 	for _, ni := range nodes {
-		if c.Allows(podgroup.NodeCapacityType(ni.Node)) {
+		if c.Allows(ni.CapacityType()) {
 			out = append(out, ni)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/lockstep-dev/lockstep/internal/features"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // Cache is the cluster as the scheduler decides from it, kept current by
@@ -748,6 +749,7 @@ func (c *Cache) nodeInfo(s *Snapshot, it *nodeItem) *NodeInfo {
 		Requested:   it.requested.Clone(),
 		UsedPorts:   make(sets.Set[string], len(it.ports)),
 		Slices:      sortedSlices(it.slices),
+		capacity:    podgroup.NodeCapacityType(it.node),
 	}
 	for p := range it.ports {
 		ni.UsedPorts.Insert(p)

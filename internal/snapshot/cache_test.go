@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/features"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // The cache's snapshot, after any sequence of informer events,
@@ -540,5 +541,28 @@ func TestCacheDeviceHeldByTwoClaimsStaysHeld(t *testing.T) {
 	c.ForgetClaim(types.NamespacedName{Namespace: "ns", Name: created.Name})
 	if s := c.Update(); s.Allocated.Has(device) {
 		t.Error("the device is still held after both claims are gone")
+	}
+}
+
+// A node's capacity type is read from its labels when the node enters the
+// snapshot, and again when it is relabelled.
+func TestNodeCapacityTypeFollowsLabels(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{podgroup.LabelEKSCapacityType: "ON_DEMAND"}}}
+	c := NewCache(time.Minute, features.Default(), testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
+	c.AddNode(n)
+	if got := c.Update().Node("n1").CapacityType(); got != podgroup.OnDemand {
+		t.Errorf("capacity type %q, want %q", got, podgroup.OnDemand)
+	}
+	spot := n.DeepCopy()
+	spot.Labels[podgroup.LabelKarpenterCapacityType] = string(podgroup.Spot)
+	c.UpdateNode(spot)
+	if got := c.Update().Node("n1").CapacityType(); got != podgroup.Spot {
+		t.Errorf("relabelled: capacity type %q, want %q", got, podgroup.Spot)
+	}
+	if got := New(Input{Nodes: []*corev1.Node{spot}}).Node("n1").CapacityType(); got != podgroup.Spot {
+		t.Errorf("a snapshot built from the node: capacity type %q, want %q", got, podgroup.Spot)
+	}
+	if got := (&NodeInfo{Node: spot}).CapacityType(); got != podgroup.Spot {
+		t.Errorf("a NodeInfo built by hand: capacity type %q, want %q", got, podgroup.Spot)
 	}
 }

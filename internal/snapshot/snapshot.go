@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/features"
+	"github.com/lockstep-dev/lockstep/internal/podgroup"
 )
 
 // NodeInfo is a node and what is already placed on it. Its fields are
@@ -33,6 +34,17 @@ type NodeInfo struct {
 	// those in use (unitUse: allocated devices per unit).
 	devices, used int
 	unitUse       map[unit]int
+	// capacity is the node's capacity type, read from its labels once
+	// (every placement filters every node by it).
+	capacity podgroup.CapacityType
+}
+
+// CapacityType is the node's capacity type (podgroup.NodeCapacityType).
+func (ni *NodeInfo) CapacityType() podgroup.CapacityType {
+	if ni.capacity == "" {
+		return podgroup.NodeCapacityType(ni.Node)
+	}
+	return ni.capacity
 }
 
 // FreeDevices is how many devices of the node's own slices are not in use,
@@ -161,7 +173,7 @@ func New(in Input) *Snapshot {
 	nodes := append([]*corev1.Node(nil), in.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {
-		ni := &NodeInfo{Node: n, Allocatable: FromList(n.Status.Allocatable), UsedPorts: sets.New[string]()}
+		ni := &NodeInfo{Node: n, Allocatable: FromList(n.Status.Allocatable), UsedPorts: sets.New[string](), capacity: podgroup.NodeCapacityType(n)}
 		s.Nodes = append(s.Nodes, ni)
 		s.nodeByName[n.Name] = ni
 	}
