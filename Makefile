@@ -93,9 +93,12 @@ demo: lockstep
 dev: build
 	$(BIN)/lockstep dev up
 
-## bench: benchmarks of the decision core, then those on the local control plane (webhook rate; kube-scheduler beside Lockstep at 100 and 1,000 nodes; Kueue with and without the placement check)
+## bench: benchmarks of the decision core (hack/bench-core.sh; LOCKSTEP_BENCH_BASELINE_REV=<git revision, e.g. the previous
+## release's tag> runs that revision's too, interleaved, and benchstat prints both side by side), then those on the local
+## control plane (webhook rate; a huge gang's neighbours; kube-scheduler beside Lockstep at 100 and 1,000 nodes; Kueue with
+## and without the placement check)
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	hack/bench-core.sh
 	$(GO) test -tags bench -count=1 -timeout 60m -v -run . ./test/bench/...   # 100 nodes in 5 racks, 3 zones: (a), (b), existing pods + write ceiling, (f) 10 trees (zone over 2 racks; kube-scheduler's CompositePodGroup beside Lockstep); LOCKSTEP_BENCH_BASELINE=<lockstep binary> adds a build
 	LOCKSTEP_BENCH_NODES=1000 $(GO) test -tags bench -count=1 -timeout 90m -v -run . ./test/bench/throughput/   # 1,000 nodes in 50 racks: (c), (d), (e) 20 rack-bound gangs × 32 (kube-scheduler's TopologyAwareWorkloadScheduling beside Lockstep)
 	$(GO) test -run '^$$' -bench BenchmarkKueuePlacementCheck -benchtime 1x -timeout 30m -v ./test/e2e/integrations/   # Kueue v0.17.0 with and without Lockstep's placement check: quota held by what binds nothing, admission latency
@@ -115,6 +118,7 @@ verify: generate lint
 	cd hack/k8s && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/tools && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/lint && $(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd hack/bench && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/node && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	for m in hack/integrations/*/; do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
 

@@ -8,6 +8,7 @@
 #   kwok, controller-gen, client-gen, helm, ociimage  (module hack/tools)
 #   krew, validate-krew-manifest          (module hack/krew)
 #   golangci-lint, logcheck               (module hack/lint; only when named: `make lint`)
+#   benchstat                             (module hack/bench; only when named: `make bench`)
 #   <name>-controller                     (modules hack/integrations/<name>: the
 #     peers' controllers the integration tests run, each at its go.mod's version)
 # A binary is rebuilt only when the version recorded beside it differs.
@@ -116,6 +117,11 @@ for tool in golangci-lint:github.com/golangci/golangci-lint/v2:github.com/golang
   v=$(modversion "$root/hack/lint" "$mod")
   stale "$name" "$v" && step build_in "$root/hack/lint" "$name" "$v" "$pkg" "-s -w" "$name"
 done
+# benchstat (module hack/bench), which `make bench` compares builds with: only when named.
+if [[ $only == *" benchstat "* ]]; then
+  v=$(modversion "$root/hack/bench" golang.org/x/perf)
+  stale benchstat "$v" && step build_in "$root/hack/bench" benchstat "$v" golang.org/x/perf/cmd/benchstat "-s -w" benchstat
+fi
 # Other projects' controllers (module hack/integrations/<name> each, so that
 # their dependencies meet neither Lockstep's nor each other's).
 # tools.go names the package; when it is the module's own (a main that wires
