@@ -148,7 +148,7 @@ func (a *attempt) placeMember(g *group, mi int) (*Assignment, Diagnosis, error) 
 		if g.fullAt[i] != "" {
 			continue
 		}
-		ni := g.feasible[i]
+		ni := g.order.at(i)
 		if check != nil {
 			reason, err := a.checkConstraints(check, g, m, ni)
 			if err != nil {

@@ -80,22 +80,36 @@ func toleratesUnschedulable(logger klog.Logger, pod *corev1.Pod) bool {
 }
 
 // fits checks the group's requests and host ports against what is left on
-// the node; it returns "" or the first reason. Extended resources the node
-// gets from DRA are left to the allocator (g.extendedClaim), as
-// kube-scheduler's NodeResourcesFit leaves them to DynamicResources.
+// the node; it returns "" or the first reason.
 func (g *group) fits(snap *snapshot.Snapshot, ni *snapshot.NodeInfo) string {
+	name, port := g.lacks(snap, ni)
+	switch {
+	case name != "":
+		return fmt.Sprintf(reasonInsufficientFmt, name)
+	case port:
+		return ReasonPorts
+	}
+	return ""
+}
+
+// lacks is fits without the words: the first resource the node has too
+// little left of ("" if none), else whether a host port is taken. Extended
+// resources the node gets from DRA are left to the allocator
+// (g.extendedClaim), as kube-scheduler's NodeResourcesFit leaves them to
+// DynamicResources.
+func (g *group) lacks(snap *snapshot.Snapshot, ni *snapshot.NodeInfo) (corev1.ResourceName, bool) {
 	for _, name := range snapshot.Insufficient(ni.Allocatable, ni.Requested, g.req) {
 		if slices.Contains(g.dra, name) && snap.DelegatedToDRA(ni, name) {
 			continue
 		}
-		return fmt.Sprintf(reasonInsufficientFmt, name)
+		return name, false
 	}
 	for _, p := range g.ports {
 		if ni.PortConflict(p) {
-			return ReasonPorts
+			return "", true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // extendedClaim is the claim for the member's extended resources that node

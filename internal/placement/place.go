@@ -1,13 +1,11 @@
 package placement
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -134,9 +132,6 @@ type scope struct {
 	// sigs are the members' signatures when known (signatures): the same
 	// in every domain one placement tries.
 	sigs []string
-	// unordered: only which nodes are feasible is asked (Feasible), not
-	// the order members try them in, so they are not sorted.
-	unordered bool
 }
 
 // within is the scope of domain d of plan.
@@ -219,12 +214,15 @@ type group struct {
 	// devices is a lower bound of the devices one member needs allocated
 	// (its own unallocated claims' exact counts, its DRA-served extended
 	// resources).
-	devices  int
+	devices int
+	// feasible are the nodes that can take the members, in no order;
+	// order is the order members try them in (tightest).
 	feasible []*snapshot.NodeInfo
+	order    tightest
 	static   Diagnosis
-	// cursor: feasible[:cursor] are full for this signature this attempt;
-	// fullAt[i] is why feasible[i] is full ("" while it is not), full
-	// counts the full ones by reason.
+	// cursor: the order's nodes before cursor are full for this signature
+	// this attempt; fullAt[i] is why the order's i-th node is full (""
+	// while it is not), full counts the full ones by reason.
 	cursor int
 	fullAt []string
 	full   map[string]int
@@ -263,7 +261,20 @@ func (g *group) reset() {
 	g.full = map[string]int{}
 }
 
-// markFull records that feasible[i] has no room left for the signature.
+// hopeless reports the nodes that cannot hold one of the group's members
+// as an attempt starts: too little free of what a member requests, a host
+// port taken, fewer free devices than a member's own claims need (own).
+func (g *group) hopeless(snap *snapshot.Snapshot, own int) func(*snapshot.NodeInfo) bool {
+	return func(ni *snapshot.NodeInfo) bool {
+		if name, port := g.lacks(snap, ni); name != "" || port {
+			return true
+		}
+		return own > 0 && len(snap.GlobalSlices) == 0 && ni.FreeDevices() < own
+	}
+}
+
+// markFull records that the order's i-th node has no room left for the
+// signature.
 func (g *group) markFull(i int, reason string) {
 	g.fullAt[i] = reason
 	g.full[reason]++
@@ -333,7 +344,8 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 			continue
 		}
 		g := newGroup(snap, m, len(claims) > 0)
-		g.devices = devicesNeeded(m.Pod, claims)
+		own := devicesNeeded(m.Pod, claims)
+		g.devices = own
 		for _, name := range g.dra {
 			g.devices += int(g.req.Scalar[name])
 		}
@@ -376,9 +388,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 		for r, n := range sc.outside {
 			g.static.add(r, n)
 		}
-		if !sc.unordered {
-			sortTightest(snap, g.feasible, g.claims, preferences(logger, m.Pod))
-		}
+		g.order = newTightest(g.feasible, g.claims, preferences(logger, m.Pod), g.hopeless(snap, own))
 		g.reset()
 		bySig[sig] = g
 		groups = append(groups, g)
@@ -396,53 +406,6 @@ func resolve(snap *snapshot.Snapshot, m Member) ([]*resourcev1.ResourceClaim, er
 		claims = append(claims, c)
 	}
 	return claims, nil
-}
-
-// sortTightest orders nodes fewest free devices first (when the pods use
-// devices), then least free CPU, then least free memory; among nodes
-// equally tight, the pod's preferences (pref, may be nil) break the tie;
-// then the name.
-func sortTightest(snap *snapshot.Snapshot, nodes []*snapshot.NodeInfo, devices bool, pref func(*corev1.Node) preference) {
-	type key struct {
-		dev, cpu, mem int64
-		pref          preference
-	}
-	// Keys computed once per node, sorted beside their nodes (a comparison
-	// reads no map: this sort runs over every node each cycle).
-	type item struct {
-		key
-		ni *snapshot.NodeInfo
-	}
-	items := make([]item, len(nodes))
-	for i, ni := range nodes {
-		k := key{cpu: ni.Allocatable.MilliCPU - ni.Requested.MilliCPU, mem: ni.Allocatable.Memory - ni.Requested.Memory}
-		if devices {
-			k.dev = int64(ni.FreeDevices())
-		}
-		if pref != nil {
-			k.pref = pref(ni.Node)
-		}
-		items[i] = item{k, ni}
-	}
-	slices.SortFunc(items, func(a, b item) int {
-		switch {
-		case a.dev != b.dev:
-			return cmp.Compare(a.dev, b.dev)
-		case a.cpu != b.cpu:
-			return cmp.Compare(a.cpu, b.cpu)
-		case a.mem != b.mem:
-			return cmp.Compare(a.mem, b.mem)
-		case a.pref != b.pref:
-			if a.pref.better(b.pref) {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.ni.Node.Name, b.ni.Node.Name)
-	})
-	for i := range items {
-		nodes[i] = items[i].ni
-	}
 }
 
 // preference is how much a pod prefers a node, from what kube-scheduler
@@ -504,7 +467,7 @@ func orders(groups []*group) [][]*group {
 // node name, selector and affinity, taints) for at least one member: the
 // only nodes where freeing capacity can help the unit.
 func Feasible(ctx context.Context, snap *snapshot.Snapshot, unit Unit) (sets.Set[string], error) {
-	sc := scope{nodes: snap.Nodes, unordered: true}
+	sc := scope{nodes: snap.Nodes}
 	if unit.constrained() {
 		sc.nodes = nil
 		seen := map[*snapshot.NodeInfo]bool{}

@@ -125,7 +125,7 @@ func (s *search) dfs(gi, k, from, placed int) (bool, error) {
 	}
 	tried := map[string]bool{}
 	for j := from; j < len(g.feasible) && s.budget > 0; j++ {
-		ni := g.feasible[j]
+		ni := g.order.at(j)
 		if s.touched[ni.Node.Name] == 0 {
 			// Untouched look-alikes give the same subtree: try one.
 			c := s.classOf[ni.Node.Name]
