@@ -66,7 +66,7 @@ func (w *world) bindLeaf(pu *podgroup.Unit, asgs []placement.Assignment) {
 			devices += len(snapshot.ClaimDevices(c))
 			w.putClaim(c)
 		}
-		devices += w.pluginDevices(p, a.Node)
+		devices += w.pluginDevices(pr.req, a.Node)
 		pr.pod, pr.node, pr.devices = p, a.Node, devices
 		w.st.Cache.UpdatePod(p)
 		if w.onNode[a.Node] == nil {
@@ -109,14 +109,15 @@ func containsJob(js []*jobRun, j *jobRun) bool {
 }
 
 // pluginDevices counts the node-local extended resources (a device
-// plugin's, e.g. nvidia.com/gpu) a pod requests on node: devices too.
-func (w *world) pluginDevices(p *corev1.Pod, node string) int {
+// plugin's, e.g. nvidia.com/gpu) a pod requests (req) on node: devices
+// too.
+func (w *world) pluginDevices(req snapshot.Resources, node string) int {
 	n := w.nodes[node]
 	if n == nil {
 		return 0
 	}
 	total := 0
-	for name, v := range snapshot.PodRequests(p, w.features).Scalar {
+	for name, v := range req.Scalar {
 		if isDeviceResource(name) && !w.draResource(name) {
 			if _, ok := n.Status.Allocatable[name]; ok {
 				total += int(v)

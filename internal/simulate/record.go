@@ -24,6 +24,11 @@ type recorder struct {
 	prioIndex map[int32]int
 	domains   []string
 	domainOf  map[string]int
+	// sampled and sampledDomain are the nodes of the last sample's
+	// snapshot and their domains, by position: the node set rarely
+	// changes between instants, and a sample reads every node.
+	sampled       []*corev1.Node
+	sampledDomain []int
 	// devices are the cluster's devices (DRA devices and node-local
 	// extended resources); nodeDevices by node.
 	devices     int
@@ -233,13 +238,24 @@ func (r *recorder) freeDevices() int {
 	return r.devices - r.running - r.held - r.unusable
 }
 
+// domainAt is the domain of node n, at position i of the snapshot's nodes.
+func (r *recorder) domainAt(i int, n *corev1.Node) int {
+	if r.sampled[i] != n {
+		r.sampled[i], r.sampledDomain[i] = n, r.domainOf[n.Name]
+	}
+	return r.sampledDomain[i]
+}
+
 // sample records the state after an instant (one sample per instant).
 func (r *recorder) sample() {
 	snap := r.w.st.Cache.Update()
 	s := report.Sample{At: r.w.now, Running: r.running, Held: r.held,
 		Waiting: slices.Clone(r.waiting), HeldByPrio: slices.Clone(r.heldByPrio),
 		Free: make([]int, len(r.domains)), Largest: make([]int, len(r.domains))}
-	for _, ni := range snap.Nodes {
+	if len(r.sampled) != len(snap.Nodes) {
+		r.sampled, r.sampledDomain = make([]*corev1.Node, len(snap.Nodes)), make([]int, len(snap.Nodes))
+	}
+	for i, ni := range snap.Nodes {
 		name := ni.Node.Name
 		if r.down[name] {
 			continue
@@ -250,7 +266,7 @@ func (r *recorder) sample() {
 				f += int(v - ni.Requested.Scalar[res])
 			}
 		}
-		d := r.domainOf[name]
+		d := r.domainAt(i, ni.Node)
 		s.Free[d] += f
 		s.Largest[d] = max(s.Largest[d], f)
 	}

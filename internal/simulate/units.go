@@ -381,7 +381,13 @@ func (w *world) needsDRA(p *corev1.Pod) bool {
 	if len(p.Spec.ResourceClaims) > 0 {
 		return true
 	}
-	for name := range snapshot.PodRequests(p, w.features).Scalar {
+	var req snapshot.Resources
+	if pr := w.pods[p.UID]; pr != nil && pr.pod == p {
+		req = pr.req
+	} else {
+		req = snapshot.PodRequests(p, w.features)
+	}
+	for name := range req.Scalar {
 		if w.draResource(name) {
 			return true
 		}

@@ -93,6 +93,10 @@ type podItem struct {
 	on    string
 	req   Resources
 	ports []string
+	// counted is the pod object req and ports were computed from (nil:
+	// none); objects are replaced, never changed, so an assumption or its
+	// end does not compute them again.
+	counted *corev1.Pod
 	// view is the pod as the cycle's pod constraints see it (with an
 	// assumed node), built on demand; anti is whether it has required
 	// pod anti-affinity (counted while on a node).
@@ -218,7 +222,11 @@ func (c *Cache) recount(pi *podItem) {
 	target := pi.target()
 	var req Resources
 	var ports []string
-	if target != "" {
+	switch {
+	case target == "":
+	case pi.counted == pi.pod:
+		req, ports = pi.req, pi.ports
+	default:
 		req, ports = PodRequests(pi.pod, c.features), HostPorts(pi.pod)
 	}
 	if target == pi.on && req.Equal(pi.req) && sameStrings(ports, pi.ports) {
@@ -240,6 +248,9 @@ func (c *Cache) recount(pi *podItem) {
 		c.gc(pi.on)
 	}
 	pi.on, pi.req, pi.ports = target, req, ports
+	if pi.counted = nil; target != "" {
+		pi.counted = pi.pod
+	}
 	if target != "" {
 		it := c.item(target)
 		it.requested.Add(req)
