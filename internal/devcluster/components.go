@@ -23,10 +23,11 @@ type Ports struct {
 	WebhookHealth     int `json:"webhookHealth"`
 	ControllerHealth  int `json:"controllerHealth"`
 	SchedulerHealth   int `json:"schedulerHealth"`
+	WebhookMetrics    int `json:"webhookMetrics"`
 }
 
 // PortCount is how many ports from the base port a cluster uses.
-const PortCount = 12
+const PortCount = 13
 
 // PortsFrom lays the ports out from base.
 func PortsFrom(base int) Ports {
@@ -43,6 +44,7 @@ func PortsFrom(base int) Ports {
 		WebhookHealth:     base + 9,
 		ControllerHealth:  base + 10,
 		SchedulerHealth:   base + 11,
+		WebhookMetrics:    base + 12,
 	}
 }
 
@@ -66,6 +68,7 @@ func (p Ports) byComponent() []struct {
 		{"lockstep webhook health", p.WebhookHealth},
 		{"lockstep controllers health", p.ControllerHealth},
 		{"lockstep scheduler health", p.SchedulerHealth},
+		{"lockstep webhook metrics", p.WebhookMetrics},
 	}
 }
 
@@ -291,6 +294,11 @@ func (c *Cluster) SchedulerMetricsURL() string {
 	return "http://127.0.0.1:" + strconv.Itoa(c.state.Ports.SchedulerMetrics) + "/metrics"
 }
 
+// WebhookMetricsURL is where the cluster's Lockstep webhook serves /metrics.
+func (c *Cluster) WebhookMetricsURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(c.state.Ports.WebhookMetrics) + "/metrics"
+}
+
 // lockstepProcesses are Lockstep's own components: scheduler, controllers
 // and admission webhook, each with its own identity and RBAC.
 func (c *Cluster) lockstepProcesses(bin string, schedulerArgs []string) []*process {
@@ -302,6 +310,7 @@ func (c *Cluster) lockstepProcesses(bin string, schedulerArgs []string) []*proce
 			"--port=" + strconv.Itoa(p.Webhook), "--url-host=127.0.0.1:" + strconv.Itoa(p.Webhook),
 			"--cert-dir=" + l.path("webhook-certs"), "-v=2",
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(p.WebhookHealth),
+			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(p.WebhookMetrics),
 		}},
 		{Name: "lockstep-controllers", Binary: lockstep, Log: l.log("lockstep-controllers"), Args: append(c.LockstepControllersArgs(),
 			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(p.ControllerMetrics),

@@ -205,11 +205,21 @@ type ServeOption func(*http.ServeMux)
 // the process's internals to whoever reaches the port.
 func WithProfiling() ServeOption {
 	return func(mux *http.ServeMux) {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		for path, h := range ProfilingHandlers() {
+			mux.Handle(path, h)
+		}
+	}
+}
+
+// ProfilingHandlers are Go's pprof handlers by path, for a server Lockstep
+// does not build itself (the webhook's controller-runtime metrics server).
+func ProfilingHandlers() map[string]http.Handler {
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/apidiscovery"
 	"github.com/lockstep-dev/lockstep/internal/jobintegration/integrations"
+	"github.com/lockstep-dev/lockstep/internal/metrics"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/webhook/config"
 )
@@ -48,6 +49,11 @@ type Options struct {
 	MutatingConfig, ValidatingConfig string
 	// HealthAddr serves /healthz and /readyz; "0" disables it.
 	HealthAddr string
+	// MetricsAddr serves Prometheus /metrics (controller-runtime's webhook
+	// metrics: requests by path and code, latency, in flight); "" or "0"
+	// disables it. Profiling also serves Go's pprof profiles there.
+	MetricsAddr string
+	Profiling   bool
 }
 
 // Cert sources.
@@ -68,7 +74,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 integrations.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                o.metricsOptions(),
 		WebhookServer:          crwebhook.NewServer(crwebhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir}),
 		LeaderElection:         false, // every replica serves
 		Cache:                  cacheOptions(),
@@ -130,6 +136,19 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	ctrl.LoggerFrom(ctx).Info("Serving admission", "port", o.Port, "url", o.URLHost, "service", o.ServiceName, "certSource", o.CertSource)
 	return mgr.Start(ctx)
+}
+
+// metricsOptions serve /metrics on MetricsAddr, and the profiles when
+// asked for.
+func (o Options) metricsOptions() metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if opts.BindAddress == "" {
+		opts.BindAddress = "0"
+	}
+	if o.Profiling && opts.BindAddress != "0" {
+		opts.ExtraHandlers = metrics.ProfilingHandlers()
+	}
+	return opts
 }
 
 // addProbes: alive while the process runs; ready once the caches synced,

@@ -32,7 +32,7 @@ func NewOptions() *Options {
 		ServiceNamespace: "lockstep-system", ServiceName: "lockstep-webhook",
 		CertSource: webhook.CertSourceSelf, SecretNamespace: "lockstep-system", SecretName: "lockstep-webhook-tls",
 		MutatingConfig: webhookconfig.MutatingConfigName, ValidatingConfig: webhookconfig.ValidatingConfigName,
-		HealthAddr: ":8082",
+		HealthAddr: ":8082", MetricsAddr: ":8085",
 	}}
 }
 
@@ -70,6 +70,8 @@ func newCommand(o *Options) *cobra.Command {
 	f.StringVar(&w.MutatingConfig, "mutating-configuration", w.MutatingConfig, "MutatingWebhookConfiguration to inject the CA into (--cert-source self)")
 	f.StringVar(&w.ValidatingConfig, "validating-configuration", w.ValidatingConfig, "ValidatingWebhookConfiguration to inject the CA into (--cert-source self)")
 	f.StringVar(&w.HealthAddr, "health-probe-bind-address", w.HealthAddr, "host:port to serve /healthz and /readyz on; 0 disables it")
+	f.StringVar(&w.MetricsAddr, "metrics-bind-address", w.MetricsAddr, "host:port to serve Prometheus /metrics on (controller-runtime's webhook metrics: requests by path and code, latency, in flight); 0 disables it")
+	f.BoolVar(&w.Profiling, "profiling", w.Profiling, "also serve Go's pprof profiles under /debug/pprof/ on the metrics address (off: profiles show the process's internals to whoever reaches the port)")
 	return cmd
 }
 

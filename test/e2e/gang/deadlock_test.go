@@ -11,6 +11,7 @@ import (
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/explain"
+	"github.com/lockstep-dev/lockstep/internal/webhook/config"
 	"github.com/lockstep-dev/lockstep/test/builders"
 	"github.com/lockstep-dev/lockstep/test/e2e/harness"
 )
@@ -83,6 +84,17 @@ func TestSeed004DeadlockCannotHappen(t *testing.T) {
 		if m[name] < atLeast {
 			t.Errorf("metric %s = %v, want ≥ %v", name, m[name], atLeast)
 		}
+	}
+	// The webhook's too: it admitted the members (controller-runtime's
+	// webhook metrics, by path).
+	wm := scrapeURL(t, ctx, h.Cluster.WebhookMetricsURL())
+	for _, path := range []string{config.PathPodValidate, config.PathPodGroup} {
+		if name := `controller_runtime_webhook_requests_total{code="200",webhook="` + path + `"}`; wm[name] < 1 {
+			t.Errorf("webhook metric %s = %v, want ≥ 1", name, wm[name])
+		}
+	}
+	if name := `controller_runtime_webhook_latency_seconds_count{webhook="` + config.PathPodValidate + `"}`; wm[name] < 1 {
+		t.Errorf("webhook metric %s = %v, want ≥ 1", name, wm[name])
 	}
 
 	// The winner finishes (its pods go away): the loser gets all 4.

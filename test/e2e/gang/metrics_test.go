@@ -15,13 +15,19 @@ import (
 // text exposition format (labels sorted by name, as the client writes them).
 func scrape(t *testing.T, ctx context.Context, h *harness.Harness) map[string]float64 {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.Cluster.SchedulerMetricsURL(), nil)
+	return scrapeURL(t, ctx, h.Cluster.SchedulerMetricsURL())
+}
+
+// scrapeURL reads the /metrics at url, as scrape does.
+func scrapeURL(t *testing.T, ctx context.Context, url string) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("scraping the scheduler: %v", err)
+		t.Fatalf("scraping %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	out := map[string]float64{}

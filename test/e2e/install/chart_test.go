@@ -58,7 +58,7 @@ func TestChartInstallsAWorkingLockstep(t *testing.T) {
 		return kc, run(t, h, component, append([]string{component, "--kubeconfig=" + kc, "-v=2"}, args...)...)
 	}
 	webhookArgs := []string{"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(webhookPort), "--url-host=127.0.0.1:" + strconv.Itoa(webhookPort),
-		"--cert-dir=" + t.TempDir(), "--secret-namespace=" + releaseNS, "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(base+1)}
+		"--cert-dir=" + t.TempDir(), "--secret-namespace=" + releaseNS, "--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(base+1), "--metrics-bind-address=0"}
 	webhookKubeconfig, stopWebhook := start("webhook", webhookArgs...)
 	// Ready means the webhook injected its CA as the chart's ServiceAccount,
 	// through the CA-injection policy.
