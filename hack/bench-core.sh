@@ -44,7 +44,15 @@ round() {
     bin="$out/$name/$(echo "${p#./}" | tr / _).test"
     [[ -x $bin ]] || continue
     # A test binary runs in its package's directory (testdata).
-    (cd "$3/$p" && "$bin" -test.run '^$' -test.bench "$filter" -test.benchmem -test.count 1) | tee -a "$file" | grep -E '^Benchmark' || true
+    # A failed run (a bad filter, a benchmark that fails) stops the
+    # comparison instead of leaving a build's results out of it.
+    if ! (cd "$3/$p" && "$bin" -test.run '^$' -test.bench "$filter" -test.benchmem -test.count 1) >"$out/run.txt" 2>&1; then
+      cat "$out/run.txt" >&2
+      echo "$name: $p failed" >&2
+      exit 1
+    fi
+    cat "$out/run.txt" >>"$file"
+    grep -E '^Benchmark' "$out/run.txt" || true
   done
 }
 
