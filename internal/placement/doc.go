@@ -17,7 +17,9 @@
 //  2. Signatures are placed most-constrained first (fewest feasible nodes).
 //  3. Within a signature, feasible nodes are tried tightest first (fewest free
 //     devices, then least free CPU and memory) and a node is filled before the
-//     next is opened, so large free blocks stay free for the next gang.
+//     next is opened, so large free blocks stay free for the next gang. Nodes
+//     without room for one member as the attempt starts are tried last, and
+//     the order is produced as it is read (tightest.go).
 //  4. A gang is admitted if b + placed ≥ m and binds what was placed;
 //     otherwise every tentative placement is rolled back and, for a gang of
 //     several signatures, up to maxOrders other signature orders are tried
