@@ -30,8 +30,6 @@ type tightest struct {
 	sorted   []*snapshot.NodeInfo
 	heap     []tightItem
 	hopeless []*snapshot.NodeInfo
-	// room counts the nodes with room.
-	room int
 }
 
 type tightKey struct {
@@ -86,7 +84,6 @@ func newTightest(nodes []*snapshot.NodeInfo, devices bool, pref func(*corev1.Nod
 		}
 		t.heap = append(t.heap, tightItem{k, ni})
 	}
-	t.room = len(t.heap)
 	if len(t.heap) <= lazyPrefix {
 		t.sortRest()
 		return t
@@ -97,10 +94,13 @@ func newTightest(nodes []*snapshot.NodeInfo, devices bool, pref func(*corev1.Nod
 	return t
 }
 
+// room counts the nodes with room: those produced and those waiting.
+func (t *tightest) room() int { return len(t.sorted) + len(t.heap) }
+
 // at is the i-th node of the order.
 func (t *tightest) at(i int) *snapshot.NodeInfo {
-	if i >= t.room {
-		return t.hopeless[i-t.room]
+	if room := t.room(); i >= room {
+		return t.hopeless[i-room]
 	}
 	for len(t.sorted) <= i {
 		if len(t.sorted) >= lazyPrefix {
@@ -116,7 +116,7 @@ func (t *tightest) at(i int) *snapshot.NodeInfo {
 func (t *tightest) sortRest() {
 	slices.SortFunc(t.heap, compareTight)
 	if t.sorted == nil {
-		t.sorted = make([]*snapshot.NodeInfo, 0, t.room)
+		t.sorted = make([]*snapshot.NodeInfo, 0, len(t.heap))
 	}
 	for _, it := range t.heap {
 		t.sorted = append(t.sorted, it.ni)
