@@ -8,7 +8,13 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/lockstep-dev/lockstep/internal/version.Lockstep=$(VERSION)
 TEST_TIMEOUT ?= 45m
 
-.PHONY: build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify lint image plugin fmt clean
+# One build configuration for everything make compiles — static (CGO_ENABLED=0) and without this
+# machine's paths (-trimpath), as the image ships — so that Go's build cache compiles a package once
+# for lockstep, its tests, its image and every tool (hack/align keeps the modules' versions shared).
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath $(filter-out -trimpath,$(GOFLAGS))
+
+.PHONY: align build lockstep kubectl-lockstep tools generate test unit e2e soak sizing demo dev bench verify lint image plugin fmt clean
 
 ## build: bin/lockstep plus etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet (v1.37), kwok,
 ## containerd with its runc shim and ctr and the pause and rank images (real nodes: `dev up --real-nodes`),
@@ -73,7 +79,7 @@ sizing: build
 
 ## unit: tests that need no cluster, with the race detector
 unit:
-	$(GO) test -race -short ./internal/...
+	CGO_ENABLED=1 $(GO) test -race -short ./internal/...   # the race detector needs cgo
 
 ## lint: golangci-lint (govet, staticcheck with its doc-comment checks, errcheck, unused: .golangci.yml)
 ## and Kubernetes' logcheck (structured logging with klog/logr), both pinned in hack/lint
@@ -121,6 +127,12 @@ verify: generate lint
 	cd hack/bench && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd hack/node && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 	for m in hack/integrations/*/; do (cd $$m && $(GO) mod tidy && git diff --exit-code go.mod go.sum) || exit 1; done
+	$(GO) run ./hack/align -check
+
+## align: every module the build compiles at one version across lockstep, hack/k8s, hack/tools, hack/krew, hack/node and
+## hack/integrations/*, so the build cache shares its packages (hack/align says which versions move and which stay)
+align:
+	$(GO) run ./hack/align
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

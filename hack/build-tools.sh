@@ -16,9 +16,12 @@
 # `make demo` builds what the demo runs. Each step says what it builds and how long it took.
 # Steps run side by side (LOCKSTEP_BUILD_JOBS at once, 3 by default): one step's module
 # downloads and links overlap another's compiling, and they share Go's build cache — with
-# `make lockstep` too, which already compiled much of k8s.io/kubernetes and client-go: steps build
-# without -trimpath, as `go build` of lockstep and `go test` do, so the cached packages are reused.
+# `make lockstep` and `go test` too. A package is compiled once for all of them when it is built
+# with the same configuration (the Makefile's: CGO_ENABLED=0, -trimpath, set here too for a direct
+# call) and every module beneath it is at the same version (hack/align).
 set -euo pipefail
+export CGO_ENABLED=0
+[[ " ${GOFLAGS:-} " == *" -trimpath "* ]] || export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin/.versions"
@@ -168,7 +171,7 @@ if wanted node-images && { [[ ! -f $bin/images/rank.tar || ! -f $bin/images/paus
   start=$SECONDS
   mkdir -p "$bin/images"
   for img in pause rank; do
-    (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/images/$img" "./hack/images/$img")
+    (cd "$root" && go build -ldflags "-s -w" -o "$bin/images/$img" "./hack/images/$img")
     "$bin/ociimage" -out "$bin/images/$img.tar" -tag "lockstep.local/$img:latest" -name "$img" -version latest \
       "linux/$(go env GOARCH)=$bin/images/$img" > /dev/null
   done

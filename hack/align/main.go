@@ -1,0 +1,261 @@
+// Command align keeps the modules the build compiles at one version where
+// they can share it, so that Go's build cache compiles each package once for
+// every binary `make build` and `make test` need rather than once per module
+// that pins its own version of it (`make align` writes; `make verify` runs
+// it with -check and fails on a difference).
+//
+// The modules are Lockstep's own (.), the Kubernetes binaries' (hack/k8s),
+// the dev tools' (hack/tools, hack/krew), the real node's runtime (hack/node)
+// and each peer controller's (hack/integrations/<name>). A package is shared
+// in the cache only when every module beneath it is at the same version in
+// both builds, so align works from the bottom of the graph:
+//
+//   - a foundation module (anything but the Kubernetes project's own libraries
+//     and the modules built on them) is raised to the highest version any of
+//     them uses, in every one that uses it: these are Go's x/ libraries,
+//     protobuf, gRPC, Prometheus' client, OpenTelemetry, CEL, klog, k8s.io/utils
+//     and their like, which keep Go's compatibility promise across minor versions;
+//   - a Kubernetes library (k8s.io/api, client-go, controller-runtime, …) is
+//     raised only to the highest patch of the minor version the module already
+//     uses: a peer built on client-go v0.35 is never moved to v0.37, whose API
+//     it was not written against.
+//
+// Versions are only ever raised (Go's minimal version selection cannot lower
+// one by a requirement), modules a go.mod replaces are left to the replace,
+// and a module that must stay where it is for one unit is listed in hold.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/mod/semver"
+)
+
+// hold names, per unit, the modules align leaves at that unit's own version,
+// with the reason; a module raised there no longer compiles with the unit's code.
+var hold = map[string]map[string]string{}
+
+// kubernetesLibrary reports whether a module is one of the Kubernetes
+// project's libraries that move together with Kubernetes' minor versions.
+func kubernetesLibrary(path string) bool {
+	switch path {
+	case "k8s.io/klog/v2", "k8s.io/utils", "sigs.k8s.io/json", "sigs.k8s.io/yaml", "sigs.k8s.io/randfill":
+		return false // foundations with no Kubernetes API in them
+	}
+	return strings.HasPrefix(path, "k8s.io/") || strings.HasPrefix(path, "sigs.k8s.io/")
+}
+
+type module struct {
+	Path    string
+	Version string // the version built: a replacement's when a go.mod replaces it by another version
+	Main    bool
+	Replace *module
+}
+
+type unit struct {
+	dir string
+	// modules are those the unit's go.mod requires, which after `go mod tidy`
+	// are the ones that provide a package to its build, at the versions built.
+	modules map[string]module
+	// kubernetesBased are the modules that are, or directly require, a
+	// Kubernetes library (kubernetesLibrary): API types, operators, clients.
+	kubernetesBased map[string]bool
+}
+
+func main() {
+	check := flag.Bool("check", false, "report the modules not aligned and exit 1 instead of writing go.mod files")
+	flag.Parse()
+	dirs := []string{".", "hack/k8s", "hack/tools", "hack/krew", "hack/node"}
+	peers, err := filepath.Glob("hack/integrations/*/go.mod")
+	if err != nil {
+		fail(err)
+	}
+	for _, p := range peers {
+		dirs = append(dirs, filepath.Dir(p))
+	}
+	for round := 1; ; round++ {
+		units := make([]unit, 0, len(dirs))
+		for _, d := range dirs {
+			u, err := load(d)
+			if err != nil {
+				fail(err)
+			}
+			units = append(units, u)
+		}
+		changes := plan(units)
+		if len(changes) == 0 {
+			fmt.Println("every module the build compiles is aligned")
+			return
+		}
+		if *check {
+			for _, d := range sortedKeys(changes) {
+				for _, c := range changes[d] {
+					fmt.Fprintf(os.Stderr, "%s: %s\n", d, c)
+				}
+			}
+			fail(fmt.Errorf("modules not aligned: run `make align` and commit the go.mod and go.sum files it changes"))
+		}
+		if round > 4 {
+			fail(fmt.Errorf("versions still moving after %d rounds: %v", round-1, changes))
+		}
+		for _, d := range sortedKeys(changes) {
+			args := []string{"mod", "edit"}
+			for _, c := range changes[d] {
+				args = append(args, "-require="+c)
+			}
+			fmt.Printf("%s: %s\n", d, strings.Join(changes[d], " "))
+			if err := run(d, "go", args...); err != nil {
+				fail(err)
+			}
+			if err := run(d, "go", "mod", "tidy"); err != nil {
+				fail(err)
+			}
+		}
+	}
+}
+
+// plan returns, per unit directory, the requirements (path@version) that
+// bring it to the aligned versions.
+func plan(units []unit) map[string][]string {
+	highest := map[string]string{}
+	for _, u := range units {
+		for p, m := range u.modules {
+			if v, ok := highest[p]; !ok || semver.Compare(m.Version, v) > 0 {
+				highest[p] = m.Version
+			}
+		}
+	}
+	changes := map[string][]string{}
+	for _, u := range units {
+		for _, p := range sortedKeys(u.modules) {
+			m := u.modules[p]
+			if _, held := hold[u.dir][p]; held || m.Replace != nil {
+				continue
+			}
+			want := highest[p]
+			if u.kubernetesBased[p] {
+				want = highestPatch(units, p, m.Version)
+			}
+			if semver.Compare(want, m.Version) > 0 {
+				changes[u.dir] = append(changes[u.dir], p+"@"+want)
+			}
+		}
+	}
+	return changes
+}
+
+// highestPatch is the highest version of module p, among the units that use
+// it, with the same major and minor version as v.
+func highestPatch(units []unit, p, v string) string {
+	want := v
+	for _, u := range units {
+		m, ok := u.modules[p]
+		if ok && semver.MajorMinor(m.Version) == semver.MajorMinor(v) &&
+			semver.Prerelease(m.Version) == "" && semver.Compare(m.Version, want) > 0 {
+			want = m.Version
+		}
+	}
+	return want
+}
+
+// load reads the module in dir: what its go.mod requires, at the versions
+// its build list selects, and which of them are built on Kubernetes.
+func load(dir string) (unit, error) {
+	edit, err := output(dir, "go", "mod", "edit", "-json")
+	if err != nil {
+		return unit{}, err
+	}
+	var gomod struct{ Require []module }
+	if err := json.Unmarshal(edit, &gomod); err != nil {
+		return unit{}, fmt.Errorf("%s: go.mod: %v", dir, err)
+	}
+	required := map[string]bool{}
+	for _, r := range gomod.Require {
+		required[r.Path] = true
+	}
+	graph, err := output(dir, "go", "mod", "graph")
+	if err != nil {
+		return unit{}, err
+	}
+	u := unit{dir: dir, modules: map[string]module{}, kubernetesBased: map[string]bool{}}
+	for _, line := range strings.Split(string(graph), "\n") {
+		from, to, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		from, _, _ = strings.Cut(from, "@")
+		to, _, _ = strings.Cut(to, "@")
+		if kubernetesLibrary(from) || kubernetesLibrary(to) {
+			u.kubernetesBased[from] = true
+		}
+	}
+	list, err := output(dir, "go", "list", "-m", "-json", "all")
+	if err != nil {
+		return unit{}, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(list))
+	for dec.More() {
+		var m module
+		if err := dec.Decode(&m); err != nil {
+			return unit{}, fmt.Errorf("%s: %v", dir, err)
+		}
+		if m.Replace != nil {
+			if m.Replace.Path != m.Path || m.Replace.Version == "" {
+				continue // a fork or a local directory: not the module the others build
+			}
+			m.Version = m.Replace.Version
+		}
+		if m.Version == "" || m.Main || !required[m.Path] {
+			continue
+		}
+		if kubernetesLibrary(m.Path) {
+			u.kubernetesBased[m.Path] = true
+		}
+		u.modules[m.Path] = m
+	}
+	return u, nil
+}
+
+func output(dir, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s %s: %v: %s", dir, name, strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+func run(dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %s %s: %v", dir, name, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "align:", err)
+	os.Exit(1)
+}
