@@ -11,7 +11,8 @@
 #   benchstat                             (module hack/bench; only when named: `make bench`)
 #   <name>-controller                     (modules hack/integrations/<name>: the
 #     peers' controllers the integration tests run, each at its go.mod's version)
-# A binary is rebuilt only when the version recorded beside it differs.
+# A binary is rebuilt only when the version recorded beside it differs (for a module's binaries, the
+# version with a digest of its go.sum, so that hack/align moving a dependency rebuilds them).
 # With names (hack/build-tools.sh etcd kwok jobset-controller …) only those are built:
 # `make demo` builds what the demo runs. Each step says what it builds and how long it took.
 # Steps run side by side (LOCKSTEP_BUILD_JOBS at once, 3 by default): one step's module
@@ -69,26 +70,18 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 done
 
-k8s_pkgs=()
-for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
-  stale "$name" "$k8s_version" && k8s_pkgs+=("k8s.io/kubernetes/cmd/$name")
-done
-build_k8s() {
-  echo "building ${k8s_pkgs[*]##*/} $k8s_version (downloading its modules first when missing; a cold build takes several minutes)"
-  local start=$SECONDS
-  (cd "$root/hack/k8s" && go build -ldflags "$ldflags" -o "$bin/" "${k8s_pkgs[@]}")
-  for p in "${k8s_pkgs[@]}"; do echo "$k8s_version" > "$bin/.versions/${p##*/}"; done
-  echo "built the Kubernetes binaries in $(took $start)"
+# build_many DIR FLAGS WHAT NAME=VERSION=PKG…: one go build of every PKG (module DIR) into bin/NAME,
+# NAME being PKG's last element, recording each VERSION. One build, one action graph: what the
+# binaries share is compiled once, where builds side by side would each compile it at the same time.
+build_many() {
+  local dir=$1 flags=$2 what=$3 e start=$SECONDS pkgs=()
+  shift 3
+  for e in "$@"; do pkgs+=("${e##*=}"); done
+  echo "building $what"
+  (cd "$dir" && go build -ldflags "$flags" -o "$bin/" "${pkgs[@]}")
+  for e in "$@"; do IFS='=' read -r name v _ <<<"$e"; echo "$v" > "$bin/.versions/$name"; done
+  echo "built $what in $(took $start)"
 }
-[[ ${#k8s_pkgs[@]} -gt 0 ]] && step build_k8s
-build_etcd() {
-  echo "building etcd $etcd_version"
-  local start=$SECONDS
-  (cd "$root/hack/k8s" && go build -ldflags "-s -w" -o "$bin/etcd" ./etcd)
-  echo "$etcd_version" > "$bin/.versions/etcd"
-  echo "built etcd in $(took $start)"
-}
-stale etcd "$etcd_version" && step build_etcd
 # build_in DIR NAME VERSION PKG FLAGS WHAT: go build PKG (module DIR) into bin/NAME, recording VERSION.
 build_in() {
   echo "building $6 $3"
@@ -97,22 +90,44 @@ build_in() {
   echo "$3" > "$bin/.versions/$2"
   echo "built $6 in $(took $start)"
 }
+# sums DIR: a digest of the module's go.sum, appended to a version so that a dependency moved by
+# hack/align rebuilds the binary.
+sums() { echo "+sum.$(sha256sum "$1/go.sum" | cut -c1-8)"; }
+
+# The Kubernetes binaries and etcd (module hack/k8s), one build: they share etcd's client, gRPC and
+# much of the apiserver.
+k8s_version+=$(sums "$root/hack/k8s")
+etcd_version+=$(sums "$root/hack/k8s")
+k8s=()
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
+  stale "$name" "$k8s_version" && k8s+=("$name=$k8s_version=k8s.io/kubernetes/cmd/$name")
+done
+stale etcd "$etcd_version" && k8s+=("etcd=$etcd_version=./etcd")
+[[ ${#k8s[@]} -gt 0 ]] && step build_many "$root/hack/k8s" "$ldflags" \
+  "${k8s[*]%%=*} ${k8s_version%+*} (etcd ${etcd_version%+*}; a cold build takes several minutes)" "${k8s[@]}"
+# The dev tools (module hack/tools), one build.
+tools=()
+tools_flags="-s -w"
 for tool in kwok:sigs.k8s.io/kwok:sigs.k8s.io/kwok/cmd/kwok controller-gen:sigs.k8s.io/controller-tools:sigs.k8s.io/controller-tools/cmd/controller-gen client-gen:k8s.io/code-generator:k8s.io/code-generator/cmd/client-gen helm:helm.sh/helm/v3:helm.sh/helm/v3/cmd/helm; do
   IFS=: read -r name mod pkg <<<"$tool"
   wanted "$name" || continue
   v=$(modversion "$root/hack/tools" "$mod")
-  if stale "$name" "$v"; then
-    flags="-s -w"
-    [[ $name == helm ]] && flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
-    step build_in "$root/hack/tools" "$name" "$v" "$pkg" "$flags" "$name"
-  fi
+  [[ $name == helm ]] && tools_flags+=" -X helm.sh/helm/v3/internal/version.version=$v"
+  v+=$(sums "$root/hack/tools")
+  stale "$name" "$v" && tools+=("$name=$v=$pkg")
 done
-# krew and its manifest validator (module hack/krew: krew's dependencies are older than ours).
+# The image builder is this repository's own code: its version is its sources'.
+v=; wanted ociimage && v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
+stale ociimage "$v" && tools+=("ociimage=$v=./ociimage")
+[[ ${#tools[@]} -gt 0 ]] && step build_many "$root/hack/tools" "$tools_flags" "${tools[*]%%=*}" "${tools[@]}"
+# krew and its manifest validator (module hack/krew: krew's dependencies are older than ours), one build.
+krew=()
 for name in krew validate-krew-manifest; do
   wanted "$name" || continue
-  v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)
-  stale "$name" "$v" && step build_in "$root/hack/krew" "$name" "$v" "sigs.k8s.io/krew/cmd/$name" "-s -w" "$name"
+  v=$(modversion "$root/hack/krew" sigs.k8s.io/krew)$(sums "$root/hack/krew")
+  stale "$name" "$v" && krew+=("$name=$v=sigs.k8s.io/krew/cmd/$name")
 done
+[[ ${#krew[@]} -gt 0 ]] && step build_many "$root/hack/krew" "-s -w" "${krew[*]%%=*}" "${krew[@]}"
 # The linters `make lint` runs (module hack/lint), built only when named: no test needs them.
 for tool in golangci-lint:github.com/golangci/golangci-lint/v2:github.com/golangci/golangci-lint/v2/cmd/golangci-lint logcheck:sigs.k8s.io/logtools:sigs.k8s.io/logtools/logcheck; do
   IFS=: read -r name mod pkg <<<"$tool"
@@ -131,6 +146,10 @@ fi
 # the project's packages, as Karpenter's with its test cloud provider), its
 # version is a digest of the module's Go files and go.sum, so that an edit
 # or a new pin rebuilds it.
+# Controllers built on the same client-go build one after another in one step, so that the
+# Kubernetes libraries they share (hack/align puts them at one patch) are compiled once, not by
+# two builds side by side.
+declare -A peers=()
 for dir in "$root"/hack/integrations/*/; do
   name=$(basename "$dir")
   wanted "$name-controller" || continue
@@ -139,28 +158,38 @@ for dir in "$root"/hack/integrations/*/; do
     v=sources-$(find "$dir" -name '*.go' -print0 | sort -z | xargs -0 cat "$dir/go.sum" | sha256sum | cut -c1-16)
   else
     mod=$(sed -n 's/^require \([^ ]*\) .*/\1/p' "$dir/go.mod" | head -1)
-    v=$(modversion "$dir" "$mod")
+    v=$(modversion "$dir" "$mod")$(sums "$dir")
   fi
-  stale "$name-controller" "$v" && step build_in "$dir" "$name-controller" "$v" "$pkg" "-s -w" "the $name controller"
+  stale "$name-controller" "$v" && peers[$(modversion "$dir" k8s.io/client-go)]+="$dir=$name=$v=$pkg "
+done
+# build_peers DIR=NAME=VERSION=PKG…: each controller in turn.
+build_peers() {
+  local e dir name v pkg
+  for e in "$@"; do
+    IFS='=' read -r dir name v pkg <<<"$e"
+    build_in "$dir" "$name-controller" "$v" "$pkg" "-s -w" "the $name controller"
+  done
+}
+for group in "${peers[@]}"; do
+  read -ra group <<<"$group"
+  step build_peers "${group[@]}"
 done
 # The container runtime of real nodes (module hack/node), one build for its three binaries.
 ctrd_version=$(modversion "$root/hack/node" github.com/containerd/containerd/v2)
+ctrd_stamp=$ctrd_version$(sums "$root/hack/node")
 ctrd_pkgs=()
 for name in containerd containerd-shim-runc-v2 ctr; do
-  stale "$name" "$ctrd_version" && ctrd_pkgs+=("github.com/containerd/containerd/v2/cmd/$name")
+  stale "$name" "$ctrd_stamp" && ctrd_pkgs+=("github.com/containerd/containerd/v2/cmd/$name")
 done
 build_containerd() {
   echo "building ${ctrd_pkgs[*]##*/} $ctrd_version"
   local start=$SECONDS
   (cd "$root/hack/node" && go build -tags "no_btrfs no_devmapper no_zfs" \
     -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$ctrd_version" -o "$bin/" "${ctrd_pkgs[@]}")
-  for p in "${ctrd_pkgs[@]}"; do echo "$ctrd_version" > "$bin/.versions/${p##*/}"; done
+  for p in "${ctrd_pkgs[@]}"; do echo "$ctrd_stamp" > "$bin/.versions/${p##*/}"; done
   echo "built containerd in $(took $start)"
 }
 [[ ${#ctrd_pkgs[@]} -gt 0 ]] && step build_containerd
-# The image builder is this repository's own code: its version is its sources'.
-v=; wanted ociimage && v=$(cat "$root/hack/tools/ociimage/"*.go "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)
-stale ociimage "$v" && step build_in "$root/hack/tools" ociimage "$v" ./ociimage "" ociimage
 # The images real nodes import (no registry here): this repository's code, built static for this
 # machine; their version is their sources' and the image builder's. They need ociimage first.
 v=; wanted node-images && v=$(cat "$root"/hack/images/*/*.go "$root/hack/tools/ociimage/"*.go | sha256sum | cut -c1-16)

@@ -22,7 +22,7 @@
 //
 // Versions are only ever raised (Go's minimal version selection cannot lower
 // one by a requirement), modules a go.mod replaces are left to the replace,
-// and a module that must stay where it is for one unit is listed in hold.
+// and a unit whose code compiles with no raised foundation is listed in leave.
 package main
 
 import (
@@ -39,9 +39,25 @@ import (
 	"golang.org/x/mod/semver"
 )
 
-// hold names, per unit, the modules align leaves at that unit's own version,
-// with the reason; a module raised there no longer compiles with the unit's code.
-var hold = map[string]map[string]string{}
+// stacks names, per unit, the unit whose Kubernetes libraries it builds with
+// instead of the highest patch of its own minor version: a controller whose
+// code compiles with a newer client-go and controller-runtime, and passes its
+// e2e package with them, then shares them in the cache with that unit. The
+// others' code no longer compiles with the next minor (controller-runtime
+// v0.23's webhook builder, client-go v0.35's watch error handler, k8s.io/api
+// v0.37's removed types), so they keep their own.
+var stacks = map[string]string{
+	"hack/integrations/karpenter": ".",                        // v1.14, on client-go v0.35: passes on Lockstep's v0.37
+	"hack/integrations/lws":       "hack/integrations/jobset", // v0.7.0, on client-go v0.33: passes on JobSet's v0.34
+}
+
+// leave names the units align does not touch, with the reason.
+var leave = map[string]string{
+	// The operator's k8s.io/apiserver v0.31 calls otelgrpc interceptors that
+	// later versions removed, and every current OpenTelemetry exporter and
+	// grpc-gateway require those later versions.
+	"hack/integrations/mpi": "OpenTelemetry",
+}
 
 // kubernetesLibrary reports whether a module is one of the Kubernetes
 // project's libraries that move together with Kubernetes' minor versions.
@@ -49,6 +65,16 @@ func kubernetesLibrary(path string) bool {
 	switch path {
 	case "k8s.io/klog/v2", "k8s.io/utils", "sigs.k8s.io/json", "sigs.k8s.io/yaml", "sigs.k8s.io/randfill":
 		return false // foundations with no Kubernetes API in them
+	}
+	switch {
+	case path == "github.com/google/gnostic-models":
+		// kube-openapi's OpenAPI documents: v0.7 moved to go.yaml.in/yaml/v3, which
+		// the kube-openapi of client-go v0.33 and before does not compile with.
+		return true
+	case strings.HasPrefix(path, "go.opentelemetry.io/contrib/"):
+		// k8s.io/apiserver's tracing: the gRPC interceptors k8s.io/apiserver v0.31
+		// calls are gone from later otelgrpc versions.
+		return true
 	}
 	return strings.HasPrefix(path, "k8s.io/") || strings.HasPrefix(path, "sigs.k8s.io/")
 }
@@ -79,7 +105,9 @@ func main() {
 		fail(err)
 	}
 	for _, p := range peers {
-		dirs = append(dirs, filepath.Dir(p))
+		if _, ok := leave[filepath.Dir(p)]; !ok {
+			dirs = append(dirs, filepath.Dir(p))
+		}
 	}
 	for round := 1; ; round++ {
 		units := make([]unit, 0, len(dirs))
@@ -133,16 +161,25 @@ func plan(units []unit) map[string][]string {
 			}
 		}
 	}
+	byDir := map[string]unit{}
+	for _, u := range units {
+		byDir[u.dir] = u
+	}
 	changes := map[string][]string{}
 	for _, u := range units {
 		for _, p := range sortedKeys(u.modules) {
 			m := u.modules[p]
-			if _, held := hold[u.dir][p]; held || m.Replace != nil {
+			if m.Replace != nil {
 				continue
 			}
 			want := highest[p]
 			if u.kubernetesBased[p] {
 				want = highestPatch(units, p, m.Version)
+				if ref, ok := byDir[stacks[u.dir]]; ok && kubernetesLibrary(p) {
+					if r, ok := ref.modules[p]; ok && semver.Compare(r.Version, want) > 0 {
+						want = r.Version
+					}
+				}
 			}
 			if semver.Compare(want, m.Version) > 0 {
 				changes[u.dir] = append(changes[u.dir], p+"@"+want)
