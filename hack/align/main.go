@@ -30,10 +30,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"golang.org/x/mod/semver"
@@ -124,7 +125,7 @@ func main() {
 			return
 		}
 		if *check {
-			for _, d := range sortedKeys(changes) {
+			for _, d := range slices.Sorted(maps.Keys(changes)) {
 				for _, c := range changes[d] {
 					fmt.Fprintf(os.Stderr, "%s: %s\n", d, c)
 				}
@@ -134,7 +135,7 @@ func main() {
 		if round > 4 {
 			fail(fmt.Errorf("versions still moving after %d rounds: %v", round-1, changes))
 		}
-		for _, d := range sortedKeys(changes) {
+		for _, d := range slices.Sorted(maps.Keys(changes)) {
 			args := []string{"mod", "edit"}
 			for _, c := range changes[d] {
 				args = append(args, "-require="+c)
@@ -167,7 +168,7 @@ func plan(units []unit) map[string][]string {
 	}
 	changes := map[string][]string{}
 	for _, u := range units {
-		for _, p := range sortedKeys(u.modules) {
+		for _, p := range slices.Sorted(maps.Keys(u.modules)) {
 			m := u.modules[p]
 			if m.Replace != nil {
 				continue
@@ -281,15 +282,6 @@ func run(dir, name string, args ...string) error {
 		return fmt.Errorf("%s: %s %s: %v", dir, name, strings.Join(args, " "), err)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func fail(err error) {
