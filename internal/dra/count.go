@@ -103,6 +103,7 @@ func countIn(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClas
 	// whether every one of those devices is tainted.
 	partitioned := map[counterSetKey]bool{}
 	for _, s := range slices {
+		ids := snapshot.DevicesOf(s)
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
 			if keep != nil && !keep(s.Spec.Driver, d) || !matches.of(ctx, cache, class, s, d) {
@@ -115,7 +116,7 @@ func countIn(ctx context.Context, cache *cel.Cache, class *resourcev1.DeviceClas
 			}
 			out.Total++
 			switch {
-			case allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)):
+			case allocated.Has(ids.ID(d.Name)):
 				out.Allocated++
 			case keepsPodsOff(d.Taints):
 				out.Tainted++

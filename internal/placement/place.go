@@ -258,7 +258,11 @@ func (g *group) reset() {
 	} else {
 		clear(g.fullAt)
 	}
-	g.full = map[string]int{}
+	if g.full == nil {
+		g.full = map[string]int{}
+	} else {
+		clear(g.full)
+	}
 }
 
 // hopeless reports the nodes that cannot hold one of the group's members
@@ -368,6 +372,7 @@ func buildGroups(ctx context.Context, snap *snapshot.Snapshot, unit Unit, sc sco
 		if capacity.AllowsAll() {
 			capacity = nil
 		}
+		g.feasible = make([]*snapshot.NodeInfo, 0, len(nodes))
 		for _, ni := range nodes {
 			if capacity != nil {
 				if t := ni.CapacityType(); !capacity.Allows(t) {

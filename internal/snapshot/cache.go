@@ -667,8 +667,8 @@ func (c *Cache) updateClaims(s *Snapshot) {
 	clear(c.dirtyClaims)
 	var released []structured.DeviceID
 	for _, ch := range changes {
-		s.ReleaseClaim(ch.old)
 		old := ClaimDevices(ch.old)
+		s.releaseClaim(ch.old, old)
 		released = append(released, old...)
 		c.countHolders(old, -1)
 	}
@@ -678,8 +678,9 @@ func (c *Cache) updateClaims(s *Snapshot) {
 			continue
 		}
 		s.Claims[ch.key] = ch.new
-		s.HoldClaim(ch.new)
-		c.countHolders(ClaimDevices(ch.new), +1)
+		held := ClaimDevices(ch.new)
+		s.holdClaim(ch.new, held)
+		c.countHolders(held, +1)
 	}
 	// Two claims can hold one device for a while: the binder's in-memory
 	// claim for a pod's extended resources and the claim it created for
@@ -768,8 +769,9 @@ func (c *Cache) nodeInfo(s *Snapshot, it *nodeItem) *NodeInfo {
 	ni.devices = countUnits(ni.Slices)
 	for _, sl := range ni.Slices {
 		s.poolNode[poolKey{sl.Spec.Driver, sl.Spec.Pool.Name}] = ni
+		ids := DevicesOf(sl)
 		for i := range sl.Spec.Devices {
-			if s.Allocated.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, sl.Spec.Devices[i].Name)) {
+			if s.Allocated.Has(ids.ID(sl.Spec.Devices[i].Name)) {
 				ni.holdUnit(unitOf(sl.Spec.Driver, sl.Spec.Pool.Name, &sl.Spec.Devices[i]))
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	draapi "k8s.io/dynamic-resource-allocation/api"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/structured"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
@@ -227,7 +228,12 @@ func (s *Snapshot) Node(name string) *NodeInfo { return s.nodeByName[name] }
 // allocations with the capacity they consume. Results with admin access
 // hold nothing (kube-scheduler does not count them either).
 func (s *Snapshot) HoldClaim(c *resourcev1.ResourceClaim) {
-	s.Allocate(ClaimDevices(c)...)
+	s.holdClaim(c, ClaimDevices(c))
+}
+
+// holdClaim is HoldClaim with the claim's ClaimDevices already made.
+func (s *Snapshot) holdClaim(c *resourcev1.ResourceClaim, devices []structured.DeviceID) {
+	s.Allocate(devices...)
 	for _, r := range sharedResults(c) {
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		s.insertShared(structured.MakeSharedDeviceID(id, r.ShareID))
@@ -239,7 +245,12 @@ func (s *Snapshot) HoldClaim(c *resourcev1.ResourceClaim) {
 
 // ReleaseClaim undoes HoldClaim.
 func (s *Snapshot) ReleaseClaim(c *resourcev1.ResourceClaim) {
-	s.Release(ClaimDevices(c)...)
+	s.releaseClaim(c, ClaimDevices(c))
+}
+
+// releaseClaim is ReleaseClaim with the claim's ClaimDevices already made.
+func (s *Snapshot) releaseClaim(c *resourcev1.ResourceClaim, devices []structured.DeviceID) {
+	s.Release(devices...)
 	for _, r := range sharedResults(c) {
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		s.deleteShared(structured.MakeSharedDeviceID(id, r.ShareID))
@@ -489,6 +500,20 @@ func (s *Snapshot) Reserve(node string, p *corev1.Pod, claims []*resourcev1.Reso
 	}
 }
 
+// SliceDevices makes the IDs of one slice's devices, its driver and pool
+// interned once instead of once per device (structured.MakeDeviceID).
+type SliceDevices struct{ driver, pool draapi.UniqueString }
+
+// DevicesOf is the SliceDevices of sl.
+func DevicesOf(sl *resourcev1.ResourceSlice) SliceDevices {
+	return SliceDevices{draapi.MakeUniqueString(sl.Spec.Driver), draapi.MakeUniqueString(sl.Spec.Pool.Name)}
+}
+
+// ID is the ID of the slice's device name.
+func (d SliceDevices) ID(name string) structured.DeviceID {
+	return structured.DeviceID{Driver: d.driver, Pool: d.pool, Device: draapi.MakeUniqueString(name)}
+}
+
 // ClaimDevices are the devices an allocated claim holds for its exclusive
 // use (not shares of devices that allow several allocations, not admin
 // access).
@@ -497,11 +522,18 @@ func ClaimDevices(c *resourcev1.ResourceClaim) []structured.DeviceID {
 		return nil
 	}
 	out := make([]structured.DeviceID, 0, len(c.Status.Allocation.Devices.Results))
+	// ids interns the driver and pool of the last result made: most results share them.
+	var ids SliceDevices
+	var driver, pool string
 	for _, r := range c.Status.Allocation.Devices.Results {
 		if r.ShareID != nil || ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
-		out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+		if len(out) == 0 || r.Driver != driver || r.Pool != pool {
+			driver, pool = r.Driver, r.Pool
+			ids = SliceDevices{draapi.MakeUniqueString(driver), draapi.MakeUniqueString(pool)}
+		}
+		out = append(out, ids.ID(r.Device))
 	}
 	return out
 }
