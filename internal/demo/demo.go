@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -50,30 +51,88 @@ func (r Result) Scenario(name string) ScenarioResult {
 	return ScenarioResult{Scenario: name}
 }
 
-// Run runs every scenario under every mode, each mode on its own fresh
-// local cluster, and prints one table per scenario.
+// PortCount is how many ports from Options.BasePort the demo uses: one
+// cluster's (devcluster.PortCount) per mode, side by side.
+var PortCount = len(modes) * devcluster.PortCount
+
+// step is what one mode did: a scenario's result, or an error.
+type step struct {
+	scenario ScenarioResult
+	err      error
+}
+
+// Run runs every scenario under every mode, the modes side by side, each on
+// its own fresh local cluster (the i-th mode's API server on BasePort +
+// i×devcluster.PortCount), and prints one table per scenario as soon as
+// every mode has run it: the first after one scenario, not after every mode
+// has run them all one mode after another.
 func Run(ctx context.Context, o Options) ([]Result, error) {
 	spec, err := clusterspec.Parse([]byte(clusterspec.PreemptionYAML))
 	if err != nil {
 		return nil, err
 	}
-	var results []Result
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fmt.Fprintf(o.Out, "\nThree fresh local control planes, side by side; each table prints once all three have run its scenario:\n")
+	steps := make([]chan step, len(modes))
+	// tables closes once every table is printed: Lockstep's cluster then
+	// runs its real nodes, printing as it goes.
+	tables := make(chan struct{})
+	var wg sync.WaitGroup
 	for i, m := range modes {
-		fmt.Fprintf(o.Out, "\n== (%c) %s ==\n", 'a'+i, m.name)
-		r, err := runMode(ctx, o, m, spec, filepath.Join(o.StateDir, string(rune('a'+i))))
-		if err != nil {
-			return results, fmt.Errorf("%s: %w", m.name, err)
-		}
-		results = append(results, r)
+		fmt.Fprintf(o.Out, "  (%c) %s\n", 'a'+i, m.name)
+		steps[i] = make(chan step, len(scenarios)+1) // never blocks: a mode stops at its first error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(steps[i])
+			mo := o
+			mo.BasePort = o.BasePort + i*devcluster.PortCount
+			runMode(ctx, mo, m, spec, filepath.Join(o.StateDir, string(rune('a'+i))), steps[i], tables)
+		}()
+	}
+	results := make([]Result, len(modes))
+	fail := func(i int, err error) ([]Result, error) {
+		cancel()
+		wg.Wait()
+		return results, fmt.Errorf("%s: %w", modes[i].name, err)
 	}
 	for _, sc := range scenarios {
+		for i, m := range modes {
+			st, ok := <-steps[i]
+			if !ok {
+				return fail(i, fmt.Errorf("stopped before %s", sc.name))
+			}
+			if st.err != nil {
+				return fail(i, st.err)
+			}
+			results[i].Mode = m.name
+			results[i].Scenarios = append(results[i].Scenarios, st.scenario)
+		}
 		printTable(o.Out, sc, results)
 	}
+	close(tables)
+	for i := range modes {
+		for st := range steps[i] {
+			if st.err != nil {
+				return fail(i, st.err)
+			}
+		}
+	}
+	wg.Wait()
 	return results, nil
 }
 
-func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string) (Result, error) {
-	res := Result{Mode: m.name}
+// runMode runs the scenarios under m on a fresh cluster, sending each
+// scenario's result (or the error that stops it) on steps; with real nodes,
+// once tables is closed it runs a gang on them, printing to o.Out.
+func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string, steps chan<- step, tables <-chan struct{}) {
+	if err := runScenarios(ctx, o, m, spec, dir, steps, tables); err != nil {
+		steps <- step{err: err}
+	}
+}
+
+func runScenarios(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string, steps chan<- step, tables <-chan struct{}) error {
 	real := 0
 	if m.gang == lockstepJob {
 		real = o.RealNodes
@@ -83,48 +142,48 @@ func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, 
 		RealNodes: real,
 	})
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer func() { _ = c.Down() }()
 	cfg, err := c.RESTConfig()
 	if err != nil {
-		return res, err
+		return err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return res, err
+		return err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return res, err
+		return err
 	}
 	// The JobSet scenario runs the real JobSet controller in every column.
 	stop, err := c.StartController(ctx, devcluster.JobSetController, filepath.Dir(o.BinDir))
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer stop()
 	if err := createPriorityClasses(ctx, client); err != nil {
-		return res, err
+		return err
 	}
 	for _, sc := range scenarios {
-		fmt.Fprintf(o.Out, "   %s\n", sc.title)
 		jobs, err := sc.run(ctx, env{client: client, dynamic: dyn}, m, sc, o.Quiet)
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", sc.name, err)
+			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		for _, j := range jobs {
-			fmt.Fprintf(o.Out, "     %s: %d Running, %d Pending, %d %s held\n", j.Job, j.Running, j.Pending, j.Held, sc.acc.unit())
-		}
-		res.Scenarios = append(res.Scenarios, ScenarioResult{Scenario: sc.name, Jobs: jobs})
+		steps <- step{scenario: ScenarioResult{Scenario: sc.name, Jobs: jobs}}
 		if err := cleanUp(ctx, client, sc.namespace); err != nil {
-			return res, fmt.Errorf("%s: cleaning up: %w", sc.name, err)
+			return fmt.Errorf("%s: cleaning up: %w", sc.name, err)
 		}
 	}
-	if real > 0 {
-		if err := runOnRealNodes(ctx, client, o.Out); err != nil {
-			return res, err
-		}
+	if real == 0 {
+		return nil
 	}
-	return res, nil
+	select {
+	case <-tables:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	fmt.Fprintf(o.Out, "\n== %s ==\n", m.name)
+	return runOnRealNodes(ctx, client, o.Out)
 }

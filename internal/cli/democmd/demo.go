@@ -46,7 +46,7 @@ func newCommand(o *Options) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Demo.StateDir, "state-dir", o.Demo.StateDir, "where the demo's local clusters keep their state")
-	f.IntVar(&o.Demo.BasePort, "base-port", o.Demo.BasePort, "API server port of the demo clusters (one at a time)")
+	f.IntVar(&o.Demo.BasePort, "base-port", o.Demo.BasePort, "API server port of the first demo cluster; the clusters run side by side, each on the next ports (the demo uses this many ports from it: 3 × 13)")
 	f.StringVar(&o.Demo.BinDir, "bin-dir", o.Demo.BinDir, "directory holding the Kubernetes binaries (default: beside this binary)")
 	f.DurationVar(&o.Demo.Quiet, "settle", o.Demo.Quiet, "how long a scenario must stay unchanged to count as settled")
 	f.IntVar(&o.Demo.RealNodes, "real-nodes", -1, "real nodes in Lockstep's cluster, whose gangs run as real containers and print the devices each rank saw; "+
@@ -80,8 +80,8 @@ func (o *Options) Validate() error {
 	switch d := o.Demo; {
 	case d.StateDir == "":
 		return fmt.Errorf("--state-dir is empty: name a directory for the demo's clusters (default .lockstep/demo)")
-	case d.BasePort < 1024 || d.BasePort > 65535-devcluster.PortCount:
-		return fmt.Errorf("--base-port %d: want 1024-%d", d.BasePort, 65535-devcluster.PortCount)
+	case d.BasePort < 1024 || d.BasePort > 65535-demo.PortCount:
+		return fmt.Errorf("--base-port %d: want 1024-%d (the demo's three clusters use %d ports from it)", d.BasePort, 65535-demo.PortCount, demo.PortCount)
 	case d.Quiet <= 0:
 		return fmt.Errorf("--settle %s: want a positive duration, e.g. 6s (a scenario settles once unchanged that long)", d.Quiet)
 	}

@@ -29,7 +29,7 @@ func TestDemoShowsDeadlockPreemptionAndLockstepFix(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	results, err := demo.Run(ctx, demo.Options{
-		BinDir: filepath.Join(root, "bin"), StateDir: dir, BasePort: harness.FreeBasePort(), Out: &out, Quiet: 5 * time.Second,
+		BinDir: filepath.Join(root, "bin"), StateDir: dir, BasePort: harness.FreePorts(demo.PortCount), Out: &out, Quiet: 5 * time.Second,
 	})
 	t.Log(out.String())
 	if err != nil {

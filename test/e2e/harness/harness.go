@@ -205,11 +205,15 @@ func startCluster(root, bin string, opts Options) (*devcluster.Cluster, error) {
 //
 // Ports are drawn from 20000-32000, below Linux's ephemeral range
 // (32768-60999), where outgoing connections would otherwise take them.
-func FreeBasePort() int {
+func FreeBasePort() int { return FreePorts(devcluster.PortCount) }
+
+// FreePorts returns the first of n consecutive free ports, picked at random
+// (the demo runs its clusters side by side, on demo.PortCount ports).
+func FreePorts(n int) int {
 	for {
 		base := 20000 + rand.IntN(12000)
 		free := true
-		for p := base; p < base+devcluster.PortCount && free; p++ {
+		for p := base; p < base+n && free; p++ {
 			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 			if err != nil {
 				free = false
