@@ -1,13 +1,17 @@
 package snapshot
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/lockstep-dev/lockstep/internal/features"
 )
@@ -84,5 +88,52 @@ func TestPortConflict(t *testing.T) {
 		if got := ni.PortConflict(port); got != want {
 			t.Errorf("%s: want conflict=%v, got %v", port, want, got)
 		}
+	}
+}
+
+// TestClaimDevicesInternsLikeMakeDeviceID: the IDs ClaimDevices makes,
+// interning a driver and pool once for the results that share them, are
+// the IDs structured.MakeDeviceID makes one by one — with shares and admin
+// access (left out) between results of other pools.
+func TestClaimDevicesInternsLikeMakeDeviceID(t *testing.T) {
+	share, admin := types.UID("s1"), true
+	result := func(driver, pool, device string) resourcev1.DeviceRequestAllocationResult {
+		return resourcev1.DeviceRequestAllocationResult{Request: "r", Driver: driver, Pool: pool, Device: device}
+	}
+	shared, adminAccess := result("gpu.example.com", "node-b", "gpu-9"), result("gpu.example.com", "node-a", "gpu-8")
+	shared.ShareID, adminAccess.AdminAccess = &share, &admin
+	tests := map[string]struct {
+		results []resourcev1.DeviceRequestAllocationResult
+		want    []structured.DeviceID
+	}{
+		"one pool": {
+			results: []resourcev1.DeviceRequestAllocationResult{result("gpu.example.com", "node-a", "gpu-0"), result("gpu.example.com", "node-a", "gpu-1")},
+			want:    []structured.DeviceID{structured.MakeDeviceID("gpu.example.com", "node-a", "gpu-0"), structured.MakeDeviceID("gpu.example.com", "node-a", "gpu-1")},
+		},
+		"pools and drivers interleaved, a share and admin access between them": {
+			results: []resourcev1.DeviceRequestAllocationResult{
+				result("gpu.example.com", "node-a", "gpu-0"), shared, result("gpu.example.com", "node-b", "gpu-1"),
+				adminAccess, result("gpu.example.com", "node-a", "gpu-2"), result("nic.example.com", "node-a", "gpu-2"),
+			},
+			want: []structured.DeviceID{
+				structured.MakeDeviceID("gpu.example.com", "node-a", "gpu-0"), structured.MakeDeviceID("gpu.example.com", "node-b", "gpu-1"),
+				structured.MakeDeviceID("gpu.example.com", "node-a", "gpu-2"), structured.MakeDeviceID("nic.example.com", "node-a", "gpu-2"),
+			},
+		},
+		"only a share": {results: []resourcev1.DeviceRequestAllocationResult{shared}, want: []structured.DeviceID{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := &resourcev1.ResourceClaim{Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{
+				Devices: resourcev1.DeviceAllocationResult{Results: tc.results}}}}
+			got := ClaimDevices(c)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ClaimDevices = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	sl := &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", Pool: resourcev1.ResourcePool{Name: "node-a"}}}
+	if got, want := DevicesOf(sl).ID("gpu-3"), structured.MakeDeviceID("gpu.example.com", "node-a", "gpu-3"); got != want {
+		t.Errorf("DevicesOf(slice).ID = %v, want %v", got, want)
 	}
 }
