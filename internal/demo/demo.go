@@ -88,34 +88,25 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			defer close(steps[i])
 			mo := o
 			mo.BasePort = o.BasePort + i*devcluster.PortCount
-			runMode(ctx, mo, m, spec, filepath.Join(o.StateDir, string(rune('a'+i))), steps[i], tables)
+			if err := runMode(ctx, mo, m, spec, filepath.Join(o.StateDir, string(rune('a'+i))), steps[i], tables); err != nil {
+				steps[i] <- step{err: err}
+			}
 		}()
 	}
-	results := make([]Result, len(modes))
-	fail := func(i int, err error) ([]Result, error) {
+	fail := func(err error) error {
 		cancel()
 		wg.Wait()
-		return results, fmt.Errorf("%s: %w", modes[i].name, err)
+		return err
 	}
-	for _, sc := range scenarios {
-		for i, m := range modes {
-			st, ok := <-steps[i]
-			if !ok {
-				return fail(i, fmt.Errorf("stopped before %s", sc.name))
-			}
-			if st.err != nil {
-				return fail(i, st.err)
-			}
-			results[i].Mode = m.name
-			results[i].Scenarios = append(results[i].Scenarios, st.scenario)
-		}
-		printTable(o.Out, sc, results)
+	results, err := gather(o.Out, steps)
+	if err != nil {
+		return results, fail(err)
 	}
 	close(tables)
 	for i := range modes {
 		for st := range steps[i] {
 			if st.err != nil {
-				return fail(i, st.err)
+				return results, fail(fmt.Errorf("%s: %w", modes[i].name, st.err))
 			}
 		}
 	}
@@ -123,16 +114,35 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	return results, nil
 }
 
-// runMode runs the scenarios under m on a fresh cluster, sending each
-// scenario's result (or the error that stops it) on steps; with real nodes,
-// once tables is closed it runs a gang on them, printing to o.Out.
-func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string, steps chan<- step, tables <-chan struct{}) {
-	if err := runScenarios(ctx, o, m, spec, dir, steps, tables); err != nil {
-		steps <- step{err: err}
+// gather receives the modes' steps scenario by scenario and prints each
+// scenario's table once every mode has run it; it stops at the first mode
+// that fails (or stops) and names it.
+func gather(out io.Writer, steps []chan step) ([]Result, error) {
+	results := make([]Result, len(modes))
+	for i, m := range modes {
+		results[i].Mode = m.name
 	}
+	for _, sc := range scenarios {
+		for i, m := range modes {
+			st, ok := <-steps[i]
+			switch {
+			case !ok:
+				return results, fmt.Errorf("%s: stopped before %s", m.name, sc.name)
+			case st.err != nil:
+				return results, fmt.Errorf("%s: %w", m.name, st.err)
+			}
+			results[i].Scenarios = append(results[i].Scenarios, st.scenario)
+		}
+		printTable(out, sc, results)
+	}
+	return results, nil
 }
 
-func runScenarios(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string, steps chan<- step, tables <-chan struct{}) error {
+// runMode runs the scenarios under m on a fresh cluster, sending each
+// scenario's result on steps, and returns the error that stops it; with
+// real nodes, once tables is closed it runs a gang on them, printing to
+// o.Out.
+func runMode(ctx context.Context, o Options, m mode, spec *clusterspec.Cluster, dir string, steps chan<- step, tables <-chan struct{}) error {
 	real := 0
 	if m.gang == lockstepJob {
 		real = o.RealNodes

@@ -46,7 +46,7 @@ func newCommand(o *Options) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Demo.StateDir, "state-dir", o.Demo.StateDir, "where the demo's local clusters keep their state")
-	f.IntVar(&o.Demo.BasePort, "base-port", o.Demo.BasePort, "API server port of the first demo cluster; the clusters run side by side, each on the next ports (the demo uses this many ports from it: 3 × 13)")
+	f.IntVar(&o.Demo.BasePort, "base-port", o.Demo.BasePort, fmt.Sprintf("API server port of the first demo cluster; the clusters run side by side, each on the next ports (%d ports from it in all)", demo.PortCount))
 	f.StringVar(&o.Demo.BinDir, "bin-dir", o.Demo.BinDir, "directory holding the Kubernetes binaries (default: beside this binary)")
 	f.DurationVar(&o.Demo.Quiet, "settle", o.Demo.Quiet, "how long a scenario must stay unchanged to count as settled")
 	f.IntVar(&o.Demo.RealNodes, "real-nodes", -1, "real nodes in Lockstep's cluster, whose gangs run as real containers and print the devices each rank saw; "+
