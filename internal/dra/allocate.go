@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -41,6 +42,8 @@ type Allocator struct {
 	// domain's device value); kept caches each slice so filtered.
 	keep func(driver string, d *resourcev1.Device) bool
 	kept map[*resourcev1.ResourceSlice]*resourcev1.ResourceSlice
+	// answers remembers Allocate's answers (see answer).
+	answers answers
 }
 
 // Restrict returns an allocator over the same snapshot that allocates only
@@ -86,20 +89,36 @@ func NewCache() *cel.Cache { return cel.NewCache(1024, cel.Features{}) }
 // an ErrInvalidClaim-wrapped error when a claim or class cannot be
 // evaluated at all. Only the node's own slices and the
 // cluster-wide ones are offered to the allocator, so the cost of one call
-// does not grow with the cluster.
+// does not grow with the cluster. An answer given before in the same state
+// is given again without asking the allocator (answers).
 func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) ([]resourcev1.AllocationResult, error) {
-	slices := node.Slices
+	key, ok := a.answers.key(a.snap, node, claims)
+	if ok {
+		if results, known := a.answers.known[key]; known {
+			return slices.Clone(results), nil
+		}
+	}
+	results, err := a.allocate(ctx, node, claims)
+	if ok && err == nil {
+		a.answers.remember(key, slices.Clone(results))
+	}
+	return results, err
+}
+
+// allocate is Allocate without the answers remembered.
+func (a *Allocator) allocate(ctx context.Context, node *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) ([]resourcev1.AllocationResult, error) {
+	in := node.Slices
 	if len(a.snap.GlobalSlices) > 0 {
-		slices = append(append([]*resourcev1.ResourceSlice(nil), node.Slices...), a.snap.GlobalSlices...)
+		in = append(append([]*resourcev1.ResourceSlice(nil), node.Slices...), a.snap.GlobalSlices...)
 	}
 	if a.keep != nil {
-		offered := make([]*resourcev1.ResourceSlice, len(slices))
-		for i, s := range slices {
+		offered := make([]*resourcev1.ResourceSlice, len(in))
+		for i, s := range in {
 			offered[i] = a.offered(s)
 		}
-		slices = offered
+		in = offered
 	}
-	alloc, err := structured.NewAllocator(ctx, a.snap.Features.Allocator, structured.AllocatedState{AllocatedDevices: a.snap.Allocated, AllocatedSharedDeviceIDs: a.snap.Shared, AggregatedCapacity: a.snap.Consumed}, classLister(a.snap.Classes), slices, a.cache)
+	alloc, err := structured.NewAllocator(ctx, a.snap.Features.Allocator, structured.AllocatedState{AllocatedDevices: a.snap.Allocated, AllocatedSharedDeviceIDs: a.snap.Shared, AggregatedCapacity: a.snap.Consumed}, classLister(a.snap.Classes), in, a.cache)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
 	}

@@ -1,0 +1,136 @@
+package dra
+
+import (
+	"strconv"
+	"strings"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// answers remembers what the allocator answered for claims on a node, so
+// that asking again in the same state costs a lookup. One decision asks
+// the same questions many times: a preemption search places the unit tens
+// of times with a few candidates more or less each time, and the members
+// of a gang share their claims' specs.
+//
+// The structured allocator's answer depends only on what a key holds: the
+// node (its slices, its Node object), which of the node's devices are
+// allocated, and the specs of the claims asked for, in order — the
+// DeviceClasses, the allocator's features and the snapshot's slices do not
+// change while an Allocator lives (one decision). Nodes whose devices allow
+// several allocations are not remembered: their shares and consumed
+// capacity are not in the key, and the allocator names each new share
+// afresh. Neither are nodes when the cluster has slices outside any node
+// (their state is the whole cluster's).
+type answers struct {
+	known map[answerKey][]resourcev1.AllocationResult
+	// ids are each slice's device IDs; shared marks a slice with a device
+	// that allows several allocations.
+	ids map[*resourcev1.ResourceSlice]sliceIDs
+	// specs are each claim's spec, serialized.
+	specs map[*resourcev1.ResourceClaim]string
+	// buf is reused to build keys.
+	buf []byte
+}
+
+type answerKey struct {
+	node *snapshot.NodeInfo
+	// allocated has one bit per device of the node's slices, in order: set
+	// when the device is allocated.
+	allocated string
+	// claims are the claims' specs, each after its length.
+	claims string
+}
+
+type sliceIDs struct {
+	ids    []structured.DeviceID
+	shared bool
+}
+
+// answersLimit bounds what one Allocator remembers: past it, it forgets
+// everything and starts again.
+const answersLimit = 1 << 16
+
+// key is the key of asking for claims on node; false when the answer must
+// not be remembered.
+func (m *answers) key(snap *snapshot.Snapshot, node *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) (answerKey, bool) {
+	if len(snap.GlobalSlices) > 0 {
+		return answerKey{}, false
+	}
+	if m.ids == nil {
+		m.ids = map[*resourcev1.ResourceSlice]sliceIDs{}
+		m.specs = map[*resourcev1.ResourceClaim]string{}
+	}
+	bits := m.buf[:0]
+	n := 0
+	for _, sl := range node.Slices {
+		ids, ok := m.ids[sl]
+		if !ok {
+			ids = idsOf(sl)
+			m.ids[sl] = ids
+		}
+		if ids.shared {
+			return answerKey{}, false
+		}
+		for _, id := range ids.ids {
+			if n%8 == 0 {
+				bits = append(bits, 0)
+			}
+			if snap.Allocated.Has(id) {
+				bits[n/8] |= 1 << (n % 8)
+			}
+			n++
+		}
+	}
+	m.buf = bits
+	var specs strings.Builder
+	for _, c := range claims {
+		spec, ok := m.specs[c]
+		if !ok {
+			b, err := c.Spec.Marshal()
+			if err != nil {
+				return answerKey{}, false
+			}
+			spec = string(b)
+			if len(m.specs) >= answersLimit {
+				clear(m.specs)
+			}
+			m.specs[c] = spec
+		}
+		specs.WriteString(strconv.Itoa(len(spec)))
+		specs.WriteByte(':')
+		specs.WriteString(spec)
+	}
+	return answerKey{node: node, allocated: string(bits), claims: specs.String()}, true
+}
+
+// remember records the answer to key (nil: the claims do not fit).
+func (m *answers) remember(key answerKey, results []resourcev1.AllocationResult) {
+	for i := range results {
+		for _, r := range results[i].Devices.Results {
+			if r.ShareID != nil {
+				return
+			}
+		}
+	}
+	if m.known == nil || len(m.known) >= answersLimit {
+		m.known = map[answerKey][]resourcev1.AllocationResult{}
+	}
+	m.known[key] = results
+}
+
+func idsOf(sl *resourcev1.ResourceSlice) sliceIDs {
+	out := sliceIDs{ids: make([]structured.DeviceID, len(sl.Spec.Devices))}
+	devs := snapshot.DevicesOf(sl)
+	for i := range sl.Spec.Devices {
+		d := &sl.Spec.Devices[i]
+		out.ids[i] = devs.ID(d.Name)
+		if d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+			out.shared = true
+		}
+	}
+	return out
+}

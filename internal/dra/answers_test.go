@@ -1,0 +1,183 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-dev/lockstep/internal/clusterspec"
+	"github.com/lockstep-dev/lockstep/internal/features"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
+)
+
+// answersCluster is 2 nodes of 4 plain GPUs and 1 of 2 partitionable GPUs
+// (7 1g and 2 3g partitions each), and their classes.
+func answersCluster(t *testing.T) snapshot.Input {
+	t.Helper()
+	c, err := clusterspec.Parse([]byte(`nodePools:
+- name: plain
+  count: 2
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+  - driver: plain.example.com
+    count: 4
+- name: a100
+  count: 1
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+  - driver: gpu.example.com
+    count: 2
+    attributes: {type: {string: gpu}}
+    counters: {memory: 40Gi, slices: "7"}
+    partitions:
+    - {name: 1g, count: 7, attributes: {type: {string: mig}}, consumes: {memory: 5Gi, slices: "1"}}
+    - {name: 3g, count: 2, attributes: {type: {string: mig}}, consumes: {memory: 20Gi, slices: "3"}}
+deviceClasses:
+- name: whole-gpu
+  selectors: ['device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "gpu"']
+- name: mig
+  selectors: ['device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "mig"']
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := clusterspec.Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshot.Input{Features: features.Default(), Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
+}
+
+// claimOf is an unallocated claim named name asking for count devices of
+// each class.
+func claimOf(name string, count int64, classes ...string) *resourcev1.ResourceClaim {
+	c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID("uid-" + name)}}
+	for i, class := range classes {
+		c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourcev1.DeviceRequest{
+			Name:    fmt.Sprintf("r%d", i),
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count},
+		})
+	}
+	return c
+}
+
+// An allocator that remembers its answers gives, at every step of a run of
+// allocations and releases on one snapshot, exactly the answer a fresh
+// allocator gives (the structured allocator's own), and remembers enough
+// to answer many of the questions without it.
+func TestAllocateRemembersOnlyTheAllocatorsOwnAnswers(t *testing.T) {
+	ctx := context.Background()
+	snap := snapshot.New(answersCluster(t))
+	cache := NewCache()
+	remembering := New(snap, cache)
+	asks := []func(i int) []*resourcev1.ResourceClaim{
+		func(i int) []*resourcev1.ResourceClaim {
+			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("one-", i), 1, "plain.example.com")}
+		},
+		func(i int) []*resourcev1.ResourceClaim {
+			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("three-", i), 3, "plain.example.com")}
+		},
+		func(i int) []*resourcev1.ResourceClaim {
+			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("gpu-", i), 1, "whole-gpu")}
+		},
+		func(i int) []*resourcev1.ResourceClaim {
+			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("mig-", i), 2, "mig")}
+		},
+		func(i int) []*resourcev1.ResourceClaim {
+			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("pair-", i), 1, "mig", "plain.example.com"), claimOf(fmt.Sprint("more-", i), 1, "plain.example.com")}
+		},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var held []*resourcev1.ResourceClaim
+	remembered := 0
+	for i := range 600 {
+		node := snap.Nodes[rng.IntN(len(snap.Nodes))]
+		claims := asks[rng.IntN(len(asks))](i)
+		key, ok := remembering.answers.key(snap, node, claims)
+		if !ok {
+			t.Fatalf("step %d: plain and partitionable devices must be remembered", i)
+		}
+		if _, known := remembering.answers.known[key]; known {
+			remembered++
+		}
+		got, err := remembering.Allocate(ctx, node, claims)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		want, err := New(snap, cache).Allocate(ctx, node, claims)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d, %s on %s: the remembered answer is not the allocator's (-allocator,+remembered):\n%s", i, claims[0].Name, node.Node.Name, diff)
+		}
+		switch {
+		case got != nil && rng.IntN(3) > 0:
+			for j, c := range claims {
+				cp := c.DeepCopy()
+				cp.Status.Allocation = &got[j]
+				snap.HoldClaim(cp)
+				held = append(held, cp)
+			}
+		case len(held) > 0 && rng.IntN(2) == 0:
+			j := rng.IntN(len(held))
+			snap.ReleaseClaim(held[j])
+			held = append(held[:j], held[j+1:]...)
+		}
+	}
+	if remembered < 100 {
+		t.Errorf("%d of 600 answers were remembered ones: the memory does not serve the questions it is for", remembered)
+	}
+}
+
+// What the key does not describe is never remembered: devices that allow
+// several allocations (their shares and consumed capacity; each answer
+// names a new share) and slices outside any node.
+func TestAllocateDoesNotRememberWhatItsKeyDoesNotDescribe(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(in *snapshot.Input)
+	}{
+		{name: "a device allows several allocations", change: func(in *snapshot.Input) {
+			in.Features.Allocator.ConsumableCapacity = true
+			for _, s := range in.Slices {
+				if s.Spec.Driver == "plain.example.com" {
+					s.Spec.Devices[0].AllowMultipleAllocations = ptr.To(true)
+				}
+			}
+		}},
+		{name: "a slice serves every node", change: func(in *snapshot.Input) {
+			in.Slices = append(in.Slices, &resourcev1.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: "fabric"},
+				Spec: resourcev1.ResourceSliceSpec{Driver: "fabric.example.com", Pool: resourcev1.ResourcePool{Name: "fabric", ResourceSliceCount: 1},
+					AllNodes: ptr.To(true), Devices: []resourcev1.Device{{Name: "link-0"}}},
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := answersCluster(t)
+			tc.change(&in)
+			snap := snapshot.New(in)
+			a := New(snap, NewCache())
+			node := snap.Node("plain-0")
+			// Each twice: one that fits, one that cannot (5 devices of 4).
+			for i, count := range []int64{1, 1, 5, 5} {
+				got, err := a.Allocate(ctx, node, []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("ask-", i), count, "plain.example.com")})
+				if err != nil || (got == nil) != (count == 5) {
+					t.Fatalf("ask %d for %d devices: %v, %v", i, count, got, err)
+				}
+			}
+			if n := len(a.answers.known); n != 0 {
+				t.Errorf("%d answers remembered, want none", n)
+			}
+		})
+	}
+}
