@@ -91,7 +91,7 @@ lint:
 ## demo: the main job, on the local control plane; builds only what it runs (lockstep, the
 ## Kubernetes binaries, etcd, kwok and the JobSet controller), each step saying what and how long;
 ## while they build on a fresh machine, the same scenario simulated (hack/demo.sh)
-DEMO_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok jobset-controller
+DEMO_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller
 demo: lockstep
 	hack/demo.sh $(DEMO_TOOLS)
 

@@ -6,10 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -58,6 +64,119 @@ func InstallLockstep(ctx context.Context, dyn dynamic.Interface, client kubernet
 		}
 	}
 	return crdsServed(ctx, client)
+}
+
+// InstallCRDs applies the CustomResourceDefinitions of manifests — files,
+// or directories whose .yaml, .yml and .json files are read in name order,
+// as kubectl apply -f reads them — with server-side apply, and waits until
+// every one is established (at most crdWait). Anything in them that is not
+// a CRD is an error, and then nothing is applied.
+func InstallCRDs(ctx context.Context, dyn dynamic.Interface, manifests ...string) error {
+	var crds []*unstructured.Unstructured
+	for _, m := range manifests {
+		files, err := manifestFiles(m)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+			for {
+				var u unstructured.Unstructured
+				if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
+				if len(u.Object) == 0 {
+					continue
+				}
+				if u.GroupVersionKind() != crdKind {
+					return fmt.Errorf("%s: %s %s is not a CustomResourceDefinition", f, u.GetKind(), u.GetName())
+				}
+				crds = append(crds, &u)
+			}
+		}
+	}
+	names := make([]string, len(crds))
+	for i, u := range crds {
+		if err := apply(ctx, dyn, u); err != nil {
+			return err
+		}
+		names[i] = u.GetName()
+	}
+	return crdsEstablished(ctx, dyn, names)
+}
+
+var crdKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// crdWait bounds how long InstallCRDs waits for its CRDs to be established.
+const crdWait = time.Minute
+
+// manifestFiles is path, or the manifests of the directory path.
+func manifestFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".yaml", ".yml", ".json":
+			if !e.IsDir() {
+				out = append(out, filepath.Join(path, e.Name()))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no manifests (.yaml, .yml, .json)", path)
+	}
+	return out, nil
+}
+
+// crdsEstablished waits until every named CRD has condition Established.
+func crdsEstablished(ctx context.Context, dyn dynamic.Interface, names []string) error {
+	crds := dyn.Resource(crdKind.GroupVersion().WithResource("customresourcedefinitions"))
+	pending := slices.Clone(names)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, crdWait, true, func(ctx context.Context) (bool, error) {
+		var left []string
+		for _, name := range pending {
+			u, err := crds.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if !established(u) {
+				left = append(left, name)
+			}
+		}
+		pending = left
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRDs not established after %s: %s: %w", crdWait, strings.Join(pending, ", "), err)
+	}
+	return nil
+}
+
+// established reports whether a CRD's condition Established is True.
+func established(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 func apply(ctx context.Context, dyn dynamic.Interface, u *unstructured.Unstructured) error {

@@ -368,8 +368,16 @@ func (c *Cluster) prepareController(ctx context.Context, ctl Controller, root st
 	if err != nil {
 		return nil, p, err
 	}
-	if err := c.installCRDs(ctx, ctl, root, modDir); err != nil {
+	var crds []string
+	for _, f := range ctl.CRDs {
+		crds = append(crds, filepath.Join(modDir, f))
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
 		return nil, p, err
+	}
+	if err := InstallCRDs(ctx, dyn, crds...); err != nil {
+		return nil, p, fmt.Errorf("%s's CRDs: %w", ctl.Name, err)
 	}
 	if ctl.Namespace != "" {
 		_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ctl.Namespace}}, metav1.CreateOptions{})
@@ -437,41 +445,6 @@ func (c *Cluster) prepareController(ctx context.Context, ctl Controller, root st
 	}
 	name := ctl.Name + "-controller"
 	return &process{Name: name, Binary: bin, Args: args, Env: env, Log: c.layout.log(name)}, p, nil
-}
-
-// installCRDs applies c's CRDs from its module and waits until they are
-// established.
-func (c *Cluster) installCRDs(ctx context.Context, ctl Controller, root, modDir string) error {
-	kubectl := func(args ...string) error {
-		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig()}, args...)...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	var crds []string
-	for _, f := range ctl.CRDs {
-		crds = append(crds, "-f", filepath.Join(modDir, f))
-	}
-	if err := kubectl(append([]string{"apply", "--server-side", "--force-conflicts"}, crds...)...); err != nil {
-		return err
-	}
-	// A CRD just created may have no status yet, which kubectl wait reports
-	// as an error rather than waiting for: retry it briefly.
-	for try := 0; ; try++ {
-		err := kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, crds...)...)
-		if err == nil {
-			return nil
-		}
-		if try == 10 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }
 
 // moduleDir is where the Go module cache holds c's module, at the version
