@@ -153,7 +153,10 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 	if in.DryRun {
 		place = placement.SimulateTree
 	}
-	res, err := place(ctx, snap, dra.New(snap, cache), root)
+	// One allocator for the decision: a preemption search asks it much
+	// of what placing the unit asked (its answers are remembered).
+	alloc := dra.New(snap, cache)
+	res, err := place(ctx, snap, alloc, root)
 	if root.Leaf != nil {
 		d.Unit, d.Result = *root.Leaf, res.Leaves[root]
 	}
@@ -188,7 +191,7 @@ func Decide(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in I
 	if root.Leaf != nil {
 		target = preemption.Input{Unit: *root.Leaf}
 	}
-	d.Kind, d.Reason, d.Plan, d.DropNomination, d.Err = preempt(ctx, snap, cache, in, target)
+	d.Kind, d.Reason, d.Plan, d.DropNomination, d.Err = preempt(ctx, snap, alloc, in, target)
 	return d
 }
 
@@ -222,7 +225,7 @@ func (d Decision) Assignments() []placement.Assignment { return d.Tree.Assignmen
 // preempt searches what a unit (or tree) that does not fit may preempt:
 // target names it, in gives the candidates. Unschedulable with a reason
 // when preemption is not considered or cannot help.
-func preempt(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in Input, target preemption.Input) (Kind, string, *preemption.Plan, bool, error) {
+func preempt(ctx context.Context, snap *snapshot.Snapshot, alloc *dra.Allocator, in Input, target preemption.Input) (Kind, string, *preemption.Plan, bool, error) {
 	if in.Preemption == nil {
 		return Unschedulable, "", nil, false, nil
 	}
@@ -238,7 +241,7 @@ func preempt(ctx context.Context, snap *snapshot.Snapshot, cache *cel.Cache, in 
 		return Unschedulable, p.Delayed, nil, p.Expired, nil
 	}
 	target.Priority, target.Candidates, target.PDBs, target.Stuck, target.Now, target.ShortWait = in.Priority, p.Candidates, p.PDBs, p.Stuck, p.Now, p.ShortWait
-	plan, why, err := preemption.Find(ctx, snap, dra.New(snap, cache), target)
+	plan, why, err := preemption.Find(ctx, snap, alloc, target)
 	switch {
 	case err != nil:
 		return Error, "", nil, p.Expired, fmt.Errorf("preemption search: %w", err)

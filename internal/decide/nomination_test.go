@@ -32,7 +32,7 @@ func TestExpiredNominationIsInTheDecision(t *testing.T) {
 				p := tc.in
 				return &p, nil
 			}}
-			kind, _, _, drop, err := preempt(context.Background(), snap, dra.NewCache(), in, preemption.Input{Unit: placement.Unit{Gang: true, MinCount: 1}})
+			kind, _, _, drop, err := preempt(context.Background(), snap, dra.New(snap, dra.NewCache()), in, preemption.Input{Unit: placement.Unit{Gang: true, MinCount: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,8 +47,12 @@ type Allocator struct {
 }
 
 // Restrict returns an allocator over the same snapshot that allocates only
-// devices keep accepts (nil: every device).
+// devices keep accepts (nil: every device — a itself when it is not
+// restricted either, with the answers it remembers).
 func (a *Allocator) Restrict(keep func(driver string, d *resourcev1.Device) bool) *Allocator {
+	if keep == nil && a.keep == nil {
+		return a
+	}
 	return &Allocator{snap: a.snap, cache: a.cache, keep: keep}
 }
 
