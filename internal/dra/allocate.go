@@ -104,7 +104,7 @@ func (a *Allocator) Allocate(ctx context.Context, node *snapshot.NodeInfo, claim
 	}
 	results, err := a.allocate(ctx, node, claims)
 	if ok && err == nil {
-		a.answers.remember(key, slices.Clone(results))
+		a.answers.remember(key, results) // the caller reads results, never writes them
 	}
 	return results, err
 }

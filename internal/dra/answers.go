@@ -2,7 +2,6 @@ package dra
 
 import (
 	"strconv"
-	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -39,9 +38,13 @@ type answers struct {
 type answerKey struct {
 	node *snapshot.NodeInfo
 	// allocated has one bit per device of the node's slices, in order: set
-	// when the device is allocated.
-	allocated string
-	// claims are the claims' specs, each after its length.
+	// when the device is allocated; more holds the bits past the first
+	// 128 (a node with that many devices), a byte per 8.
+	allocated [2]uint64
+	more      string
+	// asked is how many claims are asked for; claims their specs: one
+	// claim's as it is, several each after its length.
+	asked  int
 	claims string
 }
 
@@ -64,7 +67,8 @@ func (m *answers) key(snap *snapshot.Snapshot, node *snapshot.NodeInfo, claims [
 		m.ids = map[*resourcev1.ResourceSlice]sliceIDs{}
 		m.specs = map[*resourcev1.ResourceClaim]string{}
 	}
-	bits := m.buf[:0]
+	var key answerKey
+	more := m.buf[:0]
 	n := 0
 	for _, sl := range node.Slices {
 		ids, ok := m.ids[sl]
@@ -76,17 +80,24 @@ func (m *answers) key(snap *snapshot.Snapshot, node *snapshot.NodeInfo, claims [
 			return answerKey{}, false
 		}
 		for _, id := range ids.ids {
-			if n%8 == 0 {
-				bits = append(bits, 0)
-			}
-			if snap.Allocated.Has(id) {
-				bits[n/8] |= 1 << (n % 8)
+			allocated := snap.Allocated.Has(id)
+			switch {
+			case n < 128:
+				if allocated {
+					key.allocated[n/64] |= 1 << (n % 64)
+				}
+			case allocated:
+				more = append(more, make([]byte, (n-128)/8+1-len(more))...)
+				more[(n-128)/8] |= 1 << ((n - 128) % 8)
 			}
 			n++
 		}
 	}
-	m.buf = bits
-	var specs strings.Builder
+	if len(more) > 0 {
+		key.more, m.buf = string(more), more
+	}
+	key.node = node
+	key.asked = len(claims)
 	for _, c := range claims {
 		spec, ok := m.specs[c]
 		if !ok {
@@ -100,11 +111,13 @@ func (m *answers) key(snap *snapshot.Snapshot, node *snapshot.NodeInfo, claims [
 			}
 			m.specs[c] = spec
 		}
-		specs.WriteString(strconv.Itoa(len(spec)))
-		specs.WriteByte(':')
-		specs.WriteString(spec)
+		if len(claims) == 1 {
+			key.claims = spec
+			break
+		}
+		key.claims += strconv.Itoa(len(spec)) + ":" + spec
 	}
-	return answerKey{node: node, allocated: string(bits), claims: specs.String()}, true
+	return key, true
 }
 
 // remember records the answer to key (nil: the claims do not fit).

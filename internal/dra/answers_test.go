@@ -10,6 +10,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
@@ -17,8 +18,9 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// answersCluster is 2 nodes of 4 plain GPUs and 1 of 2 partitionable GPUs
-// (7 1g and 2 3g partitions each), and their classes.
+// answersCluster is 2 nodes of 4 plain GPUs, 1 of 2 partitionable GPUs
+// (7 1g and 2 3g partitions each) and 1 of 140 small devices (more than a
+// key's first 128 bits), and their classes.
 func answersCluster(t *testing.T) snapshot.Input {
 	t.Helper()
 	c, err := clusterspec.Parse([]byte(`nodePools:
@@ -28,6 +30,12 @@ func answersCluster(t *testing.T) snapshot.Input {
   devices:
   - driver: plain.example.com
     count: 4
+- name: many
+  count: 1
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+  - driver: small.example.com
+    count: 140
 - name: a100
   count: 1
   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
@@ -93,11 +101,17 @@ func TestAllocateRemembersOnlyTheAllocatorsOwnAnswers(t *testing.T) {
 		func(i int) []*resourcev1.ResourceClaim {
 			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("pair-", i), 1, "mig", "plain.example.com"), claimOf(fmt.Sprint("more-", i), 1, "plain.example.com")}
 		},
+		func(i int) []*resourcev1.ResourceClaim {
+			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("small-", i), 3, "small.example.com")}
+		},
+		func(i int) []*resourcev1.ResourceClaim {
+			return []*resourcev1.ResourceClaim{claimOf(fmt.Sprint("smalls-", i), 30, "small.example.com")}
+		},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var held []*resourcev1.ResourceClaim
 	remembered := 0
-	for i := range 600 {
+	for i := range 800 {
 		node := snap.Nodes[rng.IntN(len(snap.Nodes))]
 		claims := asks[rng.IntN(len(asks))](i)
 		key, ok := remembering.answers.key(snap, node, claims)
@@ -133,7 +147,7 @@ func TestAllocateRemembersOnlyTheAllocatorsOwnAnswers(t *testing.T) {
 		}
 	}
 	if remembered < 100 {
-		t.Errorf("%d of 600 answers were remembered ones: the memory does not serve the questions it is for", remembered)
+		t.Errorf("%d of 800 answers were remembered ones: the memory does not serve the questions it is for", remembered)
 	}
 }
 
@@ -179,5 +193,44 @@ func TestAllocateDoesNotRememberWhatItsKeyDoesNotDescribe(t *testing.T) {
 				t.Errorf("%d answers remembered, want none", n)
 			}
 		})
+	}
+}
+
+// A node's devices past the first 128 are in the key as the first are: a
+// device freed there is offered again, not the answer remembered from
+// before.
+func TestAllocateKeysDevicesPastTheFirst128(t *testing.T) {
+	ctx := context.Background()
+	snap := snapshot.New(answersCluster(t))
+	node := snap.Node("many-0")
+	var ids []structured.DeviceID
+	for _, sl := range node.Slices {
+		for _, d := range sl.Spec.Devices {
+			ids = append(ids, snapshot.DevicesOf(sl).ID(d.Name))
+		}
+	}
+	if len(ids) != 140 {
+		t.Fatalf("node many-0 has %d devices, want 140", len(ids))
+	}
+	a := New(snap, NewCache())
+	ask := func(step string) string {
+		got, err := a.Allocate(ctx, node, []*resourcev1.ResourceClaim{claimOf(step, 1, "small.example.com")})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: %v, %v", step, got, err)
+		}
+		want, err := New(snap, NewCache()).Allocate(ctx, node, []*resourcev1.ResourceClaim{claimOf(step, 1, "small.example.com")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: the remembered answer is not the allocator's (-allocator,+remembered):\n%s", step, diff)
+		}
+		return got[0].Devices.Results[0].Device
+	}
+	snap.Allocate(ids[:131]...)
+	first := ask("all but 9 in use")
+	snap.Release(ids[129])
+	if second := ask("one past 128 freed"); second == first {
+		t.Errorf("after freeing a device past the first 128, the answer is still %s", first)
 	}
 }
