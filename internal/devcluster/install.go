@@ -47,23 +47,35 @@ func InstallLockstep(ctx context.Context, dyn dynamic.Interface, client kubernet
 		return err
 	}
 	for _, m := range manifests {
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(m), 4096)
-		for {
-			var u unstructured.Unstructured
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return err
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
-			if err := apply(ctx, dyn, &u); err != nil {
+		objs, err := decodeManifest(m)
+		if err != nil {
+			return err
+		}
+		for _, u := range objs {
+			if err := apply(ctx, dyn, u); err != nil {
 				return err
 			}
 		}
 	}
 	return crdsServed(ctx, client)
+}
+
+// decodeManifest is the objects of a YAML or JSON manifest, documents
+// without content left out.
+func decodeManifest(b []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
 }
 
 // InstallCRDs applies the CustomResourceDefinitions of manifests — files,
@@ -83,22 +95,16 @@ func InstallCRDs(ctx context.Context, dyn dynamic.Interface, manifests ...string
 			if err != nil {
 				return err
 			}
-			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-			for {
-				var u unstructured.Unstructured
-				if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-					break
-				} else if err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
-				if len(u.Object) == 0 {
-					continue
-				}
+			objs, err := decodeManifest(b)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			for _, u := range objs {
 				if u.GroupVersionKind() != crdKind {
 					return fmt.Errorf("%s: %s %s is not a CustomResourceDefinition", f, u.GetKind(), u.GetName())
 				}
-				crds = append(crds, &u)
 			}
+			crds = append(crds, objs...)
 		}
 	}
 	names := make([]string, len(crds))

@@ -13,7 +13,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
-	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 	"github.com/lockstep-dev/lockstep/internal/features"
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
@@ -23,7 +22,7 @@ import (
 // key's first 128 bits), and their classes.
 func answersCluster(t *testing.T) snapshot.Input {
 	t.Helper()
-	c, err := clusterspec.Parse([]byte(`nodePools:
+	objs := render(t, `nodePools:
 - name: plain
   count: 2
   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
@@ -40,26 +39,7 @@ func answersCluster(t *testing.T) snapshot.Input {
   count: 1
   capacity: {cpu: "8", memory: 32Gi, pods: "110"}
   devices:
-  - driver: gpu.example.com
-    count: 2
-    attributes: {type: {string: gpu}}
-    counters: {memory: 40Gi, slices: "7"}
-    partitions:
-    - {name: 1g, count: 7, attributes: {type: {string: mig}}, consumes: {memory: 5Gi, slices: "1"}}
-    - {name: 3g, count: 2, attributes: {type: {string: mig}}, consumes: {memory: 20Gi, slices: "3"}}
-deviceClasses:
-- name: whole-gpu
-  selectors: ['device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "gpu"']
-- name: mig
-  selectors: ['device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "mig"']
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := clusterspec.Render(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+`+partitionableGPUs+gpuClasses)
 	return snapshot.Input{Features: features.Default(), Nodes: objs.Nodes, Slices: objs.ResourceSlices, Classes: objs.DeviceClasses}
 }
 

@@ -12,30 +12,30 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/clusterspec"
 )
 
-// migSlices is one node of 2 partitionable GPUs (7 1g and 2 3g partitions
-// each) beside 2 plain GPUs of another driver, and its classes.
-func migSlices(t *testing.T) ([]*resourcev1.ResourceSlice, map[string]*resourcev1.DeviceClass) {
-	t.Helper()
-	c, err := clusterspec.Parse([]byte(`nodePools:
-- name: a100
-  count: 1
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  devices:
-  - driver: gpu.example.com
+// partitionableGPUs is a node pool's 2 partitionable GPUs (7 1g and 2 3g
+// partitions each), in a cluster spec's devices list.
+const partitionableGPUs = `  - driver: gpu.example.com
     count: 2
     attributes: {type: {string: gpu}}
     counters: {memory: 40Gi, slices: "7"}
     partitions:
     - {name: 1g, count: 7, attributes: {type: {string: mig}}, consumes: {memory: 5Gi, slices: "1"}}
     - {name: 3g, count: 2, attributes: {type: {string: mig}}, consumes: {memory: 20Gi, slices: "3"}}
-  - driver: plain.example.com
-    count: 2
-deviceClasses:
+`
+
+// gpuClasses are the classes of partitionableGPUs' whole GPUs and their
+// partitions, in a cluster spec.
+const gpuClasses = `deviceClasses:
 - name: whole-gpu
   selectors: ['device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "gpu"']
 - name: mig
   selectors: ['device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].type == "mig"']
-`))
+`
+
+// render is the objects of a cluster spec.
+func render(t *testing.T, spec string) *clusterspec.Objects {
+	t.Helper()
+	c, err := clusterspec.Parse([]byte(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,21 @@ deviceClasses:
 	if err != nil {
 		t.Fatal(err)
 	}
+	return objs
+}
+
+// migSlices is one node of 2 partitionable GPUs beside 2 plain GPUs of
+// another driver, and its classes.
+func migSlices(t *testing.T) ([]*resourcev1.ResourceSlice, map[string]*resourcev1.DeviceClass) {
+	t.Helper()
+	objs := render(t, `nodePools:
+- name: a100
+  count: 1
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  devices:
+`+partitionableGPUs+`  - driver: plain.example.com
+    count: 2
+`+gpuClasses)
 	classes := map[string]*resourcev1.DeviceClass{}
 	for _, dc := range objs.DeviceClasses {
 		classes[dc.Name] = dc
