@@ -151,17 +151,20 @@ func manifestFiles(path string) ([]string, error) {
 }
 
 // crdsEstablished waits until every named CRD has condition Established.
+// An error reading one (the API server busy, the CRD not yet visible) is
+// retried until the wait ends, and then named.
 func crdsEstablished(ctx context.Context, dyn dynamic.Interface, names []string) error {
 	crds := dyn.Resource(crdKind.GroupVersion().WithResource("customresourcedefinitions"))
 	pending := slices.Clone(names)
+	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, crdWait, true, func(ctx context.Context) (bool, error) {
 		var left []string
 		for _, name := range pending {
 			u, err := crds.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, err
+				last = err
 			}
-			if !established(u) {
+			if err != nil || !established(u) {
 				left = append(left, name)
 			}
 		}
@@ -169,7 +172,11 @@ func crdsEstablished(ctx context.Context, dyn dynamic.Interface, names []string)
 		return len(pending) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("CRDs not established after %s: %s: %w", crdWait, strings.Join(pending, ", "), err)
+		why := "not established"
+		if last != nil {
+			why += " (last error reading them: " + last.Error() + ")"
+		}
+		return fmt.Errorf("CRDs %s within %s: %s: %w", why, crdWait, strings.Join(pending, ", "), err)
 	}
 	return nil
 }

@@ -2,14 +2,17 @@ package devcluster
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // A directory is read as kubectl apply -f reads one: its .yaml, .yml and
@@ -65,5 +68,30 @@ func TestInstallCRDsRefusesOtherKinds(t *testing.T) {
 	}
 	if n := len(dyn.Actions()); n != 0 {
 		t.Errorf("%d calls to the API server, want none", n)
+	}
+}
+
+// Waiting for CRDs retries an error reading one (an API server still
+// starting) and ends once every one is established.
+func TestCRDsEstablishedRetriesReadErrors(t *testing.T) {
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "things.example.com"},
+		"status":   map[string]any{"conditions": []any{map[string]any{"type": "Established", "status": "True"}}},
+	}}
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), crd)
+	failures := 2
+	dyn.PrependReactor("get", "customresourcedefinitions", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if failures > 0 {
+			failures--
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	if err := crdsEstablished(context.Background(), dyn, []string{"things.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if failures != 0 {
+		t.Errorf("%d read errors left: the wait ended before reading the CRD", failures)
 	}
 }

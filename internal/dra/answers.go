@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
@@ -19,17 +20,20 @@ import (
 // node (its slices, its Node object), which of the node's devices are
 // allocated, and the specs of the claims asked for, in order — the
 // DeviceClasses, the allocator's features and the snapshot's slices do not
-// change while an Allocator lives (one decision). Nodes whose devices allow
-// several allocations are not remembered: their shares and consumed
-// capacity are not in the key, and the allocator names each new share
-// afresh. Neither are nodes when the cluster has slices outside any node
-// (their state is the whole cluster's).
+// change while an Allocator lives (one decision). Nothing is remembered
+// while any device is shared (a share held, capacity consumed: the key
+// does not describe them, and the allocator counts a shared device as in
+// use — a partition's counters too — even when its slice no longer allows
+// several allocations), nor for a node with a device that allows several
+// allocations (the allocator names each new share afresh), nor when the
+// cluster has slices outside any node (their state is the whole
+// cluster's).
 type answers struct {
 	known map[answerKey][]resourcev1.AllocationResult
 	// ids are each slice's device IDs; shared marks a slice with a device
 	// that allows several allocations.
 	ids map[*resourcev1.ResourceSlice]sliceIDs
-	// specs are each claim's spec, serialized.
+	// specs are each snapshot claim's spec, serialized.
 	specs map[*resourcev1.ResourceClaim]string
 	// buf is reused to build keys.
 	buf []byte
@@ -60,7 +64,7 @@ const answersLimit = 1 << 16
 // key is the key of asking for claims on node; false when the answer must
 // not be remembered.
 func (m *answers) key(snap *snapshot.Snapshot, node *snapshot.NodeInfo, claims []*resourcev1.ResourceClaim) (answerKey, bool) {
-	if len(snap.GlobalSlices) > 0 {
+	if len(snap.GlobalSlices) > 0 || len(snap.Shared) > 0 || len(snap.Consumed) > 0 {
 		return answerKey{}, false
 	}
 	if m.ids == nil {
@@ -106,10 +110,14 @@ func (m *answers) key(snap *snapshot.Snapshot, node *snapshot.NodeInfo, claims [
 				return answerKey{}, false
 			}
 			spec = string(b)
-			if len(m.specs) >= answersLimit {
-				clear(m.specs)
+			// Only the snapshot's claims are asked about again; a claim
+			// made for one question (a pod's extended resources) is not kept.
+			if snap.Claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] == c {
+				if len(m.specs) >= answersLimit {
+					clear(m.specs)
+				}
+				m.specs[c] = spec
 			}
-			m.specs[c] = spec
 		}
 		if len(claims) == 1 {
 			key.claims = spec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -212,5 +213,53 @@ func TestAllocateKeysDevicesPastTheFirst128(t *testing.T) {
 	snap.Release(ids[129])
 	if second := ask("one past 128 freed"); second == first {
 		t.Errorf("after freeing a device past the first 128, the answer is still %s", first)
+	}
+}
+
+// A share held on a device counts it in use even when its slice no longer
+// allows several allocations (a partition's counters with it): while any
+// share is held nothing is remembered, and the share released frees the
+// devices at once.
+func TestAllocateRemembersNothingWhileADeviceIsShared(t *testing.T) {
+	ctx := context.Background()
+	snap := snapshot.New(answersCluster(t))
+	node := snap.Node("a100-0")
+	stale := claimOf("stale-shares", 1, "mig")
+	stale.Status.Allocation = &resourcev1.AllocationResult{}
+	for _, sl := range node.Slices {
+		for _, d := range sl.Spec.Devices {
+			if len(d.ConsumesCounters) > 0 && strings.Contains(d.Name, "g-") {
+				stale.Status.Allocation.Devices.Results = append(stale.Status.Allocation.Devices.Results, resourcev1.DeviceRequestAllocationResult{
+					Request: "r0", Driver: sl.Spec.Driver, Pool: sl.Spec.Pool.Name, Device: d.Name, ShareID: ptr.To(types.UID("share-" + d.Name)),
+				})
+			}
+		}
+	}
+	if n := len(stale.Status.Allocation.Devices.Results); n != 18 {
+		t.Fatalf("%d partitions shared, want 18", n)
+	}
+	a := New(snap, NewCache())
+	ask := func(step string) []resourcev1.AllocationResult {
+		claims := []*resourcev1.ResourceClaim{claimOf(step, 2, "whole-gpu")}
+		got, err := a.Allocate(ctx, node, claims)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		want, err := New(snap, NewCache()).Allocate(ctx, node, claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: the remembered answer is not the allocator's (-allocator,+remembered):\n%s", step, diff)
+		}
+		return got
+	}
+	snap.HoldClaim(stale)
+	if got := ask("shares held"); got != nil {
+		t.Fatalf("2 whole GPUs fit while every partition is shared: %v", got)
+	}
+	snap.ReleaseClaim(stale)
+	if got := ask("shares released"); got == nil {
+		t.Error("2 whole GPUs do not fit once the shares are released")
 	}
 }
