@@ -42,7 +42,7 @@ type Allocator struct {
 	// domain's device value); kept caches each slice so filtered.
 	keep func(driver string, d *resourcev1.Device) bool
 	kept map[*resourcev1.ResourceSlice]*resourcev1.ResourceSlice
-	// answers remembers Allocate's answers (see answer).
+	// answers remembers Allocate's answers (see answers).
 	answers answers
 }
 
