@@ -99,10 +99,13 @@ func (b *binder) patchExtendedStatus(ctx context.Context, writes []*claimWrite) 
 	return parallel(ctx, len(writes), func(ctx context.Context, i int) error {
 		w := writes[i]
 		p := w.pods[0]
-		patch, err := json.Marshal(map[string]any{"status": map[string]any{"extendedResourceClaimStatus": corev1.PodExtendedResourceClaimStatus{
-			ResourceClaimName: w.claim.Name,
-			RequestMappings:   w.extended,
-		}}})
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"uid": p.UID}, // never a pod of the same name that took its place
+			"status": map[string]any{"extendedResourceClaimStatus": corev1.PodExtendedResourceClaimStatus{
+				ResourceClaimName: w.claim.Name,
+				RequestMappings:   w.extended,
+			}},
+		})
 		if err != nil {
 			return err
 		}

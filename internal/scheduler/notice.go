@@ -231,23 +231,35 @@ func (s *Scheduler) markNotice(ctx context.Context, v preemption.Candidate, dead
 
 // patchNotice sets (value non-nil) or removes a pod's deadline
 // annotation, and its PreemptionPending condition: two patches, once per
-// notice, never per cycle.
+// notice, never per cycle. Both name the pod's uid, so neither lands on a
+// pod of the same name that took its place.
 func (s *Scheduler) patchNotice(ctx context.Context, p *corev1.Pod, value *string, status corev1.ConditionStatus, reason, msg string) error {
-	ann, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lockv1.PreemptionPendingAnnotation: value}}})
+	ann, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": p.UID, "annotations": map[string]any{lockv1.PreemptionPendingAnnotation: value}}})
 	if err != nil {
 		return err
 	}
 	if _, err := s.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, ann, metav1.PatchOptions{}); err != nil {
-		return ignoreNotFound(err)
+		return ignoreReplaced(err)
 	}
-	cond, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
-		Type: lockv1.PreemptionPending, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(s.clock.Now()),
-	}}}})
+	cond, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": p.UID},
+		"status": map[string]any{"conditions": []corev1.PodCondition{{
+			Type: lockv1.PreemptionPending, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(s.clock.Now()),
+		}}},
+	})
 	if err != nil {
 		return err
 	}
 	_, err = s.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, cond, metav1.PatchOptions{}, "status")
-	return ignoreNotFound(err)
+	return ignoreReplaced(err)
+}
+
+// ignoreReplaced is nil when err says the pod written is gone (podReplaced).
+func ignoreReplaced(err error) error {
+	if podReplaced(err) {
+		return nil
+	}
+	return err
 }
 
 // victimGroups are the PodGroups a victim's pods belong to (a tree's

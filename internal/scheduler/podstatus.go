@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -226,7 +225,7 @@ func (w *podStatusWriter) write(ctx context.Context, uid types.UID, st podStatus
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	if err == nil || podReplaced(err) {
 		// Written; or the pod is gone, or replaced by one of the same
 		// name (the patch's uid differs): nothing more to write.
 		delete(w.retries, uid)

@@ -351,7 +351,7 @@ func (s *Scheduler) evict(ctx context.Context, u *unit, prio int32, plan *preemp
 			if err := s.markDisruption(ctx, p, msg); err != nil {
 				logger.Error(err, "Marking victim", "pod", klog.KObj(p))
 			}
-			if err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			if err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil && !podReplaced(err) {
 				logger.Error(err, "Deleting victim", "pod", klog.KObj(p))
 			}
 			s.recorder.Eventf(p, u.related(), corev1.EventTypeNormal, eventPreempted, "Preempting", "Preempted by %s on node %s", preemptor, p.Spec.NodeName)
@@ -398,12 +398,20 @@ func (s *Scheduler) runningMembers(key types.NamespacedName) int {
 }
 
 // markDisruption sets DisruptionTarget=True (PreemptionByScheduler) on a
-// pod, so a Job's podFailurePolicy can tell preemption from failure.
+// pod, so a Job's podFailurePolicy can tell preemption from failure. A pod
+// of the same name that took the victim's place is not marked: marked, it
+// would count as going, and its gang would never hold it.
 func (s *Scheduler) markDisruption(ctx context.Context, p *corev1.Pod, msg string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := s.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		if err != nil {
 			return err
+		}
+		if cur.UID != p.UID {
+			return nil
 		}
 		podgroup.SetPodCondition(cur, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: msg, LastTransitionTime: metav1.NewTime(s.clock.Now())})
 		_, err = s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})

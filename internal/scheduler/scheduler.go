@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -439,6 +440,26 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// podReplaced reports whether a write to a pod that named the pod's uid
+// failed because that pod is gone: not found; replaced by a pod of the same
+// name, which the API server tells as an invalid patch (metadata.uid is
+// immutable) or, for a delete's uid precondition, a conflict.
+func podReplaced(err error) bool {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // served01 is a served flag as a gauge value.
