@@ -369,10 +369,14 @@ func (c *Cluster) Failed() error {
 }
 
 // LogTail returns the last n lines of a component's log.
-func (c *Cluster) LogTail(component string, n int) string {
+func (c *Cluster) LogTail(component string, n int) string { return c.LogLines(component, "", n) }
+
+// LogLines is the last n lines of a component's log that contain match
+// ("": any line), "" when the component does not run.
+func (c *Cluster) LogLines(component, match string, n int) string {
 	for _, p := range c.state.Processes {
 		if p.Name == component {
-			return p.logTail(n)
+			return p.logLines(match, n)
 		}
 	}
 	return ""

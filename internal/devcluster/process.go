@@ -159,12 +159,24 @@ func waitGone(p *process, d time.Duration) bool {
 }
 
 // logTail returns the last n lines of the process log.
-func (p *process) logTail(n int) string {
+func (p *process) logTail(n int) string { return p.logLines("", n) }
+
+// logLines is the last n lines of the log that contain match ("": any).
+func (p *process) logLines(match string, n int) string {
 	b, err := os.ReadFile(p.Log)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if match != "" {
+		kept := lines[:0]
+		for _, l := range lines {
+			if strings.Contains(l, match) {
+				kept = append(kept, l)
+			}
+		}
+		lines = kept
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -81,8 +81,9 @@ func Eventually(t testing.TB, ctx context.Context, what string, cond func(ctx co
 	}
 }
 
-// Dump logs the namespace's pods, claims and events, the nodes, and the tail
-// of every component log.
+// Dump logs the namespace's pods, claims and events, the nodes, and of every
+// component log the tail and the lines that name the namespace (what each
+// component did to the test's objects, however long ago).
 func (h *Harness) Dump(t testing.TB, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -91,6 +92,9 @@ func (h *Harness) Dump(t testing.TB, ns string) {
 	if h.Cluster != nil {
 		for _, name := range h.Cluster.Components() {
 			fmt.Fprintf(&b, "--- %s log (last 40 lines) ---\n%s\n", name, h.Cluster.LogTail(name, 40))
+			if lines := h.Cluster.LogLines(name, ns+"/", 200); lines != "" {
+				fmt.Fprintf(&b, "--- %s log, lines naming %s/ (last 200) ---\n%s\n", name, ns, lines)
+			}
 		}
 	}
 	t.Logf("dump of namespace %s:\n%s", ns, b.String())
@@ -103,7 +107,10 @@ func dumpObjects(ctx context.Context, b *strings.Builder, c kubernetes.Interface
 	if pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		fmt.Fprintf(b, "pods (%d):\n", len(pods.Items))
 		for _, p := range pods.Items {
-			fmt.Fprintf(b, "  %s phase=%s node=%q scheduler=%s group=%q claims=%v\n", p.Name, p.Status.Phase, p.Spec.NodeName, p.Spec.SchedulerName, p.Labels[lockv1.PodGroupLabel], p.Status.ResourceClaimStatuses)
+			fmt.Fprintf(b, "  %s uid=%s created=%s phase=%s node=%q scheduler=%s group=%q claims=%v\n", p.Name, p.UID, p.CreationTimestamp.Format(time.RFC3339), p.Status.Phase, p.Spec.NodeName, p.Spec.SchedulerName, p.Labels[lockv1.PodGroupLabel], p.Status.ResourceClaimStatuses)
+			if p.DeletionTimestamp != nil || len(p.Finalizers) > 0 {
+				fmt.Fprintf(b, "    deleting since %v, finalizers %v\n", p.DeletionTimestamp, p.Finalizers)
+			}
 			for _, c := range p.Status.Conditions {
 				fmt.Fprintf(b, "    %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
 			}
