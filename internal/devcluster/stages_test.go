@@ -39,6 +39,11 @@ func TestStagesPatchOnlyTheirOwnObject(t *testing.T) {
 				if root != "" || !strings.Contains(tpl, "uid: {{ .metadata.uid | Quote }}") {
 					t.Errorf("%s, stage %s, patch %d: want a patch of the whole object naming metadata.uid, got root %q and template:\n%s", file, s.GetName(), i, root, tpl)
 				}
+				// Sent to the object itself, the status in a patch is dropped
+				// without an error: the simulated objects would stop changing.
+				if p["subresource"] != "status" || p["type"] != "strategic" {
+					t.Errorf("%s, stage %s, patch %d: want a strategic merge patch of the status subresource, got subresource %v and type %v", file, s.GetName(), i, p["subresource"], p["type"])
+				}
 				patching++
 			}
 		}

@@ -445,7 +445,9 @@ func ignoreNotFound(err error) error {
 // podReplaced reports whether a write to a pod that named the pod's uid
 // failed because that pod is gone: not found; replaced by a pod of the same
 // name, which the API server tells as an invalid patch (metadata.uid is
-// immutable) or, for a delete's uid precondition, a conflict.
+// immutable) or, for a delete's uid precondition, a conflict. Only for
+// patches and uid-conditioned deletes: after an update that carries a
+// resourceVersion, a conflict means the pod changed, not that it is gone.
 func podReplaced(err error) bool {
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return true

@@ -92,7 +92,7 @@ func (h *Harness) Dump(t testing.TB, ns string) {
 	if h.Cluster != nil {
 		for _, name := range h.Cluster.Components() {
 			fmt.Fprintf(&b, "--- %s log (last 40 lines) ---\n%s\n", name, h.Cluster.LogTail(name, 40))
-			if lines := h.Cluster.LogLines(name, ns+"/", 200); lines != "" {
+			if lines := h.Cluster.LogLines(name, ns+"/", 200); lines != "" && !strings.HasPrefix(lines, "(no log") {
 				fmt.Fprintf(&b, "--- %s log, lines naming %s/ (last 200) ---\n%s\n", name, ns, lines)
 			}
 		}
