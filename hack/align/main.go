@@ -21,8 +21,11 @@
 //     it was not written against.
 //
 // Versions are only ever raised (Go's minimal version selection cannot lower
-// one by a requirement), modules a go.mod replaces are left to the replace,
-// and a unit whose code compiles with no raised foundation is listed in leave.
+// one by a requirement), modules a go.mod replaces by another version of
+// themselves are built at the replace's version, and only their requirement is
+// raised to the highest among the units replacing them alike (Go's build cache
+// keys a package by it too), and a unit whose code compiles with no raised
+// foundation is listed in leave.
 package main
 
 import (
@@ -61,11 +64,11 @@ var leave = map[string]string{
 }
 
 // kubernetesLibrary reports whether a module is one of the Kubernetes
-// project's libraries that move together with Kubernetes' minor versions.
+// project's libraries that move together with Kubernetes' minor versions, or
+// one kept with them because older ones do not compile with its newer versions.
 func kubernetesLibrary(path string) bool {
-	switch path {
-	case "k8s.io/klog/v2", "k8s.io/utils", "sigs.k8s.io/json", "sigs.k8s.io/yaml", "sigs.k8s.io/randfill":
-		return false // foundations with no Kubernetes API in them
+	if kubernetesProject(path) {
+		return true
 	}
 	switch {
 	case path == "github.com/google/gnostic-models":
@@ -77,14 +80,32 @@ func kubernetesLibrary(path string) bool {
 		// calls are gone from later otelgrpc versions.
 		return true
 	}
+	return false
+}
+
+// kubernetesProject reports whether a module is one of the Kubernetes
+// project's own libraries with Kubernetes API in them. A module that requires
+// one is built on Kubernetes; one that only requires OpenTelemetry's contrib
+// (gRPC requires its GCP detector) is not, and is a foundation.
+func kubernetesProject(path string) bool {
+	switch path {
+	case "k8s.io/klog/v2", "k8s.io/utils", "sigs.k8s.io/json", "sigs.k8s.io/yaml", "sigs.k8s.io/randfill":
+		return false // foundations with no Kubernetes API in them
+	}
 	return strings.HasPrefix(path, "k8s.io/") || strings.HasPrefix(path, "sigs.k8s.io/")
 }
 
 type module struct {
 	Path    string
 	Version string // the version built: a replacement's when a go.mod replaces it by another version
-	Main    bool
-	Replace *module
+	// Required is the version the build list selects before a replace. Go's
+	// build cache keys a package by it too, so two units that replace a module
+	// by the same version share its packages only when they also require it
+	// at the same version (k8s.io/kubernetes requires its staging modules at
+	// v0.0.0, a library may require them at its own release).
+	Required string
+	Main     bool
+	Replace  *module
 }
 
 type unit struct {
@@ -155,10 +176,19 @@ func main() {
 // bring it to the aligned versions.
 func plan(units []unit) map[string][]string {
 	highest := map[string]string{}
+	// highestRequired is, per module replaced by one version (path@version),
+	// the highest version any unit requires it at.
+	highestRequired := map[string]string{}
 	for _, u := range units {
 		for p, m := range u.modules {
 			if v, ok := highest[p]; !ok || semver.Compare(m.Version, v) > 0 {
 				highest[p] = m.Version
+			}
+			if m.Replace != nil {
+				k := p + "@" + m.Version
+				if v, ok := highestRequired[k]; !ok || semver.Compare(m.Required, v) > 0 {
+					highestRequired[k] = m.Required
+				}
 			}
 		}
 	}
@@ -171,6 +201,11 @@ func plan(units []unit) map[string][]string {
 		for _, p := range slices.Sorted(maps.Keys(u.modules)) {
 			m := u.modules[p]
 			if m.Replace != nil {
+				// The replace decides what is built; the requirement is only raised
+				// to the others' so that the cache shares it.
+				if want := highestRequired[p+"@"+m.Version]; semver.Compare(want, m.Required) > 0 {
+					changes[u.dir] = append(changes[u.dir], p+"@"+want)
+				}
 				continue
 			}
 			want := highest[p]
@@ -223,18 +258,7 @@ func load(dir string) (unit, error) {
 	if err != nil {
 		return unit{}, err
 	}
-	u := unit{dir: dir, modules: map[string]module{}, kubernetesBased: map[string]bool{}}
-	for _, line := range strings.Split(string(graph), "\n") {
-		from, to, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		from, _, _ = strings.Cut(from, "@")
-		to, _, _ = strings.Cut(to, "@")
-		if kubernetesLibrary(from) || kubernetesLibrary(to) {
-			u.kubernetesBased[from] = true
-		}
-	}
+	u := unit{dir: dir, modules: map[string]module{}, kubernetesBased: kubernetesBased(string(graph))}
 	list, err := output(dir, "go", "list", "-m", "-json", "all")
 	if err != nil {
 		return unit{}, err
@@ -249,7 +273,7 @@ func load(dir string) (unit, error) {
 			if m.Replace.Path != m.Path || m.Replace.Version == "" {
 				continue // a fork or a local directory: not the module the others build
 			}
-			m.Version = m.Replace.Version
+			m.Required, m.Version = m.Version, m.Replace.Version
 		}
 		if m.Version == "" || m.Main || !required[m.Path] {
 			continue
@@ -260,6 +284,24 @@ func load(dir string) (unit, error) {
 		u.modules[m.Path] = m
 	}
 	return u, nil
+}
+
+// kubernetesBased are the modules of a module graph (`go mod graph`) that
+// are a Kubernetes library or require one of the Kubernetes project's own.
+func kubernetesBased(graph string) map[string]bool {
+	based := map[string]bool{}
+	for _, line := range strings.Split(graph, "\n") {
+		from, to, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		from, _, _ = strings.Cut(from, "@")
+		to, _, _ = strings.Cut(to, "@")
+		if kubernetesLibrary(from) || kubernetesProject(to) {
+			based[from] = true
+		}
+	}
+	return based
 }
 
 func output(dir, name string, args ...string) ([]byte, error) {

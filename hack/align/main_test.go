@@ -1,0 +1,113 @@
+package main
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestKubernetesBased(t *testing.T) {
+	graph := `example.com/main google.golang.org/grpc@v1.82.1
+example.com/main sigs.k8s.io/jobset@v0.12.0
+google.golang.org/grpc@v1.82.1 go.opentelemetry.io/contrib/detectors/gcp@v1.43.0
+google.golang.org/grpc@v1.82.1 golang.org/x/net@v0.59.0
+sigs.k8s.io/jobset@v0.12.0 k8s.io/client-go@v0.36.0
+sigs.k8s.io/jobset@v0.12.0 k8s.io/klog/v2@v2.140.0
+k8s.io/client-go@v0.36.0 golang.org/x/net@v0.59.0
+go.opentelemetry.io/contrib/detectors/gcp@v1.43.0 go.opentelemetry.io/otel@v1.43.0
+github.com/example/logger@v1.0.0 k8s.io/klog/v2@v2.140.0
+`
+	got := slices.Sorted(maps.Keys(kubernetesBased(graph)))
+	want := []string{
+		"example.com/main",                          // requires JobSet
+		"go.opentelemetry.io/contrib/detectors/gcp", // kept with the Kubernetes libraries
+		"k8s.io/client-go",
+		"sigs.k8s.io/jobset", // requires client-go
+		// not gRPC, which only requires OpenTelemetry's contrib, nor a module
+		// that only requires klog, a foundation
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Kubernetes-based modules (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	mod := func(path, version string) module { return module{Path: path, Version: version} }
+	replaced := func(path, required, version string) module {
+		return module{Path: path, Required: required, Version: version, Replace: &module{Path: path, Version: version}}
+	}
+	units := func(us ...unit) []unit { return us }
+	tests := []struct {
+		name  string
+		units []unit
+		want  map[string][]string
+	}{
+		{
+			name: "a foundation is raised to the highest in use",
+			units: units(
+				unit{dir: ".", modules: map[string]module{"google.golang.org/grpc": mod("google.golang.org/grpc", "v1.82.1")}},
+				unit{dir: "hack/k8s", modules: map[string]module{"google.golang.org/grpc": mod("google.golang.org/grpc", "v1.83.2")}},
+			),
+			want: map[string][]string{".": {"google.golang.org/grpc@v1.83.2"}},
+		},
+		{
+			name: "a Kubernetes library only to the highest patch of its minor",
+			units: units(
+				unit{dir: ".", modules: map[string]module{"k8s.io/client-go": mod("k8s.io/client-go", "v0.37.2")},
+					kubernetesBased: map[string]bool{"k8s.io/client-go": true}},
+				unit{dir: "hack/integrations/a", modules: map[string]module{"k8s.io/client-go": mod("k8s.io/client-go", "v0.34.1")},
+					kubernetesBased: map[string]bool{"k8s.io/client-go": true}},
+				unit{dir: "hack/integrations/b", modules: map[string]module{"k8s.io/client-go": mod("k8s.io/client-go", "v0.34.3")},
+					kubernetesBased: map[string]bool{"k8s.io/client-go": true}},
+			),
+			want: map[string][]string{"hack/integrations/a": {"k8s.io/client-go@v0.34.3"}},
+		},
+		{
+			name: "a unit on another's stack takes its Kubernetes libraries",
+			units: units(
+				unit{dir: ".", modules: map[string]module{"k8s.io/client-go": mod("k8s.io/client-go", "v0.37.2")},
+					kubernetesBased: map[string]bool{"k8s.io/client-go": true}},
+				unit{dir: "hack/integrations/karpenter", modules: map[string]module{"k8s.io/client-go": mod("k8s.io/client-go", "v0.35.3")},
+					kubernetesBased: map[string]bool{"k8s.io/client-go": true}},
+			),
+			want: map[string][]string{"hack/integrations/karpenter": {"k8s.io/client-go@v0.37.2"}},
+		},
+		{
+			name: "a module replaced alike is required alike; one replaced by another version is left",
+			units: units(
+				unit{dir: ".", modules: map[string]module{
+					"k8s.io/kube-scheduler": replaced("k8s.io/kube-scheduler", "v0.31.8", "v0.37.2"),
+					"k8s.io/cloud-provider": replaced("k8s.io/cloud-provider", "v0.31.8", "v0.37.2"),
+				}},
+				unit{dir: "hack/k8s", modules: map[string]module{
+					"k8s.io/kube-scheduler": replaced("k8s.io/kube-scheduler", "v0.0.0", "v0.37.2"),
+					"k8s.io/cloud-provider": replaced("k8s.io/cloud-provider", "v0.37.2", "v0.37.2"),
+				}},
+				unit{dir: "hack/integrations/old", modules: map[string]module{
+					"k8s.io/kube-scheduler": replaced("k8s.io/kube-scheduler", "v0.0.0", "v0.31.1"),
+				}},
+			),
+			want: map[string][]string{
+				".":        {"k8s.io/cloud-provider@v0.37.2"},
+				"hack/k8s": {"k8s.io/kube-scheduler@v0.31.8"},
+			},
+		},
+		{
+			name: "nothing moves when every unit is aligned",
+			units: units(
+				unit{dir: ".", modules: map[string]module{"google.golang.org/grpc": mod("google.golang.org/grpc", "v1.83.2")}},
+				unit{dir: "hack/k8s", modules: map[string]module{"google.golang.org/grpc": mod("google.golang.org/grpc", "v1.83.2")}},
+			),
+			want: map[string][]string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, plan(tt.units)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
