@@ -32,7 +32,7 @@ require (
 	k8s.io/kubernetes v1.37.2
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
 	sigs.k8s.io/controller-runtime v0.25.2
-	sigs.k8s.io/jobset v0.10.1
+	sigs.k8s.io/jobset v0.12.0
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/lws v0.7.0
 	sigs.k8s.io/yaml v1.6.0

@@ -51,8 +51,9 @@ import (
 // v0.23's webhook builder, client-go v0.35's watch error handler, k8s.io/api
 // v0.37's removed types), so they keep their own.
 var stacks = map[string]string{
-	"hack/integrations/karpenter": ".",                        // v1.14, on client-go v0.35: passes on Lockstep's v0.37
-	"hack/integrations/lws":       "hack/integrations/jobset", // v0.7.0, on client-go v0.33: passes on JobSet's v0.34
+	"hack/integrations/karpenter": ".",                     // v1.14, on client-go v0.35: passes on Lockstep's v0.37
+	"hack/integrations/jobset":    ".",                     // v0.12.0, on client-go v0.36: passes on Lockstep's v0.37
+	"hack/integrations/lws":       "hack/integrations/ray", // v0.7.0, on client-go v0.33: passes on KubeRay's v0.34
 }
 
 // leave names the units align does not touch, with the reason.

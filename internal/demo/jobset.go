@@ -36,7 +36,7 @@ func runJobSets(ctx context.Context, e env, m mode, sc scenario, quiet time.Dura
 
 // jobSet is a driver (1 pod) and workers (one Job of ranks-1 pods), each
 // pod with one GPU and the schedulerName of the mode's Jobs. The in-tree gang column's
-// JobSet is the pod-by-pod one: JobSet v0.10.1 creates no Workload, so
+// JobSet is the pod-by-pod one: JobSet v0.12.0 creates no Workload, so
 // kube-scheduler's gang cannot see it.
 func jobSet(name string, m mode, sc scenario) *jobsetv1.JobSet {
 	pod := job(name, m, sc, 1).Spec.Template

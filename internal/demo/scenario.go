@@ -120,7 +120,7 @@ alive, holding 2 accelerators. Lockstep's default (disruptionMode all) takes it 
 		name: "jobset", namespace: "ml-jobset", acc: draGPU, jobs: []string{"train-a", "train-b"},
 		title: "JobSets — two JobSets of a driver and 3 workers, 1 GPU per pod, the second submitted while the first runs (2 GPUs free)",
 		moral: `Read it: pod by pod the second JobSet takes the 2 free GPUs and sits holding them, 2 of 4 running.
-kube-scheduler's in-tree gang cannot see a JobSet (JobSet v0.10.1 creates no Workload), so it does
+kube-scheduler's in-tree gang cannot see a JobSet (JobSet v0.12.0 creates no Workload), so it does
 the same. Lockstep makes each JobSet one gang from schedulerName alone: the second waits whole,
 holding nothing, until 4 GPUs are free.`,
 		run: runJobSets,
