@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,21 +63,7 @@ func TestWebhookOutageBlocksOnlyWhatItJudges(t *testing.T) {
 		return bound == 2 && pgErr == nil, fmt.Sprintf("done: %d bound; held's PodGroup: %v", bound, pgErr), err
 	})
 
-	pid := h.Cluster.PID("lockstep-webhook")
-	if pid == 0 {
-		t.Fatal("the webhook does not run")
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := h.PauseComponent(t, "lockstep-webhook")
 
 	// The ranks of done finish (an annotation the node simulator acts on):
 	// the Job controller must remove its finalizer from each to complete.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -73,22 +72,7 @@ func replacePodUnderKwok(t *testing.T, ctx context.Context, h *harness.Harness, 
 	started := time.Now()   // its fail-after stage is due 3s after it started
 	time.Sleep(time.Second) // for kwok to have queued it
 
-	kwok := h.Cluster.PID("kwok")
-	if kwok == 0 {
-		t.Fatal("kwok does not run")
-	}
-	if err := syscall.Kill(kwok, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := syscall.Kill(kwok, syscall.SIGCONT); err != nil {
-				t.Errorf("resuming kwok: %v", err)
-			}
-		}
-	}
+	resume := h.PauseComponent(t, "kwok")
 	defer resume()
 	if err := h.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
