@@ -254,14 +254,6 @@ func (s *Scheduler) patchNotice(ctx context.Context, p *corev1.Pod, value *strin
 	return ignoreReplaced(err)
 }
 
-// ignoreReplaced is nil when err says the pod written is gone (podReplaced).
-func ignoreReplaced(err error) error {
-	if podReplaced(err) {
-		return nil
-	}
-	return err
-}
-
 // victimGroups are the PodGroups a victim's pods belong to (a tree's
 // span several; a lone pod's none).
 func victimGroups(v preemption.Candidate) []types.NamespacedName {

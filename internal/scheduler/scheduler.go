@@ -464,6 +464,14 @@ func podReplaced(err error) bool {
 	return false
 }
 
+// ignoreReplaced is nil when err says the pod written is gone (podReplaced).
+func ignoreReplaced(err error) error {
+	if podReplaced(err) {
+		return nil
+	}
+	return err
+}
+
 // served01 is a served flag as a gauge value.
 func served01(served bool) float64 {
 	if served {
