@@ -23,9 +23,9 @@
 // Versions are only ever raised (Go's minimal version selection cannot lower
 // one by a requirement), modules a go.mod replaces by another version of
 // themselves are built at the replace's version, and only their requirement is
-// raised to the highest among the units replacing them alike (Go's build cache
-// keys a package by it too), and a unit whose code compiles with no raised
-// foundation is listed in leave.
+// raised to the highest among the units building that version (with -trimpath
+// Go's build cache keys a package by it too), and a unit whose code compiles
+// with no raised foundation is listed in leave.
 package main
 
 import (
@@ -99,14 +99,26 @@ func kubernetesProject(path string) bool {
 type module struct {
 	Path    string
 	Version string // the version built: a replacement's when a go.mod replaces it by another version
-	// Required is the version the build list selects before a replace. Go's
-	// build cache keys a package by it too, so two units that replace a module
-	// by the same version share its packages only when they also require it
-	// at the same version (k8s.io/kubernetes requires its staging modules at
-	// v0.0.0, a library may require them at its own release).
+	// Required is the version the build list selects before a replace (the
+	// version built when nothing replaces it). With -trimpath, which every
+	// build here uses, Go's build cache keys a package by it too, so two units
+	// that build a module at the same version share its packages only when
+	// they also require it at the same version (k8s.io/kubernetes requires its
+	// staging modules at v0.0.0, a library may require them at its own release).
 	Required string
-	Main     bool
-	Replace  *module
+	// pinned is set when the go.mod replaces only the version it requires
+	// (p v0.0.0 => …): raising the requirement would escape the replace.
+	pinned  bool
+	Main    bool
+	Replace *module
+}
+
+// required is the version the unit's build list requires the module at.
+func (m module) required() string {
+	if m.Required != "" {
+		return m.Required
+	}
+	return m.Version
 }
 
 type unit struct {
@@ -177,19 +189,18 @@ func main() {
 // bring it to the aligned versions.
 func plan(units []unit) map[string][]string {
 	highest := map[string]string{}
-	// highestRequired is, per module replaced by one version (path@version),
-	// the highest version any unit requires it at.
+	// highestRequired is, per module built at one version (path@version), the
+	// highest version any unit requires it at: a unit that builds it without
+	// a replace requires the version it builds.
 	highestRequired := map[string]string{}
 	for _, u := range units {
 		for p, m := range u.modules {
 			if v, ok := highest[p]; !ok || semver.Compare(m.Version, v) > 0 {
 				highest[p] = m.Version
 			}
-			if m.Replace != nil {
-				k := p + "@" + m.Version
-				if v, ok := highestRequired[k]; !ok || semver.Compare(m.Required, v) > 0 {
-					highestRequired[k] = m.Required
-				}
+			k := p + "@" + m.Version
+			if v, ok := highestRequired[k]; !ok || semver.Compare(m.required(), v) > 0 {
+				highestRequired[k] = m.required()
 			}
 		}
 	}
@@ -204,7 +215,7 @@ func plan(units []unit) map[string][]string {
 			if m.Replace != nil {
 				// The replace decides what is built; the requirement is only raised
 				// to the others' so that the cache shares it.
-				if want := highestRequired[p+"@"+m.Version]; semver.Compare(want, m.Required) > 0 {
+				if want := highestRequired[p+"@"+m.Version]; !m.pinned && semver.Compare(want, m.required()) > 0 {
 					changes[u.dir] = append(changes[u.dir], p+"@"+want)
 				}
 				continue
@@ -247,13 +258,22 @@ func load(dir string) (unit, error) {
 	if err != nil {
 		return unit{}, err
 	}
-	var gomod struct{ Require []module }
+	var gomod struct {
+		Require []module
+		Replace []struct{ Old module }
+	}
 	if err := json.Unmarshal(edit, &gomod); err != nil {
 		return unit{}, fmt.Errorf("%s: go.mod: %v", dir, err)
 	}
 	required := map[string]bool{}
 	for _, r := range gomod.Require {
 		required[r.Path] = true
+	}
+	pinned := map[string]bool{}
+	for _, r := range gomod.Replace {
+		if r.Old.Version != "" {
+			pinned[r.Old.Path] = true
+		}
 	}
 	graph, err := output(dir, "go", "mod", "graph")
 	if err != nil {
@@ -274,7 +294,7 @@ func load(dir string) (unit, error) {
 			if m.Replace.Path != m.Path || m.Replace.Version == "" {
 				continue // a fork or a local directory: not the module the others build
 			}
-			m.Required, m.Version = m.Version, m.Replace.Version
+			m.Required, m.Version, m.pinned = m.Version, m.Replace.Version, pinned[m.Path]
 		}
 		if m.Version == "" || m.Main || !required[m.Path] {
 			continue

@@ -95,6 +95,34 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "a module replaced is required at the version another unit builds it at without a replace",
+			units: units(
+				unit{dir: ".", modules: map[string]module{
+					"k8s.io/apiextensions-apiserver": replaced("k8s.io/apiextensions-apiserver", "v0.37.0", "v0.37.2"),
+				}},
+				unit{dir: "hack/integrations/jobset", modules: map[string]module{
+					"k8s.io/apiextensions-apiserver": mod("k8s.io/apiextensions-apiserver", "v0.37.2"),
+				}},
+			),
+			want: map[string][]string{".": {"k8s.io/apiextensions-apiserver@v0.37.2"}},
+		},
+		{
+			name: "a replace of the required version only is left: a higher requirement would escape it",
+			units: units(
+				unit{dir: ".", modules: map[string]module{
+					"k8s.io/kube-scheduler": func() module {
+						m := replaced("k8s.io/kube-scheduler", "v0.0.0", "v0.37.2")
+						m.pinned = true
+						return m
+					}(),
+				}},
+				unit{dir: "hack/k8s", modules: map[string]module{
+					"k8s.io/kube-scheduler": replaced("k8s.io/kube-scheduler", "v0.31.8", "v0.37.2"),
+				}},
+			),
+			want: map[string][]string{},
+		},
+		{
 			name: "nothing moves when every unit is aligned",
 			units: units(
 				unit{dir: ".", modules: map[string]module{"google.golang.org/grpc": mod("google.golang.org/grpc", "v1.83.2")}},
