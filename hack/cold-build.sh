@@ -15,6 +15,8 @@ for tool in vmstat /usr/bin/time; do
   command -v "$tool" >/dev/null || { echo "cold-build: needs $tool (Debian: procps, time)" >&2; exit 1; }
 done
 
+# Go writes the module cache read-only: make it writable first, or only root could delete it.
+[[ -d $dir ]] && chmod -R u+w "$dir"
 rm -rf "$dir" && mkdir -p "$dir"
 git clone -q "$root" "$dir/src"
 export GOMODCACHE=$dir/mod GOCACHE=$dir/cache
@@ -24,11 +26,11 @@ vmstat -n 10 > "$dir/vmstat" &
 vm=$!
 trap 'kill $vm 2>/dev/null || true' EXIT
 echo "cold-build: make ${targets[*]} in a clone of $(git -C "$root" rev-parse --short HEAD), empty caches, $(nproc) cores, $(date -u +%FT%TZ)"
-start=${EPOCHREALTIME/./} # microseconds
+start=${EPOCHREALTIME//[!0-9]/} # microseconds (the decimal point is the locale's)
 status=0
 (cd "$dir/src" && /usr/bin/time -f '%e %U %S' -o "$dir/time" make "${targets[@]}" 2>&1) |
-  while IFS= read -r line; do
-    tenths=$(((${EPOCHREALTIME/./} - start) / 100000))
+  while IFS= read -r line || [[ -n $line ]]; do
+    tenths=$(((${EPOCHREALTIME//[!0-9]/} - start) / 100000))
     printf '%5d.%d %s\n' $((tenths / 10)) $((tenths % 10)) "$line"
   done || status=$?
 kill $vm 2>/dev/null || true
