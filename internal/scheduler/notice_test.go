@@ -127,15 +127,9 @@ func TestPreemptionNoticeThenEviction(t *testing.T) {
 // notice: the victim's annotation goes and its condition says so.
 func TestPreemptionNoticeIsWithdrawn(t *testing.T) {
 	f, k := noticeFixture(t)
-	for _, name := range []string{"urgent-0", "urgent-1"} {
-		if err := f.client.CoreV1().Pods("ml").Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.waitFor("the preemptor's pods to go", func() bool {
-		_, err := f.s.listers.pods.Pods("ml").Get("urgent-0")
-		return err != nil
-	})
+	// Both pods must be gone from the cache: with one left the preemptor
+	// still exists and waits for its members, holding the notice.
+	f.deleteGang("ml", "urgent", 2)
 	f.run(k)
 	for _, name := range []string{"a-0", "a-1"} {
 		if v, ok := f.pod("batch", name).Annotations[lockv1.PreemptionPendingAnnotation]; ok {
