@@ -46,7 +46,9 @@ import (
 // stacks names, per unit, the unit whose Kubernetes libraries it builds with
 // instead of the highest patch of its own minor version: a controller whose
 // code compiles with a newer client-go and controller-runtime, and passes its
-// e2e package with them, then shares them in the cache with that unit. The
+// e2e package with them, then shares them in the cache with that unit. It
+// takes that unit's version of every other module built on Kubernetes they
+// both use too (a peer's API types), which is written for those libraries. The
 // others' code no longer compiles with the next minor (controller-runtime
 // v0.23's webhook builder, client-go v0.35's watch error handler, k8s.io/api
 // v0.37's removed types), so they keep their own.
@@ -54,6 +56,10 @@ var stacks = map[string]string{
 	"hack/integrations/karpenter": ".",                     // v1.14, on client-go v0.35: passes on Lockstep's v0.37
 	"hack/integrations/jobset":    ".",                     // v0.12.0, on client-go v0.36: passes on Lockstep's v0.37
 	"hack/integrations/lws":       "hack/integrations/ray", // v0.7.0, on client-go v0.33: passes on KubeRay's v0.34
+	// v0.17.0, on client-go v0.35: passes on Trainer's v0.36 and Trainer's v2.3.0 API (the
+	// v2.2.0 API it requires uses types k8s.io/api v0.36 removed; v0.37 is out of reach while
+	// v2.3.0's uses types v0.37 removed)
+	"hack/integrations/kueue": "hack/integrations/trainer",
 }
 
 // leave names the units align does not touch, with the reason.
@@ -223,7 +229,7 @@ func plan(units []unit) map[string][]string {
 			want := highest[p]
 			if u.kubernetesBased[p] {
 				want = highestPatch(units, p, m.Version)
-				if ref, ok := byDir[stacks[u.dir]]; ok && kubernetesLibrary(p) {
+				if ref, ok := byDir[stacks[u.dir]]; ok {
 					if r, ok := ref.modules[p]; ok && semver.Compare(r.Version, want) > 0 {
 						want = r.Version
 					}

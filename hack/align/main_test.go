@@ -75,6 +75,24 @@ func TestPlan(t *testing.T) {
 			want: map[string][]string{"hack/integrations/karpenter": {"k8s.io/client-go@v0.37.2"}},
 		},
 		{
+			name: "and its version of a peer's API built on Kubernetes, which a unit on no stack keeps at its minor",
+			units: units(
+				unit{dir: "hack/integrations/trainer", modules: map[string]module{
+					"k8s.io/api":                     mod("k8s.io/api", "v0.36.2"),
+					"github.com/kubeflow/trainer/v2": mod("github.com/kubeflow/trainer/v2", "v2.3.0"),
+				}, kubernetesBased: map[string]bool{"k8s.io/api": true, "github.com/kubeflow/trainer/v2": true}},
+				unit{dir: "hack/integrations/kueue", modules: map[string]module{
+					"k8s.io/api":                     mod("k8s.io/api", "v0.35.3"),
+					"github.com/kubeflow/trainer/v2": mod("github.com/kubeflow/trainer/v2", "v2.2.0"),
+					"sigs.k8s.io/lws":                mod("sigs.k8s.io/lws", "v0.8.0"),
+				}, kubernetesBased: map[string]bool{"k8s.io/api": true, "github.com/kubeflow/trainer/v2": true, "sigs.k8s.io/lws": true}},
+				unit{dir: "hack/integrations/other", modules: map[string]module{
+					"github.com/kubeflow/trainer/v2": mod("github.com/kubeflow/trainer/v2", "v2.2.0"),
+				}, kubernetesBased: map[string]bool{"github.com/kubeflow/trainer/v2": true}},
+			),
+			want: map[string][]string{"hack/integrations/kueue": {"github.com/kubeflow/trainer/v2@v2.3.0", "k8s.io/api@v0.36.2"}},
+		},
+		{
 			name: "a module replaced alike is required alike; one replaced by another version is left",
 			units: units(
 				unit{dir: ".", modules: map[string]module{
