@@ -8,7 +8,7 @@ require (
 	github.com/blang/semver/v4 v4.0.0
 	github.com/google/cel-go v0.29.2
 	github.com/google/go-cmp v0.7.0
-	github.com/kubeflow/mpi-operator v0.6.0
+	github.com/kubeflow/mpi-operator v0.7.0
 	github.com/kubeflow/training-operator v1.8.1
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/common v0.70.1

@@ -24,8 +24,7 @@
 // one by a requirement), modules a go.mod replaces by another version of
 // themselves are built at the replace's version, and only their requirement is
 // raised to the highest among the units building that version (with -trimpath
-// Go's build cache keys a package by it too), and a unit whose code compiles
-// with no raised foundation is listed in leave.
+// Go's build cache keys a package by it too).
 package main
 
 import (
@@ -60,14 +59,6 @@ var stacks = map[string]string{
 	// v2.2.0 API it requires uses types k8s.io/api v0.36 removed; v0.37 is out of reach while
 	// v2.3.0's uses types v0.37 removed)
 	"hack/integrations/kueue": "hack/integrations/trainer",
-}
-
-// leave names the units align does not touch, with the reason.
-var leave = map[string]string{
-	// The operator's k8s.io/apiserver v0.31 calls otelgrpc interceptors that
-	// later versions removed, and every current OpenTelemetry exporter and
-	// grpc-gateway require those later versions.
-	"hack/integrations/mpi": "OpenTelemetry",
 }
 
 // kubernetesLibrary reports whether a module is one of the Kubernetes
@@ -146,9 +137,7 @@ func main() {
 		fail(err)
 	}
 	for _, p := range peers {
-		if _, ok := leave[filepath.Dir(p)]; !ok {
-			dirs = append(dirs, filepath.Dir(p))
-		}
+		dirs = append(dirs, filepath.Dir(p))
 	}
 	for round := 1; ; round++ {
 		units := make([]unit, 0, len(dirs))
