@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 
+	modpath "golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 )
 
@@ -217,7 +218,7 @@ func plan(units []unit) map[string][]string {
 			}
 			want := highest[p]
 			if u.kubernetesBased[p] {
-				want = highestPatch(units, p, m.Version)
+				want = highestPatch(units, u, p, m.Version)
 				if ref, ok := byDir[stacks[u.dir]]; ok {
 					if r, ok := ref.modules[p]; ok && semver.Compare(r.Version, want) > 0 {
 						want = r.Version
@@ -233,18 +234,36 @@ func plan(units []unit) map[string][]string {
 }
 
 // highestPatch is the highest version of module p, among the units that use
-// it, with the same major and minor version as v.
-func highestPatch(units []unit, p, v string) string {
+// it, with the same major and minor version as v, which unit in builds. A
+// module with no releases (kube-openapi: a pseudo-version, which says
+// nothing of the Kubernetes minor it was written for) is raised instead to
+// the highest any unit uses whose Kubernetes (k8s.io/apimachinery) has in's
+// minor.
+func highestPatch(units []unit, in unit, p, v string) string {
+	pseudo := modpath.IsPseudoVersion(v)
+	minor := semver.MajorMinor(in.modules[kubernetesMinorOf].Version)
 	want := v
 	for _, u := range units {
 		m, ok := u.modules[p]
-		if ok && semver.MajorMinor(m.Version) == semver.MajorMinor(v) &&
-			semver.Prerelease(m.Version) == "" && semver.Compare(m.Version, want) > 0 {
+		if !ok || semver.Compare(m.Version, want) <= 0 {
+			continue
+		}
+		if pseudo {
+			if modpath.IsPseudoVersion(m.Version) && minor != "" && semver.MajorMinor(u.modules[kubernetesMinorOf].Version) == minor {
+				want = m.Version
+			}
+			continue
+		}
+		if semver.MajorMinor(m.Version) == semver.MajorMinor(v) && semver.Prerelease(m.Version) == "" {
 			want = m.Version
 		}
 	}
 	return want
 }
+
+// kubernetesMinorOf is the module whose minor version says which Kubernetes
+// minor a unit is built on.
+const kubernetesMinorOf = "k8s.io/apimachinery"
 
 // load reads the module in dir: what its go.mod requires, at the versions
 // its build list selects, and which of them are built on Kubernetes.

@@ -65,6 +65,24 @@ func TestPlan(t *testing.T) {
 			want: map[string][]string{"hack/integrations/a": {"k8s.io/client-go@v0.34.3"}},
 		},
 		{
+			name: "a Kubernetes library with no releases to the highest among units on the same Kubernetes minor",
+			units: units(
+				unit{dir: "hack/integrations/a", modules: map[string]module{
+					"k8s.io/apimachinery": mod("k8s.io/apimachinery", "v0.34.1"),
+					"k8s.io/kube-openapi": mod("k8s.io/kube-openapi", "v0.0.0-20250814151709-d7b6acb124c3"),
+				}, kubernetesBased: map[string]bool{"k8s.io/apimachinery": true, "k8s.io/kube-openapi": true}},
+				unit{dir: "hack/integrations/b", modules: map[string]module{
+					"k8s.io/apimachinery": mod("k8s.io/apimachinery", "v0.34.1"),
+					"k8s.io/kube-openapi": mod("k8s.io/kube-openapi", "v0.0.0-20250910181357-589584f1c912"),
+				}, kubernetesBased: map[string]bool{"k8s.io/apimachinery": true, "k8s.io/kube-openapi": true}},
+				unit{dir: "hack/integrations/c", modules: map[string]module{
+					"k8s.io/apimachinery": mod("k8s.io/apimachinery", "v0.36.2"),
+					"k8s.io/kube-openapi": mod("k8s.io/kube-openapi", "v0.0.0-20260317180543-43fb72c5454a"),
+				}, kubernetesBased: map[string]bool{"k8s.io/apimachinery": true, "k8s.io/kube-openapi": true}},
+			),
+			want: map[string][]string{"hack/integrations/a": {"k8s.io/kube-openapi@v0.0.0-20250910181357-589584f1c912"}},
+		},
+		{
 			name: "a unit on another's stack takes its Kubernetes libraries",
 			units: units(
 				unit{dir: ".", modules: map[string]module{"k8s.io/client-go": mod("k8s.io/client-go", "v0.37.2")},
