@@ -60,6 +60,8 @@ var stacks = map[string]string{
 	// v2.2.0 API it requires uses types k8s.io/api v0.36 removed; v0.37 is out of reach while
 	// v2.3.0's uses types v0.37 removed)
 	"hack/integrations/kueue": "hack/integrations/trainer",
+	// v1.9.4, on client-go v0.36 and controller-runtime v0.24.1: Trainer's own
+	"hack/integrations/training": "hack/integrations/trainer",
 }
 
 // kubernetesLibrary reports whether a module is one of the Kubernetes

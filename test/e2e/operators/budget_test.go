@@ -103,7 +103,7 @@ func TestPyTorchJobGangRestartCostsNothing(t *testing.T) {
 	h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass("gpu-extended", "gpu.example.com", string(extendedGPU)))
 	restartWhole(t, ctx, h, ns, workload{kind: "PyTorchJob", gvr: pytorchJobs, size: 3,
 		selector: func(name string) string { return kfv1.JobNameLabel + "=" + name },
-		make:     func(ns, name string) runtime.Object { return pytorchJob(ns, name) }}, "ddp")
+		make:     func(ns, name string) runtime.Object { return pytorchJob(ns, name, extendedGPUSpec) }}, "ddp")
 	u, err := h.Dynamic.Resource(pytorchJobs).Namespace(ns).Get(ctx, "ddp", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -36,23 +36,22 @@ var (
 	rayJobs     = rayv1.GroupVersion.WithResource("rayjobs")
 )
 
-// A PyTorchJob of a master and 2 workers, 2 GPUs each. The training
-// operator's v1.8.1 CRD predates the resource claim fields of Kubernetes
-// 1.31 (the API server prunes them), so its pods ask for GPUs as an
-// extended resource that a DRA DeviceClass serves.
+// A PyTorchJob of a master and 2 workers, 2 GPUs each, asked for with DRA
+// claims (the training operator's v1.9 CRDs carry Kubernetes 1.31's
+// resource claim fields).
 func TestPyTorchJobsAreGangs(t *testing.T) {
 	twoInstances(t, workload{
-		kind: "PyTorchJob", alias: "pytorchjob", gvr: pytorchJobs, size: 3, minCount: 3, extended: true,
+		kind: "PyTorchJob", alias: "pytorchjob", gvr: pytorchJobs, size: 3, minCount: 3,
 		selector: func(name string) string { return kfv1.JobNameLabel + "=" + name },
-		make:     func(ns, name string) runtime.Object { return pytorchJob(ns, name) },
+		make:     func(ns, name string) runtime.Object { return pytorchJob(ns, name, gpuSpec) },
 	})
 }
 
-// pytorchJob is a PyTorchJob of a master and 2 workers, 2 GPUs each (as the
-// extended resource), restarting OnFailure.
-func pytorchJob(ns, name string) *kfv1.PyTorchJob {
+// pytorchJob is a PyTorchJob of a master and 2 workers, 2 GPUs each (asked
+// for as spec asks), restarting OnFailure.
+func pytorchJob(ns, name string, spec func(container string, gpus int) corev1.PodSpec) *kfv1.PyTorchJob {
 	replica := func(n int32) *kfv1.ReplicaSpec {
-		return &kfv1.ReplicaSpec{Replicas: ptr.To(n), RestartPolicy: kfv1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: extendedGPUSpec("pytorch", 2)}}
+		return &kfv1.ReplicaSpec{Replicas: ptr.To(n), RestartPolicy: kfv1.RestartPolicyOnFailure, Template: corev1.PodTemplateSpec{Spec: spec("pytorch", 2)}}
 	}
 	return &kfv1.PyTorchJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kfv1.GroupVersion.String(), Kind: kfv1.PyTorchJobKind},
@@ -63,18 +62,22 @@ func pytorchJob(ns, name string) *kfv1.PyTorchJob {
 	}
 }
 
-// The training operator's CRD drops a template's resourceClaimTemplateName
-// (its schema predates it): Lockstep refuses such a PyTorchJob, saying so,
-// instead of leaving every pod to be refused by the API server.
-func TestPyTorchJobWithAPrunedClaimIsRefused(t *testing.T) {
+// A CRD whose pod template schema predates Kubernetes 1.31 (the training
+// operator's v1.8.1 and earlier) drops a template claim's
+// resourceClaimTemplateName, leaving a claim that names no source: Lockstep
+// refuses such a PyTorchJob, saying so, instead of leaving every pod to be
+// refused by the API server. The claim is sent as such a CRD leaves it.
+func TestPyTorchJobWithAClaimOfNoSourceIsRefused(t *testing.T) {
 	h := harness.Get(t)
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, time.Minute)
+	spec := gpuSpec("pytorch", 1)
+	spec.ResourceClaims[0].ResourceClaimTemplateName = nil
 	job := &kfv1.PyTorchJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kfv1.GroupVersion.String(), Kind: kfv1.PyTorchJobKind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"},
 		Spec: kfv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kfv1.ReplicaType]*kfv1.ReplicaSpec{
-			kfv1.PyTorchJobReplicaTypeWorker: {Replicas: ptr.To[int32](2), Template: corev1.PodTemplateSpec{Spec: gpuSpec("pytorch", 1)}},
+			kfv1.PyTorchJobReplicaTypeWorker: {Replicas: ptr.To[int32](2), Template: corev1.PodTemplateSpec{Spec: spec}},
 		}},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(job)

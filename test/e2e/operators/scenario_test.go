@@ -34,7 +34,8 @@ func gpuSpec(container string, gpus int) corev1.PodSpec {
 }
 
 // extendedGPU is the extended resource a DRA DeviceClass serves
-// (extendedResourceName), for kinds whose CRD cannot carry a claim.
+// (extendedResourceName): how a pod asks for devices without a claim, as a
+// kind whose CRD prunes claims (the training operator's v1.8.1) must.
 const extendedGPU = corev1.ResourceName("example.com/gpu")
 
 // extendedGPUSpec is gpuSpec asking for its GPUs as extendedGPU.
@@ -83,9 +84,6 @@ type workload struct {
 	// size is how many pods an instance has, minCount its gang's.
 	size     int
 	minCount int32
-	// extended: its pods ask for GPUs as extendedGPU (a DeviceClass
-	// serving it is created for the test).
-	extended bool
 }
 
 // pods counts an instance's pods, those bound, and whether every one is in
@@ -116,11 +114,7 @@ func twoInstances(t *testing.T, w workload) {
 	ns := h.Namespace(t)
 	ctx := harness.Context(t, 4*time.Minute)
 	gpuTemplates(t, ctx, h, ns)
-	class := "gpu.example.com"
-	if w.extended {
-		class = "gpu-extended"
-		h.CreateDeviceClass(ctx, t, builders.ExtendedResourceClass(class, "gpu.example.com", string(extendedGPU)))
-	}
+	const class = "gpu.example.com"
 	for _, name := range []string{"a", "b"} {
 		create(t, ctx, h, w.gvr, w.make(ns, name))
 	}
