@@ -99,8 +99,8 @@ func kubernetesProject(path string) bool {
 type module struct {
 	Path    string
 	Version string // the version built: a replacement's when a go.mod replaces it by another version
-	// Required is the version the build list selects before a replace (the
-	// version built when nothing replaces it). With -trimpath, which every
+	// Required is the version the build list selects before a replace (load
+	// sets it to Version when nothing replaces it). With -trimpath, which every
 	// build here uses, Go's build cache keys a package by it too, so two units
 	// that build a module at the same version share its packages only when
 	// they also require it at the same version (k8s.io/kubernetes requires its
@@ -113,14 +113,6 @@ type module struct {
 	Replace *module
 }
 
-// required is the version the unit's build list requires the module at.
-func (m module) required() string {
-	if m.Required != "" {
-		return m.Required
-	}
-	return m.Version
-}
-
 type unit struct {
 	dir string
 	// modules are those the unit's go.mod requires, which after `go mod tidy`
@@ -129,6 +121,9 @@ type unit struct {
 	// kubernetesBased are the modules that are, or directly require, a
 	// Kubernetes library (kubernetesLibrary): API types, operators, clients.
 	kubernetesBased map[string]bool
+	// direct are the modules its go.mod requires directly (not "// indirect"):
+	// for a peer, the controller it builds, which its go.mod alone chooses.
+	direct map[string]bool
 }
 
 func main() {
@@ -197,8 +192,8 @@ func plan(units []unit) map[string][]string {
 				highest[p] = m.Version
 			}
 			k := p + "@" + m.Version
-			if v, ok := highestRequired[k]; !ok || semver.Compare(m.required(), v) > 0 {
-				highestRequired[k] = m.required()
+			if v, ok := highestRequired[k]; !ok || semver.Compare(m.Required, v) > 0 {
+				highestRequired[k] = m.Required
 			}
 		}
 	}
@@ -213,7 +208,7 @@ func plan(units []unit) map[string][]string {
 			if m.Replace != nil {
 				// The replace decides what is built; the requirement is only raised
 				// to the others' so that the cache shares it.
-				if want := highestRequired[p+"@"+m.Version]; !m.pinned && semver.Compare(want, m.required()) > 0 {
+				if want := highestRequired[p+"@"+m.Version]; !m.pinned && semver.Compare(want, m.Required) > 0 {
 					changes[u.dir] = append(changes[u.dir], p+"@"+want)
 				}
 				continue
@@ -221,7 +216,10 @@ func plan(units []unit) map[string][]string {
 			want := highest[p]
 			if u.kubernetesBased[p] {
 				want = highestPatch(units, u, p, m.Version)
-				if ref, ok := byDir[stacks[u.dir]]; ok {
+				// A stack lends its libraries and APIs, not its version of the
+				// controller the unit builds (the stack unit may require that
+				// module too, for its API types).
+				if ref, ok := byDir[stacks[u.dir]]; ok && !u.direct[p] {
 					if r, ok := ref.modules[p]; ok && semver.Compare(r.Version, want) > 0 {
 						want = r.Version
 					}
@@ -251,7 +249,9 @@ func highestPatch(units []unit, in unit, p, v string) string {
 			continue
 		}
 		if pseudo {
-			if modpath.IsPseudoVersion(m.Version) && minor != "" && semver.MajorMinor(u.modules[kubernetesMinorOf].Version) == minor {
+			// A pseudo-version on a release (v1.13.1-0.…) stays on that release's minor.
+			if modpath.IsPseudoVersion(m.Version) && semver.MajorMinor(m.Version) == semver.MajorMinor(v) &&
+				minor != "" && semver.MajorMinor(u.modules[kubernetesMinorOf].Version) == minor {
 				want = m.Version
 			}
 			continue
@@ -275,15 +275,19 @@ func load(dir string) (unit, error) {
 		return unit{}, err
 	}
 	var gomod struct {
-		Require []module
+		Require []struct {
+			Path     string
+			Indirect bool
+		}
 		Replace []struct{ Old module }
 	}
 	if err := json.Unmarshal(edit, &gomod); err != nil {
 		return unit{}, fmt.Errorf("%s: go.mod: %v", dir, err)
 	}
-	required := map[string]bool{}
+	required, direct := map[string]bool{}, map[string]bool{}
 	for _, r := range gomod.Require {
 		required[r.Path] = true
+		direct[r.Path] = !r.Indirect
 	}
 	pinned := map[string]bool{}
 	for _, r := range gomod.Replace {
@@ -295,7 +299,7 @@ func load(dir string) (unit, error) {
 	if err != nil {
 		return unit{}, err
 	}
-	u := unit{dir: dir, modules: map[string]module{}, kubernetesBased: kubernetesBased(string(graph))}
+	u := unit{dir: dir, modules: map[string]module{}, kubernetesBased: kubernetesBased(string(graph)), direct: direct}
 	list, err := output(dir, "go", "list", "-m", "-json", "all")
 	if err != nil {
 		return unit{}, err
@@ -311,6 +315,8 @@ func load(dir string) (unit, error) {
 				continue // a fork or a local directory: not the module the others build
 			}
 			m.Required, m.Version, m.pinned = m.Version, m.Replace.Version, pinned[m.Path]
+		} else {
+			m.Required = m.Version
 		}
 		if m.Version == "" || m.Main || !required[m.Path] {
 			continue

@@ -34,7 +34,7 @@ github.com/example/logger@v1.0.0 k8s.io/klog/v2@v2.140.0
 }
 
 func TestPlan(t *testing.T) {
-	mod := func(path, version string) module { return module{Path: path, Version: version} }
+	mod := func(path, version string) module { return module{Path: path, Version: version, Required: version} }
 	replaced := func(path, required, version string) module {
 		return module{Path: path, Required: required, Version: version, Replace: &module{Path: path, Version: version}}
 	}
@@ -109,6 +109,39 @@ func TestPlan(t *testing.T) {
 				}, kubernetesBased: map[string]bool{"github.com/kubeflow/trainer/v2": true}},
 			),
 			want: map[string][]string{"hack/integrations/kueue": {"github.com/kubeflow/trainer/v2@v2.3.0", "k8s.io/api@v0.36.2"}},
+		},
+		{
+			name: "but not its version of the controller the unit builds",
+			units: units(
+				unit{dir: ".", modules: map[string]module{
+					"k8s.io/client-go":   mod("k8s.io/client-go", "v0.37.2"),
+					"sigs.k8s.io/jobset": mod("sigs.k8s.io/jobset", "v0.13.0"),
+				}, kubernetesBased: map[string]bool{"k8s.io/client-go": true, "sigs.k8s.io/jobset": true}},
+				unit{dir: "hack/integrations/jobset", modules: map[string]module{
+					"k8s.io/client-go":   mod("k8s.io/client-go", "v0.36.2"),
+					"sigs.k8s.io/jobset": mod("sigs.k8s.io/jobset", "v0.12.0"),
+				}, kubernetesBased: map[string]bool{"k8s.io/client-go": true, "sigs.k8s.io/jobset": true},
+					direct: map[string]bool{"sigs.k8s.io/jobset": true}},
+			),
+			want: map[string][]string{"hack/integrations/jobset": {"k8s.io/client-go@v0.37.2"}},
+		},
+		{
+			name: "a pseudo-version on a release only to another on the same release's minor",
+			units: units(
+				unit{dir: "hack/integrations/a", modules: map[string]module{
+					"k8s.io/apimachinery": mod("k8s.io/apimachinery", "v0.36.2"),
+					"volcano.sh/apis":     mod("volcano.sh/apis", "v1.13.1-0.20251028070205-46d20c0699e7"),
+				}, kubernetesBased: map[string]bool{"k8s.io/apimachinery": true, "volcano.sh/apis": true}},
+				unit{dir: "hack/integrations/b", modules: map[string]module{
+					"k8s.io/apimachinery": mod("k8s.io/apimachinery", "v0.36.2"),
+					"volcano.sh/apis":     mod("volcano.sh/apis", "v1.14.1-0.20260301000000-0123456789ab"),
+				}, kubernetesBased: map[string]bool{"k8s.io/apimachinery": true, "volcano.sh/apis": true}},
+				unit{dir: "hack/integrations/c", modules: map[string]module{
+					"k8s.io/apimachinery": mod("k8s.io/apimachinery", "v0.36.2"),
+					"volcano.sh/apis":     mod("volcano.sh/apis", "v1.13.1-0.20251201000000-0123456789ab"),
+				}, kubernetesBased: map[string]bool{"k8s.io/apimachinery": true, "volcano.sh/apis": true}},
+			),
+			want: map[string][]string{"hack/integrations/a": {"volcano.sh/apis@v1.13.1-0.20251201000000-0123456789ab"}},
 		},
 		{
 			name: "a module replaced alike is required alike; one replaced by another version is left",
