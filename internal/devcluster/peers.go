@@ -85,7 +85,8 @@ type Controller struct {
 	// /readyz.
 	ReadyPath string
 	// HealthPort is a health port the controller cannot be told to move
-	// (0: the harness picks one).
+	// (0: the harness picks one). Its process holds a machine-wide lock of
+	// the port (lockPort): another local cluster's waits for it.
 	HealthPort int
 	// Env is added to the controller's environment.
 	Env []string
@@ -444,7 +445,15 @@ func (c *Cluster) prepareController(ctx context.Context, ctl Controller, root st
 		args = append(ctl.Flags(p), args...)
 	}
 	name := ctl.Name + "-controller"
-	return &process{Name: name, Binary: bin, Args: args, Env: env, Log: c.layout.log(name)}, p, nil
+	proc := &process{Name: name, Binary: bin, Args: args, Env: env, Log: c.layout.log(name)}
+	if ctl.HealthPort != 0 {
+		f, err := lockPort(ctx, ctl.HealthPort)
+		if err != nil {
+			return nil, p, fmt.Errorf("%s: %w", ctl.Name, err)
+		}
+		proc.Locks, proc.held = []string{f.Name()}, []*os.File{f}
+	}
+	return proc, p, nil
 }
 
 // moduleDir is where the Go module cache holds c's module, at the version

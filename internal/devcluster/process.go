@@ -27,6 +27,12 @@ type process struct {
 	Cgroup string `json:"cgroup,omitempty"`
 	// Restarts counts the times a supervisor started it again.
 	Restarts int `json:"restarts,omitempty"`
+	// Locks are lock files (lockPort) the process holds while it runs: it
+	// inherits their open files, so they are released when it exits.
+	Locks []string `json:"locks,omitempty"`
+	// held are Locks already taken for its next start (nil: start takes
+	// them, without waiting).
+	held []*os.File
 
 	// exited is closed when a process this one started has exited; nil for a
 	// process read back from state.json. exit then says how it ended.
@@ -40,6 +46,13 @@ type process struct {
 // file. With tied, the child is killed when this process dies (foreground
 // `dev up` and tests); detached children outlive it.
 func (p *process) start(tied bool) error {
+	held := p.held
+	p.held = nil
+	defer func() {
+		for _, f := range held {
+			_ = f.Close() // a started child has its own descriptor of each
+		}
+	}()
 	if _, err := os.Stat(p.Binary); err != nil {
 		return fmt.Errorf("%s: binary %s not found (run `make build`): %w", p.Name, p.Binary, err)
 	}
@@ -48,7 +61,17 @@ func (p *process) start(tied bool) error {
 		return err
 	}
 	defer logf.Close()
+	if held == nil {
+		for _, path := range p.Locks {
+			f, err := tryLock(path)
+			if err != nil {
+				return fmt.Errorf("starting %s: %w", p.Name, err)
+			}
+			held = append(held, f)
+		}
+	}
 	cmd := exec.Command(p.Binary, p.Args...)
+	cmd.ExtraFiles = held
 	if len(p.Env) > 0 {
 		cmd.Env = append(os.Environ(), p.Env...)
 	}
