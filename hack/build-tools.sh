@@ -18,11 +18,13 @@
 # Steps run side by side (LOCKSTEP_BUILD_JOBS at once, 3 by default): one step's module
 # downloads and links overlap another's compiling, and they share Go's build cache — with
 # `make lockstep` and `go test` too. A package is compiled once for all of them when it is built
-# with the same configuration (the Makefile's: CGO_ENABLED=0, -trimpath, set here too for a direct
-# call) and every module beneath it is at the same version (hack/align).
+# with the same configuration (the Makefile's: CGO_ENABLED=0, -trimpath, no compiler DWARF, set
+# here too for a direct call) and every module beneath it is at the same version (hack/align).
 set -euo pipefail
 export CGO_ENABLED=0
 [[ " ${GOFLAGS:-} " == *" -trimpath "* ]] || export GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
+gcflags=${LOCKSTEP_GCFLAGS-all=-dwarf=false} # the Makefile's GCFLAGS (empty: with DWARF)
+[[ -z $gcflags || " $GOFLAGS " == *" -gcflags="* ]] || export GOFLAGS="$GOFLAGS -gcflags=$gcflags"
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin/.versions"
