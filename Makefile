@@ -12,11 +12,16 @@ TEST_TIMEOUT ?= 45m
 # machine's paths (-trimpath), as the image ships, and without the compiler's DWARF — so that Go's
 # build cache compiles a package once for lockstep, its tests, its image and every tool
 # (hack/align keeps the modules' versions shared; hack/build-tools.sh reads LOCKSTEP_GCFLAGS).
-# DWARF is debug information for a debugger (delve) alone: stack traces, pprof and panics read the
-# symbol table, which stays, and every tool and controller is linked without it (-s -w) anyway.
-# Leaving it out saves about a tenth of the compiler's CPU on a cold build (issue 36). To debug
-# bin/lockstep: `make GCFLAGS= lockstep` (a configuration of its own: everything compiles again).
-GCFLAGS ?= all=-dwarf=false
+# DWARF is what a debugger (delve) reads: stack traces, panics and pprof read the symbol table,
+# which stays. Every tool and controller is linked without it (-s -w) anyway, so it only costs
+# bin/lockstep's and kubectl-lockstep's, and saves about a tenth of the compiler's CPU on a cold
+# build (issue 36). To debug lockstep: `make GCFLAGS= lockstep` (a configuration of its own:
+# everything compiles again). GCFLAGS is one GOFLAGS entry, so it holds no space; a -gcflags in
+# your GOFLAGS is taken as GCFLAGS.
+GCFLAGS ?= $(or $(patsubst -gcflags=%,%,$(lastword $(filter -gcflags=%,$(GOFLAGS)))),all=-dwarf=false)
+ifneq ($(word 2,$(GCFLAGS)),)
+$(error GCFLAGS="$(GCFLAGS)" has a space, which Go's GOFLAGS cannot carry: give one -gcflags value (e.g. GCFLAGS=all=-N), or build by hand: go build -gcflags='all=-N -l' ./cmd/lockstep)
+endif
 export LOCKSTEP_GCFLAGS := $(GCFLAGS)
 export CGO_ENABLED := 0
 export GOFLAGS := -trimpath $(if $(GCFLAGS),-gcflags=$(GCFLAGS)) $(filter-out -trimpath -gcflags=%,$(GOFLAGS))

@@ -20,7 +20,7 @@ done
 rm -rf "$dir" && mkdir -p "$dir"
 git clone -q "$root" "$dir/src"
 export GOMODCACHE=$dir/mod GOCACHE=$dir/cache
-unset GOFLAGS CGO_ENABLED # the Makefile sets the build's own
+unset GOFLAGS CGO_ENABLED GCFLAGS LOCKSTEP_GCFLAGS # the Makefile sets the build's own
 
 vmstat -n 10 > "$dir/vmstat" &
 vm=$!

@@ -333,6 +333,17 @@ func (c *Cluster) StartController(ctx context.Context, ctl Controller, root stri
 	if err != nil {
 		return nil, err
 	}
+	if ctl.HealthPort != 0 {
+		f, waited, err := lockPort(ctx, ctl.HealthPort)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ctl.Name, err)
+		}
+		p.Locks, p.held = []string{f.Name()}, []*os.File{f}
+		// The wait does not count against the time to start it.
+		var cancel context.CancelFunc
+		ctx, cancel = postpone(ctx, waited)
+		defer cancel()
+	}
 	if err := c.launch(p, c.state.Tied); err != nil {
 		return nil, err
 	}
@@ -445,15 +456,7 @@ func (c *Cluster) prepareController(ctx context.Context, ctl Controller, root st
 		args = append(ctl.Flags(p), args...)
 	}
 	name := ctl.Name + "-controller"
-	proc := &process{Name: name, Binary: bin, Args: args, Env: env, Log: c.layout.log(name)}
-	if ctl.HealthPort != 0 {
-		f, err := lockPort(ctx, ctl.HealthPort)
-		if err != nil {
-			return nil, p, fmt.Errorf("%s: %w", ctl.Name, err)
-		}
-		proc.Locks, proc.held = []string{f.Name()}, []*os.File{f}
-	}
-	return proc, p, nil
+	return &process{Name: name, Binary: bin, Args: args, Env: env, Log: c.layout.log(name)}, p, nil
 }
 
 // moduleDir is where the Go module cache holds c's module, at the version
