@@ -30,13 +30,18 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	modpath "golang.org/x/mod/module"
@@ -121,9 +126,9 @@ type unit struct {
 	// kubernetesBased are the modules that are, or directly require, a
 	// Kubernetes library (kubernetesLibrary): API types, operators, clients.
 	kubernetesBased map[string]bool
-	// direct are the modules its go.mod requires directly (not "// indirect"):
-	// for a peer, the controller it builds, which its go.mod alone chooses.
-	direct map[string]bool
+	// builds are the modules of the programs the unit builds (its tools.go
+	// imports): a peer's controller, whose version its go.mod alone chooses.
+	builds map[string]bool
 }
 
 func main() {
@@ -219,7 +224,7 @@ func plan(units []unit) map[string][]string {
 				// A stack lends its libraries and APIs, not its version of the
 				// controller the unit builds (the stack unit may require that
 				// module too, for its API types).
-				if ref, ok := byDir[stacks[u.dir]]; ok && !u.direct[p] {
+				if ref, ok := byDir[stacks[u.dir]]; ok && !u.builds[p] {
 					if r, ok := ref.modules[p]; ok && semver.Compare(r.Version, want) > 0 {
 						want = r.Version
 					}
@@ -275,19 +280,15 @@ func load(dir string) (unit, error) {
 		return unit{}, err
 	}
 	var gomod struct {
-		Require []struct {
-			Path     string
-			Indirect bool
-		}
+		Require []module
 		Replace []struct{ Old module }
 	}
 	if err := json.Unmarshal(edit, &gomod); err != nil {
 		return unit{}, fmt.Errorf("%s: go.mod: %v", dir, err)
 	}
-	required, direct := map[string]bool{}, map[string]bool{}
+	required := map[string]bool{}
 	for _, r := range gomod.Require {
 		required[r.Path] = true
-		direct[r.Path] = !r.Indirect
 	}
 	pinned := map[string]bool{}
 	for _, r := range gomod.Replace {
@@ -299,7 +300,10 @@ func load(dir string) (unit, error) {
 	if err != nil {
 		return unit{}, err
 	}
-	u := unit{dir: dir, modules: map[string]module{}, kubernetesBased: kubernetesBased(string(graph)), direct: direct}
+	u := unit{dir: dir, modules: map[string]module{}, kubernetesBased: kubernetesBased(string(graph))}
+	if u.builds, err = builds(dir, required); err != nil {
+		return unit{}, err
+	}
 	list, err := output(dir, "go", "list", "-m", "-json", "all")
 	if err != nil {
 		return unit{}, err
@@ -327,6 +331,35 @@ func load(dir string) (unit, error) {
 		u.modules[m.Path] = m
 	}
 	return u, nil
+}
+
+// builds returns the required modules that provide the packages dir's
+// tools.go imports (none without one): each import's longest module path.
+func builds(dir string, required map[string]bool) (map[string]bool, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, "tools.go"), nil, parser.ImportsOnly)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	mods := map[string]bool{}
+	for _, imp := range f.Imports {
+		pkg, err := strconv.Unquote(imp.Path.Value)
+		if err != nil {
+			return nil, err
+		}
+		best := ""
+		for p, ok := range required {
+			if ok && (pkg == p || strings.HasPrefix(pkg, p+"/")) && len(p) > len(best) {
+				best = p
+			}
+		}
+		if best != "" {
+			mods[best] = true
+		}
+	}
+	return mods, nil
 }
 
 // kubernetesBased are the modules of a module graph (`go mod graph`) that

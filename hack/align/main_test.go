@@ -2,6 +2,8 @@ package main
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -121,7 +123,7 @@ func TestPlan(t *testing.T) {
 					"k8s.io/client-go":   mod("k8s.io/client-go", "v0.36.2"),
 					"sigs.k8s.io/jobset": mod("sigs.k8s.io/jobset", "v0.12.0"),
 				}, kubernetesBased: map[string]bool{"k8s.io/client-go": true, "sigs.k8s.io/jobset": true},
-					direct: map[string]bool{"sigs.k8s.io/jobset": true}},
+					builds: map[string]bool{"sigs.k8s.io/jobset": true}},
 			),
 			want: map[string][]string{"hack/integrations/jobset": {"k8s.io/client-go@v0.37.2"}},
 		},
@@ -206,5 +208,27 @@ func TestPlan(t *testing.T) {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The modules a unit builds are those providing its tools.go's imports, each
+// the longest module path that holds the package; a unit with no tools.go
+// builds none.
+func TestBuilds(t *testing.T) {
+	dir := t.TempDir()
+	tools := "//go:build tools\n\npackage tools\n\nimport _ \"sigs.k8s.io/kueue/cmd/kueue\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	required := map[string]bool{"sigs.k8s.io/kueue": true, "sigs.k8s.io/kueue/cmd": false, "k8s.io/api": true, "sigs.k8s.io/kueuex": true}
+	got, err := builds(dir, required)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]bool{"sigs.k8s.io/kueue": true}, got); diff != "" {
+		t.Errorf("builds (-want +got):\n%s", diff)
+	}
+	if got, err := builds(t.TempDir(), required); err != nil || got != nil {
+		t.Errorf("a unit without tools.go: got %v, %v; want nothing", got, err)
 	}
 }
