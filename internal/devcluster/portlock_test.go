@@ -33,22 +33,30 @@ func portHeld(t *testing.T, port int) bool {
 	return true
 }
 
+// startHolder takes port's lock and starts a component that holds it for
+// seconds, as StartController does.
+func startHolder(t *testing.T, port int, seconds string) *process {
+	t.Helper()
+	f, _, err := lockPort(context.Background(), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{Name: "holder", Binary: "/bin/sleep", Args: []string{seconds}, Log: filepath.Join(t.TempDir(), "holder.log"),
+		Locks: []string{f.Name()}, held: []*os.File{f}}
+	if err := p.start(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.stop(time.Second) })
+	return p
+}
+
 // A fixed port's lock is held by the component's process while it runs, not
 // by the process that started it, and is released when it exits; a
 // restart takes it again only when it is free.
 func TestFixedPortLockIsHeldWhileTheComponentRuns(t *testing.T) {
 	useLockDir(t)
 	const port = 18080
-	f, _, err := lockPort(context.Background(), port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &process{Name: "holder", Binary: "/bin/sleep", Args: []string{"60"}, Log: filepath.Join(t.TempDir(), "holder.log"),
-		Locks: []string{f.Name()}, held: []*os.File{f}}
-	if err := p.start(true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.stop(time.Second) })
+	p := startHolder(t, port, "60")
 	if !portHeld(t, port) {
 		t.Fatal("the lock is free while the component runs")
 	}
@@ -81,16 +89,7 @@ func TestFixedPortLockIsHeldWhileTheComponentRuns(t *testing.T) {
 func TestFixedPortWaitOutlastsTheStartDeadline(t *testing.T) {
 	useLockDir(t)
 	const port = 18081
-	f, _, err := lockPort(context.Background(), port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder := &process{Name: "holder", Binary: "/bin/sleep", Args: []string{"2"}, Log: filepath.Join(t.TempDir(), "holder.log"),
-		Locks: []string{f.Name()}, held: []*os.File{f}}
-	if err := holder.start(true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.stop(time.Second) })
+	startHolder(t, port, "2")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
