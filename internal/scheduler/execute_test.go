@@ -182,6 +182,35 @@ func TestExecuteBindsWhatFitsBeyondMinCount(t *testing.T) {
 	}
 }
 
+// A running gang whose member created after it was placed does not fit:
+// the group stays Scheduled and its counts take the new member in (its
+// condition said "2 of 2" from the placement that saw only 2); nothing
+// binds, the member says why, and an unchanged retry writes nothing.
+func TestExecuteRecountsARunningGangsLateMember(t *testing.T) {
+	gang := running(gpuPods("ml", "elastic", "elastic", 2, 0), "gpu-0", 0)
+	pg := builders.GangPodGroup("ml", "elastic", 2)
+	pg.Status.Conditions = []metav1.Condition{{Type: lockv1.PodGroupInitiallyScheduled, Status: metav1.ConditionTrue, Reason: lockv1.PodGroupReasonScheduled, Message: "2 of 2 pods placed (minCount 2)"}}
+	f := newFixture(t, oneNode, objects(gang, gpuPods("ml", "elastic", "late", 1, 0), []runtime.Object{pg})...)
+	k := queue.GroupKey("ml", "elastic")
+	f.run(k)
+
+	if w := only(f.writes(), "pods/binding"); len(w) != 0 {
+		t.Errorf("bindings %v, want none: no GPU is free", w)
+	}
+	if got, want := condition(f.group("ml", "elastic")), "True/Scheduled: 2 of 3 pods placed (minCount 2)"; got != want {
+		t.Errorf("condition %q, want %q", got, want)
+	}
+	if got := podScheduled(f.pod("ml", "late-0")); !strings.HasPrefix(got, "False/Unschedulable: PodGroup elastic has reached minCount 2") {
+		t.Errorf("late member's condition %q, want Unschedulable beyond minCount", got)
+	}
+	f.drainEvents()
+	n := len(f.writes())
+	f.run(k)
+	if w := f.writes()[n:]; len(w) != 0 {
+		t.Errorf("an unchanged retry wrote %v", w)
+	}
+}
+
 // A gang with fewer members than minCount waits: the group says so, no
 // pod or claim is written, and the unit waits for its pods.
 func TestExecuteWaitsForPods(t *testing.T) {

@@ -121,13 +121,25 @@ func (s *Scheduler) groupPlaced(ctx context.Context, g *group, d decide.Decision
 	}
 	if o.Admitted {
 		placed := g.Bound + len(d.Result.Assignments)
-		s.setCondition(ctx, g.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-			fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, o.Total, g.MinCount()))
+		s.setCondition(ctx, g.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled, placedMessage(placed, o.Total, g.MinCount()))
 		s.recorder.Eventf(g.Group, nil, corev1.EventTypeNormal, eventScheduled, "Scheduling", "placed %d pods; %d of %d pods now bound", len(d.Result.Assignments), placed, o.Total)
 		return
 	}
-	s.setCondition(ctx, g.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
+	if g.Bound > 0 && g.Bound >= g.MinCount() {
+		// A running gang whose later members do not fit stays Scheduled
+		// (InitiallyScheduled never goes back to False), but its counts
+		// follow the members it has now: a member created after the gang
+		// was placed is counted, not left out of a stale "3 of 3".
+		s.setCondition(ctx, g.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled, placedMessage(g.Bound, o.Total, g.MinCount()))
+	} else {
+		s.setCondition(ctx, g.Group, metav1.ConditionFalse, lockv1.PodGroupReasonUnschedulable, msg)
+	}
 	s.recorder.Eventf(g.Group, nil, corev1.EventTypeWarning, eventFailedScheduling, "Scheduling", "%s", msg)
+}
+
+// placedMessage is a Scheduled group's condition message.
+func placedMessage(placed, total, minCount int) string {
+	return fmt.Sprintf("%d of %d pods placed (minCount %d)", placed, total, minCount)
 }
 
 // reportBound writes the conditions a unit with nothing pending has earned
@@ -142,8 +154,7 @@ func (s *Scheduler) reportBound(ctx context.Context, u *unit) {
 			if g.Group == nil || g.Bound == 0 || g.Bound < g.MinCount() || meta.IsStatusConditionTrue(g.Group.Status.Conditions, lockv1.PodGroupInitiallyScheduled) {
 				return
 			}
-			s.setCondition(ctx, g.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled,
-				fmt.Sprintf("%d of %d pods placed (minCount %d)", g.Bound, len(g.Members), g.MinCount()))
+			s.setCondition(ctx, g.Group, metav1.ConditionTrue, lockv1.PodGroupReasonScheduled, placedMessage(g.Bound, len(g.Members), g.MinCount()))
 			return
 		}
 		whole, counted, of := n.BoundWhole()
