@@ -137,17 +137,17 @@ func (s *Scheduler) wakeups() cycle.Hooks {
 	return cycle.Hooks{
 		Pods: cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: s.onPodUpdate, DeleteFunc: s.onPodDelete},
 		Nodes: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.queue.MoveAllToActive() },
+			AddFunc:    func(any) { s.queue.CapacityChanged() },
 			UpdateFunc: s.onNodeUpdate,
-			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
+			DeleteFunc: func(any) { s.queue.CapacityChanged() },
 		},
-		Classes: s.moveAllHandler(),
+		Classes: s.capacityHandler(),
 		Claims: cache.ResourceEventHandlerFuncs{
 			AddFunc:    s.onClaimAdd,
 			UpdateFunc: s.onClaimUpdate,
 			DeleteFunc: func(any) { s.queue.MoveAllToActive() },
 		},
-		Slices: s.moveAllHandler(),
+		Slices: s.capacityHandler(),
 	}
 }
 
@@ -158,7 +158,7 @@ func (s *Scheduler) onNodeUpdate(oldObj, newObj any) {
 	o, ok1 := oldObj.(*corev1.Node)
 	n, ok2 := newObj.(*corev1.Node)
 	if !ok1 || !ok2 || nodeSchedulingChanged(o, n) {
-		s.queue.MoveAllToActive()
+		s.queue.CapacityChanged()
 	}
 }
 
@@ -205,11 +205,13 @@ func (s *Scheduler) onClaimAdd(obj any) {
 	s.queue.MoveAllToActive()
 }
 
-func (s *Scheduler) moveAllHandler() cache.ResourceEventHandler {
+// capacityHandler wakes every parked unit, those beyond capacity too: a
+// DeviceClass or ResourceSlice changes what nodes offer.
+func (s *Scheduler) capacityHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.queue.MoveAllToActive() },
-		UpdateFunc: func(any, any) { s.queue.MoveAllToActive() },
-		DeleteFunc: func(any) { s.queue.MoveAllToActive() },
+		AddFunc:    func(any) { s.queue.CapacityChanged() },
+		UpdateFunc: func(any, any) { s.queue.CapacityChanged() },
+		DeleteFunc: func(any) { s.queue.CapacityChanged() },
 	}
 }
 
@@ -295,6 +297,11 @@ func onlyGroupConditionsChanged(oldObj, newObj any) bool {
 		unstructured.RemoveNestedField(c, "metadata", "resourceVersion")
 		unstructured.RemoveNestedField(c, "metadata", "managedFields")
 		unstructured.RemoveNestedField(c, "status", "conditions")
+		if st, ok := c["status"].(map[string]any); ok && len(st) == 0 {
+			// A group's first condition makes its status: no status
+			// and an empty one are the same.
+			delete(c, "status")
+		}
 		return c
 	}
 	return equality.Semantic.DeepEqual(strip(o), strip(n))

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestNodeSchedulingChanged(t *testing.T) {
@@ -76,6 +77,46 @@ func TestOnlyConditionsChanged(t *testing.T) {
 			tc.change(n)
 			if got := onlyConditionsChanged(base, n); got != tc.want {
 				t.Errorf("onlyConditionsChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A PodGroup's own conditions — its first too, which creates its status —
+// queue nothing; a change of its spec or of the rest of its status does.
+func TestOnlyGroupConditionsChanged(t *testing.T) {
+	group := func(status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "scheduling.lockstep.dev/v1beta1", "kind": "PodGroup",
+			"metadata": map[string]any{"name": "g", "namespace": "ns", "resourceVersion": "1"},
+			"spec":     map[string]any{"schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": int64(4)}}},
+		}}
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	cond := func(reason string) map[string]any {
+		return map[string]any{"conditions": []any{map[string]any{"type": "PodGroupInitiallyScheduled", "status": "False", "reason": reason}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *unstructured.Unstructured
+		want     bool
+	}{
+		{name: "its first condition", old: group(nil), new: group(cond("WaitingForPods")), want: true},
+		{name: "a new condition", old: group(cond("WaitingForPods")), new: group(cond("Unschedulable")), want: true},
+		{name: "minCount", old: group(cond("Unschedulable")), new: func() *unstructured.Unstructured {
+			g := group(cond("Unschedulable"))
+			_ = unstructured.SetNestedField(g.Object, int64(2), "spec", "schedulingPolicy", "gang", "minCount")
+			return g
+		}(), want: false},
+		{name: "the incarnation", old: group(cond("Unschedulable")), new: group(map[string]any{"incarnation": map[string]any{"number": int64(1)}}), want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.new.SetResourceVersion("2")
+			if got := onlyGroupConditionsChanged(tc.old, tc.new); got != tc.want {
+				t.Errorf("onlyGroupConditionsChanged = %v, want %v", got, tc.want)
 			}
 		})
 	}
