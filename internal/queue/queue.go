@@ -14,6 +14,13 @@
 // An Add or event for a unit in flight marks it dirty: it goes back to
 // active when the cycle ends, so no update is lost.
 //
+// A unit that cannot fit even on empty nodes (BeyondCapacity) is parked
+// apart: what frees capacity (a pod ending, a claim released) cannot help
+// it, so MoveAllToActive leaves it; only capacity added or changed
+// (CapacityChanged), its own change (Add), or CapacityRecheck brings it
+// back. A gang of 10,000 on a cluster of 1,000 slots is then decided once,
+// not again at every neighbour's departure.
+//
 // Active units are a heap on their (priority, creation) keys, computed when
 // the unit is added (every change to a unit is an Add) and kept while it is
 // parked or in flight: a pop costs O(log n), and never calls Order.
@@ -133,7 +140,15 @@ type Queue struct {
 	attempts map[Key]int
 	inFlight map[Key]bool
 	dirty    map[Key]bool
-	closed   bool
+	// beyond are the parked units that cannot fit even on empty nodes;
+	// changed are the units in flight dirtied by their own change or by
+	// capacity (what wakes a unit beyond capacity), not only by capacity
+	// freed.
+	beyond  map[Key]bool
+	changed map[Key]bool
+	// capacityGen counts CapacityChanged calls.
+	capacityGen uint64
+	closed      bool
 
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
@@ -145,7 +160,7 @@ func New(clk clock.WithDelayedExecution, order Order) *Queue {
 		clock: clk, order: order,
 		active: &activeHeap{index: map[Key]int{}}, sortKeys: map[Key]sortKey{},
 		parked: map[Key]time.Time{}, attempts: map[Key]int{},
-		inFlight: map[Key]bool{}, dirty: map[Key]bool{},
+		inFlight: map[Key]bool{}, dirty: map[Key]bool{}, beyond: map[Key]bool{}, changed: map[Key]bool{},
 		InitialBackoff: time.Second, MaxBackoff: 10 * time.Second,
 	}
 	q.cond = sync.NewCond(&q.mu)
@@ -160,10 +175,11 @@ func (q *Queue) Add(k Key) {
 	defer q.mu.Unlock()
 	q.sortKeys[k] = sortKey{key: k, priority: p, created: t}
 	if q.inFlight[k] {
-		q.dirty[k] = true
+		q.dirty[k], q.changed[k] = true, true
 		return
 	}
 	delete(q.parked, k)
+	delete(q.beyond, k)
 	q.activate(k)
 	q.cond.Broadcast()
 }
@@ -186,12 +202,43 @@ func (q *Queue) activate(k Key) {
 }
 
 // MoveAllToActive is called on cluster events that may make parked units
-// fit: each parked unit becomes active once its backoff has passed.
+// fit by freeing capacity (a pod ending, a claim released): each parked
+// unit becomes active once its backoff has passed, except those beyond
+// capacity.
 func (q *Queue) MoveAllToActive() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.moveAllLocked(false)
+}
+
+// CapacityChanged is MoveAllToActive for events that add or change
+// capacity (a node, a ResourceSlice, a DeviceClass): the units beyond
+// capacity come back too.
+func (q *Queue) CapacityChanged() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.capacityGen++
+	q.moveAllLocked(true)
+}
+
+// CapacityGeneration counts the CapacityChanged calls so far: a unit found
+// beyond capacity at one generation still is at the same one, unless it
+// changed itself.
+func (q *Queue) CapacityGeneration() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.capacityGen
+}
+
+func (q *Queue) moveAllLocked(capacity bool) {
 	now := q.clock.Now()
 	for k, at := range q.parked {
+		if q.beyond[k] {
+			if !capacity {
+				continue
+			}
+			delete(q.beyond, k)
+		}
 		if !at.After(now) {
 			delete(q.parked, k)
 			q.activate(k)
@@ -201,6 +248,9 @@ func (q *Queue) MoveAllToActive() {
 	}
 	for k := range q.inFlight {
 		q.dirty[k] = true
+		if capacity {
+			q.changed[k] = true
+		}
 	}
 	q.cond.Broadcast()
 }
@@ -211,7 +261,7 @@ func (q *Queue) wakeAt(k Key, at time.Time) {
 	q.clock.AfterFunc(at.Sub(q.clock.Now()), func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		if t, ok := q.parked[k]; ok && t.Equal(at) {
+		if t, ok := q.parked[k]; ok && t.Equal(at) && !q.beyond[k] {
 			delete(q.parked, k)
 			q.activate(k)
 			q.cond.Broadcast()
@@ -289,6 +339,7 @@ func (q *Queue) Done(k Key) {
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
 	delete(q.attempts, k)
+	delete(q.changed, k)
 	if !q.dirty[k] {
 		delete(q.sortKeys, k) // it leaves the queue
 	}
@@ -302,12 +353,51 @@ func (q *Queue) Unschedulable(k Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
+	delete(q.changed, k)
 	at := q.backoff(k)
 	q.parked[k] = at
 	if q.dirty[k] {
 		delete(q.dirty, k)
 		q.wakeAt(k, at)
 	}
+}
+
+// CapacityRecheck is how long a unit beyond capacity stays parked without
+// an event that wakes it (as kube-scheduler flushes its unschedulable
+// pods after 5 minutes): a change no event announced is seen then.
+const CapacityRecheck = 5 * time.Minute
+
+// BeyondCapacity ends a cycle where the unit cannot fit even on empty
+// nodes: it is parked like Unschedulable (with backoff), but only capacity
+// added or changed (CapacityChanged), its own change (Add), or
+// CapacityRecheck makes it active again — not capacity freed
+// (MoveAllToActive), which cannot help it. A capacity event or change of
+// its own during the cycle wakes it after its backoff, as for
+// Unschedulable.
+func (q *Queue) BeyondCapacity(k Key) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.inFlight, k)
+	at := q.backoff(k)
+	q.parked[k] = at
+	if q.changed[k] {
+		delete(q.changed, k)
+		delete(q.dirty, k)
+		q.wakeAt(k, at)
+		return
+	}
+	delete(q.dirty, k)
+	q.beyond[k] = true
+	q.clock.AfterFunc(max(CapacityRecheck, at.Sub(q.clock.Now())), func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if t, ok := q.parked[k]; ok && t.Equal(at) && q.beyond[k] {
+			delete(q.parked, k)
+			delete(q.beyond, k)
+			q.activate(k)
+			q.cond.Broadcast()
+		}
+	})
 }
 
 // Wait ends a cycle for a unit that cannot be attempted yet (members, claims
@@ -317,6 +407,7 @@ func (q *Queue) Wait(k Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
+	delete(q.changed, k)
 	q.parked[k] = q.clock.Now()
 	if q.dirty[k] {
 		delete(q.dirty, k)
@@ -334,6 +425,7 @@ func (q *Queue) WaitFor(k Key, d time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
+	delete(q.changed, k)
 	if q.dirty[k] {
 		delete(q.dirty, k)
 		q.activate(k)
@@ -359,6 +451,7 @@ func (q *Queue) Retry(k Key) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
+	delete(q.changed, k)
 	at := q.backoff(k)
 	q.parked[k] = at
 	delete(q.dirty, k)

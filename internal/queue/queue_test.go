@@ -183,3 +183,65 @@ func TestPopCarriesPriority(t *testing.T) {
 		t.Errorf("String() = %q, want pod/ns/p", got)
 	}
 }
+
+// A unit beyond capacity is woken by capacity added, its own change, or
+// the recheck — never by capacity freed; what happened during its cycle
+// counts the same way.
+func TestBeyondCapacityWakesOnlyOnCapacityOrOwnChange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// during runs while the unit is in flight, after the park.
+		during, after func(q *Queue, clk *clocktesting.FakeClock)
+		active        bool
+	}{
+		{name: "capacity freed", after: func(q *Queue, _ *clocktesting.FakeClock) { q.MoveAllToActive() }},
+		{name: "capacity freed during its cycle", during: func(q *Queue, _ *clocktesting.FakeClock) { q.MoveAllToActive() }},
+		{name: "backoff over, capacity freed", after: func(q *Queue, clk *clocktesting.FakeClock) {
+			clk.Step(2 * time.Second)
+			q.MoveAllToActive()
+		}},
+		{name: "capacity added", active: true, after: func(q *Queue, _ *clocktesting.FakeClock) { q.CapacityChanged() }},
+		{name: "capacity added during its cycle", active: true, during: func(q *Queue, _ *clocktesting.FakeClock) { q.CapacityChanged() }},
+		{name: "its own change", active: true, after: func(q *Queue, _ *clocktesting.FakeClock) { q.Add(g("huge")) }},
+		{name: "its own change during its cycle", active: true, during: func(q *Queue, _ *clocktesting.FakeClock) { q.Add(g("huge")) }},
+		{name: "the recheck", active: true, after: func(_ *Queue, clk *clocktesting.FakeClock) { clk.Step(CapacityRecheck) }},
+		{name: "before the recheck", after: func(_ *Queue, clk *clocktesting.FakeClock) { clk.Step(CapacityRecheck - 3*time.Second) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
+			q.Add(g("huge"))
+			k := pop(q, context.Background())
+			if tc.during != nil {
+				tc.during(q, clk)
+			}
+			q.BeyondCapacity(k)
+			if tc.after != nil {
+				tc.after(q, clk)
+			}
+			clk.Step(2 * time.Second) // past the first backoff
+			if a, p := q.Len(); (a == 1) != tc.active || a+p != 1 {
+				t.Errorf("active %d, parked %d; want active %v", a, p, tc.active)
+			}
+		})
+	}
+}
+
+// Another unit parked Unschedulable still wakes on capacity freed beside
+// one beyond capacity.
+func TestCapacityFreedWakesOthers(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
+	q.Add(g("huge"))
+	q.BeyondCapacity(pop(q, context.Background()))
+	q.Add(g("small"))
+	q.Unschedulable(pop(q, context.Background()))
+	clk.Step(2 * time.Second)
+	q.MoveAllToActive()
+	if got := pop(q, context.Background()); got != g("small") {
+		t.Fatalf("popped %v, want small", got)
+	}
+	if a, p := q.Len(); a != 0 || p != 1 {
+		t.Errorf("active %d, parked %d: want only huge parked", a, p)
+	}
+}

@@ -36,6 +36,9 @@ type unit struct {
 	// preemptAt is when its preemption delay ends, while it has not
 	// (zero otherwise): it is tried again then.
 	preemptAt time.Time
+	// capacityGen is the queue's capacity generation when the unit was
+	// read: what its cycle saw of the nodes (beyond.go).
+	capacityGen uint64
 }
 
 // group is one leaf of a unit as its reports see it: a PodGroup's (or a
@@ -85,6 +88,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "unit", k)
 	ctx = klog.NewContext(ctx, logger)
 	start := s.clock.Now()
+	capacityGen := s.queue.CapacityGeneration()
 	u, err := s.resolve(k)
 	if err != nil {
 		logger.Error(err, "Resolving unit")
@@ -93,9 +97,11 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	}
 	if u == nil {
 		s.dropNomination(ctx, k)
+		delete(s.beyond, k)
 		s.queue.Done(k)
 		return
 	}
+	u.capacityGen = capacityGen
 	for _, g := range u.leaves() {
 		if g.records() && len(g.Pending) == 0 && podgroup.Unrecorded(g.Group.Status.Incarnation, g.Pods) > 0 {
 			// Bound members nobody recorded: a crash between binding and
@@ -109,6 +115,11 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	if u.idle() {
 		s.dropNomination(ctx, k)
 		s.queue.Done(k)
+		return
+	}
+	if s.stillBeyond(u) {
+		logger.V(2).Info("Unit still beyond capacity: neither it nor the nodes changed; not decided again")
+		s.queue.BeyondCapacity(k)
 		return
 	}
 	nc := s.checkNomination(k) // before the snapshot: see checkNomination
@@ -186,6 +197,13 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 			// how many more nodes of which group it needs.
 			note = joinNote(note, s.shortfall(ctx, u, prio))
 		}
+		beyond := ""
+		if d.Kind == decide.Unschedulable && !victimsGoing {
+			beyond = s.beyondCapacity(u)
+			if beyond != "" && u.multiMember() {
+				note = joinNote(note, beyond+"; it is tried again when nodes change")
+			}
+		}
 		s.reportUnplaced(ctx, u, d, note)
 		s.observe(u, start, metrics.ResultUnschedulable)
 		s.countDeviceFailures(d)
@@ -202,6 +220,11 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		case u.preemptAt.After(now):
 			// Nor that a preemption delay did.
 			s.queue.WaitFor(k, u.preemptAt.Sub(now))
+		case beyond != "":
+			// Pods ending cannot help it: it is not decided again at
+			// each neighbour's departure (a 10,000-rank gang's decision
+			// holds the loop for a neighbour's whole cycle).
+			s.parkBeyond(u)
 		default:
 			s.queue.Unschedulable(k)
 		}

@@ -369,6 +369,10 @@ func (q *recordingQueue) Unschedulable(k queue.Key) {
 	q.record(k, "Unschedulable")
 	q.Queue.Unschedulable(k)
 }
+func (q *recordingQueue) BeyondCapacity(k queue.Key) {
+	q.record(k, "BeyondCapacity")
+	q.Queue.BeyondCapacity(k)
+}
 func (q *recordingQueue) Wait(k queue.Key)  { q.record(k, "Wait"); q.Queue.Wait(k) }
 func (q *recordingQueue) Retry(k queue.Key) { q.record(k, "Retry"); q.Queue.Retry(k) }
 func (q *recordingQueue) WaitFor(k queue.Key, d time.Duration) {

@@ -142,7 +142,7 @@ func (s *Scheduler) watchKarpenter() error {
 	// A NodePool added or changed (its limits raised, an instance type
 	// allowed) may help a unit no offering helped.
 	poolReg, err := pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.queue.MoveAllToActive() },
+		AddFunc:    func(any) { s.queue.CapacityChanged() },
 		UpdateFunc: func(o, n any) { s.onNodePoolUpdate(o, n) },
 	})
 	if err != nil {
@@ -177,7 +177,7 @@ func (s *Scheduler) enableProvisioning(ctx context.Context) {
 	s.dynFactor.WaitForCacheSync(ctx.Done())
 	s.metrics.KindServed.WithLabelValues(provision.NodeClaimResource.GroupResource().String()).Set(1)
 	logger.Info("Karpenter's API is served now: gangs' missing nodes are asked for", "resource", provision.NodeClaimResource.String())
-	s.queue.MoveAllToActive()
+	s.queue.CapacityChanged()
 }
 
 // onNodePoolUpdate wakes the units when a NodePool's spec changes (not
@@ -188,7 +188,7 @@ func (s *Scheduler) onNodePoolUpdate(o, n any) {
 	if ok1 && ok2 && ou.GetGeneration() == nu.GetGeneration() {
 		return
 	}
-	s.queue.MoveAllToActive()
+	s.queue.CapacityChanged()
 }
 
 // DefaultProvisionTimeout is how long a request's nodes have to become

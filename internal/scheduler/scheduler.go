@@ -148,6 +148,8 @@ type Scheduler struct {
 	paced pacedChecks
 	// shortfalls remember what more nodes would make units fit.
 	shortfalls shortfalls
+	// beyond remembers the units parked beyond capacity (beyond.go).
+	beyond map[queue.Key]beyondMemo
 	// notices are the victims given preemption notice, by preemptor.
 	notices notices
 	// interrupts are the gangs told their node goes.
@@ -167,13 +169,16 @@ type Scheduler struct {
 
 // unitQueue is what the scheduler asks of its queue (queue.Queue): each
 // cycle ends in exactly one transition (Done, Unschedulable, Wait,
-// WaitFor, Retry) of the unit it popped.
+// WaitFor, Retry, BeyondCapacity) of the unit it popped.
 type unitQueue interface {
 	Add(queue.Key)
 	MoveAllToActive()
+	CapacityChanged()
+	CapacityGeneration() uint64
 	Pop(context.Context) (queue.Item, bool)
 	Done(queue.Key)
 	Unschedulable(queue.Key)
+	BeyondCapacity(queue.Key)
 	Wait(queue.Key)
 	WaitFor(queue.Key, time.Duration)
 	Retry(queue.Key)
