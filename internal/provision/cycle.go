@@ -11,7 +11,9 @@ import (
 
 	"github.com/lockstep-dev/lockstep/internal/cycle"
 	"github.com/lockstep-dev/lockstep/internal/decide"
+	"github.com/lockstep-dev/lockstep/internal/placement"
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
+	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
 // FitsWith is the cycle's decision (st) of the unit named self with planned nodes
@@ -87,8 +89,19 @@ func NodeShortfall(ctx context.Context, st *cycle.State, self string, tu *podgro
 			break
 		}
 	}
+	// A flat unit's requests bound the nodes it needs from below: the
+	// search starts there.
+	var from func(NodeGroup) (int, bool)
+	if f := tu.Flat(); f != nil {
+		if d, ok := placement.DemandOf(snap, f); ok {
+			total := placement.TotalAllocatable(snap)
+			from = func(g NodeGroup) (int, bool) {
+				return d.MoreNodes(total, snapshot.FromList(g.Template.Status.Allocatable))
+			}
+		}
+	}
 	fits, start := FitsWith(ctx, st, self, tu, prio), st.Clock.Now()
-	needs := Shortfall(groups, len(pods), func(nodes []*corev1.Node, slices []*resourcev1.ResourceSlice) (bool, string) {
+	needs := Shortfall(groups, len(pods), from, func(nodes []*corev1.Node, slices []*resourcev1.ResourceSlice) (bool, string) {
 		if st.Clock.Since(start) > shortfallBudget {
 			return false, "out of time"
 		}

@@ -207,14 +207,24 @@ func (n Need) String() string {
 
 // Shortfall is, for each group, the fewest nodes more of it (at most
 // maxNodes) with which the unit fits, fewest first; groups with which it
-// does not fit within maxNodes are left out.
-func Shortfall(groups []NodeGroup, maxNodes int, fits Fits) []Need {
+// does not fit within maxNodes are left out. from, when set, is a count
+// of a group's nodes below which the unit cannot fit (false: no count
+// of them can): the search starts there.
+func Shortfall(groups []NodeGroup, maxNodes int, from func(NodeGroup) (int, bool), fits Fits) []Need {
 	var out []Need
 	for _, g := range groups {
+		start := 1
+		if from != nil {
+			n, ok := from(g)
+			if !ok {
+				continue
+			}
+			start = n
+		}
 		n, _ := fewest(func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, error) {
 			nodes, slices := g.Like(n)
 			return nodes, slices, nil
-		}, maxNodes, fits)
+		}, start, maxNodes, fits)
 		if n > 0 {
 			out = append(out, Need{Group: g, Count: n})
 		}

@@ -85,12 +85,16 @@ func smallest(o Offering, limit int, fits Fits) (int, string) {
 			return nil, nil, err
 		}
 		return objs.Nodes, objs.ResourceSlices, nil
-	}, limit, fits)
+	}, 1, limit, fits)
 }
 
-// fewest is the fewest nodes render makes, at most limit, with which the
-// unit fits (0: none; why is the decision's reason at limit).
-func fewest(render func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, error), limit int, fits Fits) (int, string) {
+// fewest is the fewest nodes render makes, from from (a count below which
+// the unit is known not to fit) to limit, with which the unit fits (0:
+// none; why is the decision's reason at limit). Counts double from from
+// until one fits, then a binary search below it: a gang of 10,000 whose
+// bound says 75 nodes tries 75 first, not 1, 2, 4 … each a decision of
+// 10,000 pods.
+func fewest(render func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, error), from, limit int, fits Fits) (int, string) {
 	try := func(n int) (bool, string) {
 		nodes, slices, err := render(n)
 		if err != nil {
@@ -98,9 +102,13 @@ func fewest(render func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, err
 		}
 		return fits(nodes, slices)
 	}
-	lo, hi := 0, 0 // lo does not fit; hi fits (0: none found yet)
+	from = max(from, 1)
+	if from > limit {
+		return 0, fmt.Sprintf("needs at least %s", Nodes(from))
+	}
+	lo, hi := from-1, 0 // lo does not fit; hi fits (0: none found yet)
 	var why string
-	for n := 1; ; n *= 2 {
+	for n := from; ; n *= 2 {
 		if n > limit {
 			n = limit
 		}

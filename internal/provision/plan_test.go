@@ -2,6 +2,7 @@ package provision
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,4 +227,35 @@ func TestParseInstanceTypesRefusesBadInput(t *testing.T) {
 		}
 	}
 	_ = resource.MustParse
+}
+
+// fewest starts at its bound: a unit that needs 5 nodes is found in one
+// decision from a bound of 5, and from a bound of 4 with those the search
+// needs; a bound beyond the limit tries nothing.
+func TestFewestStartsAtItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		from, limit int
+		want        int
+		wantTries   []int
+	}{
+		{from: 1, limit: 100, want: 5, wantTries: []int{1, 2, 4, 8, 6, 5}},
+		{from: 4, limit: 100, want: 5, wantTries: []int{4, 8, 6, 5}},
+		{from: 5, limit: 100, want: 5, wantTries: []int{5}},
+		{from: 0, limit: 3, wantTries: []int{1, 2, 3}},
+		{from: 7, limit: 6},
+	} {
+		t.Run(fmt.Sprintf("from %d limit %d", tc.from, tc.limit), func(t *testing.T) {
+			var tries []int
+			render := func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, error) {
+				tries = append(tries, n)
+				return make([]*corev1.Node, n), nil, nil
+			}
+			got, _ := fewest(render, tc.from, tc.limit, func(nodes []*corev1.Node, _ []*resourcev1.ResourceSlice) (bool, string) {
+				return len(nodes) >= 5, "fewer than 5"
+			})
+			if got != tc.want || !slices.Equal(tries, tc.wantTries) {
+				t.Errorf("fewest = %d after %v; want %d after %v", got, tries, tc.want, tc.wantTries)
+			}
+		})
+	}
 }
