@@ -88,12 +88,12 @@ func smallest(o Offering, limit int, fits Fits) (int, string) {
 	}, 1, limit, fits)
 }
 
-// fewest is the fewest nodes render makes, from from (a count below which
-// the unit is known not to fit) to limit, with which the unit fits (0:
-// none; why is the decision's reason at limit). Counts double from from
-// until one fits, then a binary search below it: a gang of 10,000 whose
-// bound says 75 nodes tries 75 first, not 1, 2, 4 … each a decision of
-// 10,000 pods.
+// fewest is the fewest nodes render makes, between from (a count below
+// which the unit is known not to fit) and limit, with which the unit fits
+// (0: none; why is the decision's reason at limit, or the bound when it
+// is above limit). Counts double from the bound until one fits, then a
+// binary search below it: a gang of 3,000 whose bound says 31 nodes tries
+// 31 first, not 1, 2, 4 … each a decision of 3,000 pods.
 func fewest(render func(n int) ([]*corev1.Node, []*resourcev1.ResourceSlice, error), from, limit int, fits Fits) (int, string) {
 	try := func(n int) (bool, string) {
 		nodes, slices, err := render(n)

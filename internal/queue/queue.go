@@ -7,12 +7,16 @@
 //
 //	        Add                 Pop               Done(fit)
 //	(none) ────► active ──────────────► in flight ─────────► (none)
-//	               ▲                        │ Unschedulable
-//	               │  event + backoff over  ▼
-//	               └──────────────────── parked
+//	             ▲  ▲                    │        │
+//	             │  │     Unschedulable  │        │ BeyondCapacity
+//	             │  │                    ▼        ▼
+//	             │  └─ event + backoff ─ parked   parked beyond capacity
+//	             │                                 │
+//	             └─── capacity event, Add, recheck ┘
 //
 // An Add or event for a unit in flight marks it dirty: it goes back to
-// active when the cycle ends, so no update is lost.
+// active when the cycle ends, so no update is lost (a unit parked beyond
+// capacity: only an Add or capacity event, which also mark it changed).
 //
 // A unit that cannot fit even on empty nodes (BeyondCapacity) is parked
 // apart: what frees capacity (a pod ending, a claim released) cannot help
@@ -369,12 +373,12 @@ const CapacityRecheck = 5 * time.Minute
 
 // BeyondCapacity ends a cycle where the unit cannot fit even on empty
 // nodes: it is parked like Unschedulable (with backoff), but only capacity
-// added or changed (CapacityChanged), its own change (Add), or
-// CapacityRecheck makes it active again — not capacity freed
-// (MoveAllToActive), which cannot help it. A capacity event or change of
-// its own during the cycle wakes it after its backoff, as for
+// added or changed (CapacityChanged), its own change (Add), or recheck
+// (CapacityRecheck after its last decision) makes it active again — not
+// capacity freed (MoveAllToActive), which cannot help it. A capacity event
+// or change of its own during the cycle wakes it after its backoff, as for
 // Unschedulable.
-func (q *Queue) BeyondCapacity(k Key) {
+func (q *Queue) BeyondCapacity(k Key, recheck time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.inFlight, k)
@@ -388,7 +392,7 @@ func (q *Queue) BeyondCapacity(k Key) {
 	}
 	delete(q.dirty, k)
 	q.beyond[k] = true
-	q.clock.AfterFunc(max(CapacityRecheck, at.Sub(q.clock.Now())), func() {
+	q.clock.AfterFunc(max(recheck, at.Sub(q.clock.Now())), func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if t, ok := q.parked[k]; ok && t.Equal(at) && q.beyond[k] {

@@ -215,7 +215,7 @@ func TestBeyondCapacityWakesOnlyOnCapacityOrOwnChange(t *testing.T) {
 			if tc.during != nil {
 				tc.during(q, clk)
 			}
-			q.BeyondCapacity(k)
+			q.BeyondCapacity(k, CapacityRecheck)
 			if tc.after != nil {
 				tc.after(q, clk)
 			}
@@ -233,7 +233,7 @@ func TestCapacityFreedWakesOthers(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
 	q.Add(g("huge"))
-	q.BeyondCapacity(pop(q, context.Background()))
+	q.BeyondCapacity(pop(q, context.Background()), CapacityRecheck)
 	q.Add(g("small"))
 	q.Unschedulable(pop(q, context.Background()))
 	clk.Step(2 * time.Second)

@@ -34,31 +34,34 @@ func (s *Scheduler) parkBeyond(u *unit) {
 		s.beyond = map[queue.Key]beyondMemo{}
 	}
 	s.beyond[u.key] = beyondMemo{sig: u.beyondSig(), at: s.clock.Now()}
-	s.queue.BeyondCapacity(u.key)
+	s.queue.BeyondCapacity(u.key, queue.CapacityRecheck)
 }
 
-// stillBeyond reports whether a unit parked beyond capacity comes back
-// with nothing its verdict reads changed: no capacity event since, the
-// same pending members, bound count and PodGroup spec. Its cycle is then
-// skipped (an event for a pod it had already seen, delivered while it was
-// decided, would otherwise have a gang of 10,000 decided again for
-// nothing). After the queue's recheck interval it is decided regardless.
-func (s *Scheduler) stillBeyond(u *unit) bool {
+// skipBeyond parks again, without a decision, a unit parked beyond
+// capacity that comes back with nothing its verdict reads changed
+// (beyondSig): an event for a pod it had already seen, delivered while it
+// was decided, would otherwise have a gang of 10,000 decided again for
+// nothing. It reports whether it did. The recheck still comes
+// queue.CapacityRecheck after the last decision, not after the skip.
+func (s *Scheduler) skipBeyond(u *unit) bool {
 	m, ok := s.beyond[u.key]
 	if !ok {
 		return false
 	}
 	delete(s.beyond, u.key)
-	if s.clock.Since(m.at) >= queue.CapacityRecheck || u.beyondSig() != m.sig {
+	left := queue.CapacityRecheck - s.clock.Since(m.at)
+	if left <= 0 || u.beyondSig() != m.sig {
 		return false
 	}
 	s.beyond[u.key] = m
+	s.queue.BeyondCapacity(u.key, left)
 	return true
 }
 
 // beyondSig is what a flat unit's beyond-capacity verdict reads: the
-// nodes as of its cycle (the capacity generation), its bound and pending
-// members, its PodGroup's spec.
+// nodes as of its cycle (the capacity generation), how many members are
+// bound, its minCount, its pending members and their specs, its
+// PodGroup's identity and spec.
 func (u *unit) beyondSig() string {
 	f := u.tree.Flat()
 	if f == nil {
@@ -66,11 +69,13 @@ func (u *unit) beyondSig() string {
 	}
 	h := fnv.New64a()
 	for _, p := range f.Pending {
-		_, _ = h.Write([]byte(p.UID))
+		// A pod's generation counts changes of its spec (its requests).
+		_, _ = fmt.Fprintf(h, "%s/%d;", p.UID, p.Generation)
 	}
-	var gen int64
+	var group string
 	if f.Group != nil {
-		gen = f.Group.Generation
+		// A group replaced under its name starts at generation 1 again.
+		group = fmt.Sprintf("%s/%d", f.Group.UID, f.Group.Generation)
 	}
-	return fmt.Sprintf("%d/%d/%d/%d/%x", u.capacityGen, f.Bound, len(f.Pending), gen, h.Sum64())
+	return fmt.Sprintf("%d/%d/%d/%d/%s/%x", u.capacityGen, f.Bound, f.MinCount(), len(f.Pending), group, h.Sum64())
 }

@@ -90,6 +90,24 @@ func TestGangBeyondCapacityWaitsForNodes(t *testing.T) {
 	if got := f.queue.of(huge); got != "BeyondCapacity,BeyondCapacity" {
 		t.Errorf("huge: queue transitions %q, want it parked beyond capacity again", got)
 	}
+
+	// The recheck comes 5 minutes after its decision (1 minute ago), not
+	// after the skip: it is then decided again.
+	f.clock.Step(queue.CapacityRecheck - time.Minute - time.Second)
+	if a, _ := f.queue.Len(); a != 0 {
+		t.Fatalf("%d active a second before the recheck", a)
+	}
+	f.clock.Step(time.Second)
+	f.waitFor("huge woken by the recheck", func() bool { a, _ := f.queue.Len(); return a == 1 })
+	if it, ok := f.queue.Pop(f.ctx); !ok || it.Key != huge {
+		t.Fatalf("popped %v, want %v", it.Key, huge)
+	} else {
+		f.s.scheduleOne(f.ctx, it)
+	}
+	if n := decisions(t, f); n != decided+1 {
+		t.Errorf("%d decisions after the recheck, want %d", n, decided+1)
+	}
+	decided++
 	f.clock.Step(time.Minute)
 
 	// A node changes (a label): huge is tried again.

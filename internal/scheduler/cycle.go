@@ -114,12 +114,12 @@ func (s *Scheduler) scheduleOne(ctx context.Context, it queue.Item) {
 	}
 	if u.idle() {
 		s.dropNomination(ctx, k)
+		delete(s.beyond, k)
 		s.queue.Done(k)
 		return
 	}
-	if s.stillBeyond(u) {
+	if s.skipBeyond(u) {
 		logger.V(2).Info("Unit still beyond capacity: neither it nor the nodes changed; not decided again")
-		s.queue.BeyondCapacity(k)
 		return
 	}
 	nc := s.checkNomination(k) // before the snapshot: see checkNomination

@@ -369,9 +369,9 @@ func (q *recordingQueue) Unschedulable(k queue.Key) {
 	q.record(k, "Unschedulable")
 	q.Queue.Unschedulable(k)
 }
-func (q *recordingQueue) BeyondCapacity(k queue.Key) {
+func (q *recordingQueue) BeyondCapacity(k queue.Key, recheck time.Duration) {
 	q.record(k, "BeyondCapacity")
-	q.Queue.BeyondCapacity(k)
+	q.Queue.BeyondCapacity(k, recheck)
 }
 func (q *recordingQueue) Wait(k queue.Key)  { q.record(k, "Wait"); q.Queue.Wait(k) }
 func (q *recordingQueue) Retry(k queue.Key) { q.record(k, "Retry"); q.Queue.Retry(k) }

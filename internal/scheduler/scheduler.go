@@ -148,7 +148,8 @@ type Scheduler struct {
 	paced pacedChecks
 	// shortfalls remember what more nodes would make units fit.
 	shortfalls shortfalls
-	// beyond remembers the units parked beyond capacity (beyond.go).
+	// beyond remembers the units parked beyond capacity (beyond.go); the
+	// scheduling loop alone reads and writes it.
 	beyond map[queue.Key]beyondMemo
 	// notices are the victims given preemption notice, by preemptor.
 	notices notices
@@ -178,7 +179,7 @@ type unitQueue interface {
 	Pop(context.Context) (queue.Item, bool)
 	Done(queue.Key)
 	Unschedulable(queue.Key)
-	BeyondCapacity(queue.Key)
+	BeyondCapacity(queue.Key, time.Duration)
 	Wait(queue.Key)
 	WaitFor(queue.Key, time.Duration)
 	Retry(queue.Key)
