@@ -79,11 +79,7 @@ func TestGangBeyondCapacityWaitsForNodes(t *testing.T) {
 	// changed.
 	decided := decisions(t, f)
 	f.queue.Add(huge)
-	if it, ok := f.queue.Pop(f.ctx); !ok || it.Key != huge {
-		t.Fatalf("popped %v, want %v", it.Key, huge)
-	} else {
-		f.s.scheduleOne(f.ctx, it)
-	}
+	runNext(t, f, huge)
 	if n := decisions(t, f); n != decided {
 		t.Errorf("huge was decided again (%d decisions, %d before) with nothing changed", n, decided)
 	}
@@ -99,11 +95,7 @@ func TestGangBeyondCapacityWaitsForNodes(t *testing.T) {
 	}
 	f.clock.Step(time.Second)
 	f.waitFor("huge woken by the recheck", func() bool { a, _ := f.queue.Len(); return a == 1 })
-	if it, ok := f.queue.Pop(f.ctx); !ok || it.Key != huge {
-		t.Fatalf("popped %v, want %v", it.Key, huge)
-	} else {
-		f.s.scheduleOne(f.ctx, it)
-	}
+	runNext(t, f, huge)
 	if n := decisions(t, f); n != decided+1 {
 		t.Errorf("%d decisions after the recheck, want %d", n, decided+1)
 	}
@@ -120,14 +112,20 @@ func TestGangBeyondCapacityWaitsForNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitFor("huge woken by the node's change", func() bool { a, _ := f.queue.Len(); return a == 1 })
-	if it, ok := f.queue.Pop(f.ctx); !ok || it.Key != huge {
-		t.Fatalf("popped %v, want %v", it.Key, huge)
-	} else {
-		f.s.scheduleOne(f.ctx, it)
-	}
+	runNext(t, f, huge)
 	if n := decisions(t, f); n != decided+1 {
 		t.Errorf("%d decisions after the node changed, want %d", n, decided+1)
 	}
+}
+
+// runNext pops the next unit, which must be want, and runs its cycle.
+func runNext(t *testing.T, f *fixture, want queue.Key) {
+	t.Helper()
+	it, ok := f.queue.Pop(f.ctx)
+	if !ok || it.Key != want {
+		t.Fatalf("popped %v, want %v", it.Key, want)
+	}
+	f.s.scheduleOne(f.ctx, it)
 }
 
 // decisions counts the scheduler's decisions so far.
