@@ -9,6 +9,7 @@ package stall
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -47,6 +48,13 @@ nodePools:
 func TestMain(m *testing.M) {
 	harness.Main(m, harness.Options{Profile: devcluster.ProfileEKS, Spec: harness.MustParseSpec(spec), ReadyTimeout: 5 * time.Minute, Schedulers: []devcluster.Scheduler{}})
 }
+
+// control (LOCKSTEP_BENCH_STALL_CONTROL=1) gives the huge gang's ranks a
+// scheduler that does not exist: they are created as before, but nobody
+// decides them or writes their conditions. What the small gangs beside
+// them lose then is the cost of 10,000 pending pods in the API server, not
+// of any scheduler.
+var control = os.Getenv("LOCKSTEP_BENCH_STALL_CONTROL") == "1"
 
 // binary is the scheduler measured: bin/lockstep, or another build
 // (LOCKSTEP_BENCH_STALL_BINARY, e.g. one built from an earlier commit).
@@ -89,7 +97,9 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 		}
 	}()
 	time.Sleep(3 * time.Second) // caches synced before the clock starts
+	cpuAlone := startCPU()
 	alone, aloneCreated := smallGangs(t, ctx, h, "alone")
+	cpuAloneUse := cpuAlone()
 
 	ns := h.Namespace(t)
 	told := watchTold(t, ctx, h, ns)
@@ -97,7 +107,11 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	h.CreatePodGroup(ctx, t, builders.GangPodGroup(ns, "huge", int32(ranks)))
 	start := time.Now()
 	createMany(t, ctx, h, ns, ranks, func(i int) *corev1.Pod {
-		return builders.MakePod().Namespace(ns).Name(fmt.Sprintf("huge-%d", i)).Member("huge").Req(corev1.ResourceCPU, "1").Obj()
+		p := builders.MakePod().Namespace(ns).Name(fmt.Sprintf("huge-%d", i)).Member("huge").Req(corev1.ResourceCPU, "1")
+		if control {
+			p = p.Scheduler("no-such-scheduler")
+		}
+		return p.Obj()
 	})
 	created := time.Since(start)
 	// The small gangs start as soon as the huge gang's ranks exist, while
@@ -105,7 +119,7 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	// when a scheduler whose status writes sit on the decision path stalls.
 	decidedc := make(chan time.Duration, 1)
 	go func() {
-		for ctx.Err() == nil {
+		for ctx.Err() == nil && !control {
 			if c, err := h.ScheduledCondition(ctx, ns, "huge"); err == nil && c != nil && c.Reason == lockv1.PodGroupReasonUnschedulable {
 				break
 			}
@@ -113,16 +127,22 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 		}
 		decidedc <- time.Since(start)
 	}()
+	cpuBeside := startCPU()
+	profiled := profile(ctx, metricsAddr)
 	beside, besideCreated := smallGangs(t, ctx, h, "beside")
 	besideDone := time.Since(start)
-	decided := <-decidedc
+	cpuBesideUse := cpuBeside()
 	written := told.count()
+	if err := profiled(); err != nil {
+		t.Logf("profile: %v", err)
+	}
+	decided := <-decidedc
 	// Then every member is told why it waits: the time from the gang's
 	// decision to its last member showing PodScheduled=False (counted
 	// from a watch, so the instrument costs the API server one event per
 	// write, as any other watcher of pods does).
 	allTold := time.Duration(0)
-	for ctx.Err() == nil && time.Since(start) < decided+10*time.Minute {
+	for ctx.Err() == nil && !control && time.Since(start) < decided+10*time.Minute {
 		if told.count() == ranks {
 			allTold = time.Since(start) - decided
 			break
@@ -153,6 +173,99 @@ func TestSmallGangsBesideAHugeOne(t *testing.T) {
 	}
 	t.Logf("beside / alone: median %.2f×, p90 %.2f×", ratio(beside, alone, 50), ratio(beside, alone, 90))
 	t.Logf("each gang in order, ms: alone %v; beside %v", millis(alone), millis(beside))
+	t.Logf("CPU while the small gangs ran, in cores: alone %s; beside %s", cpuAloneUse, cpuBesideUse)
+}
+
+// profile takes an 8-second CPU profile of the scheduler, from now, into
+// the file LOCKSTEP_BENCH_STALL_PROFILE names (the scheduler needs
+// --profiling in LOCKSTEP_BENCH_STALL_ARGS); the returned function waits
+// for it. The small gangs beside the huge one take 5 to 8 seconds.
+func profile(ctx context.Context, addr string) func() error {
+	out := os.Getenv("LOCKSTEP_BENCH_STALL_PROFILE")
+	if out == "" {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=8", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = resp.Body.Close() }()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, b, 0o644)
+		}()
+	}()
+	return func() error { return <-done }
+}
+
+// startCPU starts counting the CPU time of this machine's processes; the
+// function it returns gives each busy command's share, in cores, of the time
+// since (the cluster's processes, the scheduler and this test are apart).
+func startCPU() func() string {
+	before, start := cpuByCommand(), time.Now()
+	return func() string {
+		after, took := cpuByCommand(), time.Since(start).Seconds()
+		type use struct {
+			name  string
+			cores float64
+		}
+		var uses []use
+		total := 0.0
+		for name, ticks := range after {
+			c := float64(ticks-before[name]) / clockTicks / took
+			total += c
+			if c >= 0.02 {
+				uses = append(uses, use{name, c})
+			}
+		}
+		sort.Slice(uses, func(i, j int) bool { return uses[i].cores > uses[j].cores })
+		parts := []string{fmt.Sprintf("%.2f in all", total)}
+		for _, u := range uses {
+			parts = append(parts, fmt.Sprintf("%s %.2f", u.name, u.cores))
+		}
+		return strings.Join(parts, ", ")
+	}
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
+// every Linux this runs on).
+const clockTicks = 100
+
+// cpuByCommand sums utime+stime of the live processes by command name.
+func cpuByCommand() map[string]int64 {
+	out := map[string]int64{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid … utime(14) stime(15)
+		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(string(b[end+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		out[string(b[open+1:end])] += u + s
+	}
+	return out
 }
 
 func millis(ds []time.Duration) []int64 {
