@@ -620,8 +620,9 @@ func (s *Scheduler) unitPods(k queue.Key) (pending, bound int) {
 	if err != nil {
 		return 0, 0
 	}
+	unitKey := s.unitKeys()
 	for _, p := range pods {
-		if !podgroup.Ours(p) || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || s.unitKey(p) != k {
+		if !podgroup.Ours(p) || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || unitKey(p) != k {
 			continue
 		}
 		if p.Spec.NodeName == "" {

@@ -145,9 +145,10 @@ func (s *Scheduler) onLocalQueue(obj any) {
 	if err != nil {
 		return
 	}
+	unitKey := s.unitKeys()
 	for _, p := range pods {
 		if podgroup.Ours(p) && podgroup.Pending(p) && podgroup.Gated(p) {
-			s.queue.Add(s.unitKey(p))
+			s.queue.Add(unitKey(p))
 		}
 	}
 }

@@ -44,11 +44,12 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[key]int{}
 	oldest := map[key]time.Time{}
 	seen := map[queue.Key]bool{}
+	unitKey := c.s.unitKeys()
 	for _, p := range pods {
 		if !podgroup.Ours(p) || !podgroup.Pending(p) || c.s.assumed(p) {
 			continue
 		}
-		k := c.s.unitKey(p)
+		k := unitKey(p)
 		if seen[k] {
 			continue
 		}

@@ -373,9 +373,10 @@ func (s *Scheduler) lead(ctx context.Context) error {
 	if n := cycle.RestoreNominations(s.state.Cache, pods, s.unitOf, s.clock.Now().Add(nominationSlack)); n > 0 {
 		klog.FromContext(ctx).Info("Restored nominations from pod status", "units", n)
 	}
+	unitKey := s.unitKeys()
 	for _, p := range pods {
 		if podgroup.Ours(p) && podgroup.Pending(p) {
-			s.queue.Add(s.unitKey(p))
+			s.queue.Add(unitKey(p))
 		}
 	}
 	// Every group once, so bound members left unrecorded by a crash are

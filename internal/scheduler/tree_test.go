@@ -252,6 +252,7 @@ func TestPodsAreKeyedByTheirRoot(t *testing.T) {
 	orphan.Spec.ParentCompositePodGroupName = ptr.To("gone")
 	objs = append(objs, orphan, builders.GangPodGroup("ml", "flat", 1))
 	f := newFixture(t, twoNodes, objs...)
+	unitKey := f.s.unitKeys()
 	for _, tc := range []struct {
 		pod  *corev1.Pod
 		want queue.Key
@@ -260,9 +261,20 @@ func TestPodsAreKeyedByTheirRoot(t *testing.T) {
 		{builders.MakePod().Namespace("ml").Name("o-0").Member("orphan").Obj(), queue.GroupKey("ml", "orphan")},
 		{builders.MakePod().Namespace("ml").Name("f-0").Member("flat").Obj(), queue.GroupKey("ml", "flat")},
 		{builders.MakePod().Namespace("ml").Name("alone").Obj(), queue.PodKey("ml", "alone")},
+		{builders.MakePod().Namespace("ml").Name("w1-1").Member("w1").Obj(), queue.TreeKey("ml", "job")},
+		{builders.MakePod().Namespace("ml").Name("alone-too").Obj(), queue.PodKey("ml", "alone-too")},
+		// A group of the same name elsewhere is another unit.
+		{builders.MakePod().Namespace("other").Name("w1-0").Member("w1").Obj(), queue.GroupKey("other", "w1")},
 	} {
 		if got := f.s.unitKey(tc.pod); got != tc.want {
-			t.Errorf("pod %s: key %v, want %v", tc.pod.Name, got, tc.want)
+			t.Errorf("pod %s/%s: key %v, want %v", tc.pod.Namespace, tc.pod.Name, got, tc.want)
+		}
+		// The loops' form remembers a group's key: the same answers,
+		// asked twice through one memo.
+		for i := 0; i < 2; i++ {
+			if got := unitKey(tc.pod); got != tc.want {
+				t.Errorf("pod %s/%s through unitKeys (%d): key %v, want %v", tc.pod.Namespace, tc.pod.Name, i, got, tc.want)
+			}
 		}
 	}
 }

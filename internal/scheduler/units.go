@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-dev/lockstep/internal/podgroup"
 	"github.com/lockstep-dev/lockstep/internal/queue"
@@ -32,4 +33,25 @@ func (s *Scheduler) groupKey(ns, name string) queue.Key {
 		}
 	}
 	return queue.GroupKey(ns, name)
+}
+
+// unitKeys is unitKey for a loop over many pods: a group's key is read
+// once, not converted from its PodGroup for each of its members (a gang of
+// 10,000 pending members made each metrics scrape convert its PodGroup
+// 10,000 times). The keys are the caches' as of each group's first pod.
+func (s *Scheduler) unitKeys() func(*corev1.Pod) queue.Key {
+	groups := map[types.NamespacedName]queue.Key{}
+	return func(pod *corev1.Pod) queue.Key {
+		g := podgroup.GroupOf(pod)
+		if g == "" {
+			return queue.PodKey(pod.Namespace, pod.Name)
+		}
+		name := types.NamespacedName{Namespace: pod.Namespace, Name: g}
+		k, ok := groups[name]
+		if !ok {
+			k = s.groupKey(pod.Namespace, g)
+			groups[name] = k
+		}
+		return k
+	}
 }
