@@ -135,7 +135,7 @@ func (s *Scheduler) setupCompositeInformers() error {
 // unit; anything that can free or add capacity moves parked units back.
 func (s *Scheduler) wakeups() cycle.Hooks {
 	return cycle.Hooks{
-		Pods: cache.ResourceEventHandlerFuncs{AddFunc: s.onPod, UpdateFunc: s.onPodUpdate, DeleteFunc: s.onPodDelete},
+		Pods: cache.ResourceEventHandlerFuncs{AddFunc: s.onPodAdd, UpdateFunc: s.onPodUpdate, DeleteFunc: s.onPodDelete},
 		Nodes: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.queue.CapacityChanged() },
 			UpdateFunc: s.onNodeUpdate,
@@ -215,6 +215,14 @@ func (s *Scheduler) capacityHandler() cache.ResourceEventHandler {
 	}
 }
 
+// onPodAdd counts a new pod in its group's priority, then is onPod.
+func (s *Scheduler) onPodAdd(obj any) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		s.priorities.joined(pod)
+	}
+	s.onPod(obj)
+}
+
 // onPod queues the unit of a pending Lockstep pod; a pod that stops holding
 // its node (finished) may make room for parked units.
 func (s *Scheduler) onPod(obj any) {
@@ -242,6 +250,12 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj any) {
 		if n, ok := newObj.(*corev1.Pod); ok {
 			if onlyConditionsChanged(o, n) {
 				return
+			}
+			if og, ng := podgroup.GroupOf(o), podgroup.GroupOf(n); og != ng {
+				// Moved between groups (Kueue labels a StatefulSet's
+				// pods after creating them).
+				s.priorities.left(o, og)
+				s.priorities.joined(n)
 			}
 			s.onCheckpoint(o, n)
 		}
@@ -316,6 +330,7 @@ func (s *Scheduler) onPodDelete(obj any) {
 		return
 	}
 	s.podStatus.forget(pod.UID)
+	s.priorities.left(pod, podgroup.GroupOf(pod))
 	if pod.Spec.NodeName != "" {
 		s.queue.MoveAllToActive()
 	}

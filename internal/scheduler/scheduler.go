@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -151,6 +152,9 @@ type Scheduler struct {
 	// beyond remembers the units parked beyond capacity (beyond.go); the
 	// scheduling loop alone reads and writes it.
 	beyond map[queue.Key]beyondMemo
+	// priorities remembers each group's priority between its members'
+	// events (priority.go).
+	priorities groupPriorities
 	// notices are the victims given preemption notice, by preemptor.
 	notices notices
 	// interrupts are the gangs told their node goes.
@@ -431,15 +435,13 @@ func (s *Scheduler) unitOf(p *corev1.Pod) (string, int32) {
 	return k.String(), prio
 }
 
-// groupPriority is the group's members' priority (podgroup.Priority), from
-// the pod cache.
+// groupPriority is the group's members' priority (podgroup.Priority), as
+// remembered between their events (priority.go), else from the pod cache.
 func (s *Scheduler) groupPriority(pg *lockv1.PodGroup) int32 {
-	pods, err := s.groupPods(pg.Namespace, pg.Name)
-	if err != nil {
-		return 0
-	}
-	prio, _ := podgroup.Priority(pods)
-	return prio
+	return s.priorities.get(types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}, func() []*corev1.Pod {
+		pods, _ := s.groupPods(pg.Namespace, pg.Name)
+		return pods
+	})
 }
 
 func ignoreNotFound(err error) error {
