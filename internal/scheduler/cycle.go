@@ -145,6 +145,7 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 	switch d.Kind {
 	case decide.Wait:
 		logger.V(2).Info("Unit waits", "reason", d.Reason)
+		s.arriving.Store(s.clock.Now().Add(arrivalLinger).UnixNano())
 		s.reportWaiting(ctx, u, d)
 		// Pod, claim and PodGroup events bring the unit back.
 		s.queue.Wait(k)
@@ -333,6 +334,23 @@ func (s *Scheduler) goBind(ctx context.Context, f func(context.Context)) {
 		}()
 		f(ctx)
 	}()
+}
+
+// arrivalLinger is how long after a unit was decided to wait for its own
+// members or claims the scheduler takes them to be arriving: a gang's pods
+// are created one after the other, its claims by the
+// kube-controller-manager after them, and each is a cycle away from its
+// binding.
+const arrivalLinger = time.Second
+
+// foreground reports whether the scheduler has work someone waits on: units
+// ready to be decided, a unit's members or claims arriving (decided to wait
+// for them within arrivalLinger), bindings in flight. The writes nobody
+// waits on — pending pods' conditions and events — give way to it
+// (pace.go, eventsink.go).
+func (s *Scheduler) foreground() bool {
+	active, _ := s.queue.Len()
+	return active > 0 || len(s.bindSlots) > 0 || s.clock.Now().UnixNano() < s.arriving.Load()
 }
 
 // victimPoll bounds how long a preemptor waits for an event before it

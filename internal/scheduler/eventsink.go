@@ -3,9 +3,9 @@ package scheduler
 import (
 	"context"
 
+	"golang.org/x/time/rate"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/flowcontrol"
 )
 
 // pacedSink is the events sink, paced as kube-scheduler's rate-limited
@@ -16,11 +16,54 @@ import (
 // and the scheduling loop's own writes would queue behind them.
 type pacedSink struct {
 	sink events.EventSink
-	pace flowcontrol.RateLimiter
+	pace waiter
 }
 
-func newPacedSink(sink events.EventSink) *pacedSink {
-	return &pacedSink{sink: sink, pace: flowcontrol.NewTokenBucketRateLimiter(pacedQPS, pacedBurst)}
+// waiter is what a paced write waits on.
+type waiter interface {
+	Wait(ctx context.Context) error
+}
+
+func newPacedSink(sink events.EventSink, foreground func() bool) *pacedSink {
+	return &pacedSink{sink: sink, pace: newEventPace(foreground)}
+}
+
+// eventPace paces events at kube-scheduler's client default, and gives
+// way as the pod conditions do (pace.go) while the scheduler has work
+// someone waits on (foreground): the trickle, no burst. Events take their
+// turn one at a time: each is written from a goroutine of its own, and a
+// thousand that took their places in the limiter at once would keep the
+// pace they took them at, whatever came after.
+type eventPace struct {
+	foreground func() bool
+	limiter    *rate.Limiter
+	// turn admits one waiter at a time; it guards yielding.
+	turn     chan struct{}
+	yielding bool
+}
+
+func newEventPace(foreground func() bool) *eventPace {
+	return &eventPace{foreground: foreground, limiter: rate.NewLimiter(pacedQPS, pacedBurst), turn: make(chan struct{}, 1)}
+}
+
+func (p *eventPace) Wait(ctx context.Context) error {
+	select {
+	case p.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.turn }()
+	if fg := p.foreground != nil && p.foreground(); fg != p.yielding {
+		p.yielding = fg
+		if fg {
+			p.limiter.SetLimit(paceYielded)
+			p.limiter.SetBurst(1)
+		} else {
+			p.limiter.SetLimit(pacedQPS)
+			p.limiter.SetBurst(pacedBurst)
+		}
+	}
+	return p.limiter.Wait(ctx)
 }
 
 func (s *pacedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {

@@ -34,8 +34,14 @@ import (
 //     timed out, halves it, down to the floor: someone's requests are queued
 //     beside ours, and ours step back;
 //   - while the scheduler itself has work someone waits on (units ready to
-//     be decided, bindings in flight) it is held at the floor: a neighbour's
-//     binding never waits behind a large gang's conditions;
+//     be decided, a gang's members or claims arriving, bindings in flight)
+//     it gives way: the writes go at a trickle, one at a time with no
+//     burst, and start again from the floor once that work is done. On a
+//     small control plane every write slows every other, and a neighbour's
+//     creation and binding are someone's wait while a large gang's
+//     conditions are not (its members are told within the minute either
+//     way); the trickle keeps the conditions moving however busy the
+//     scheduler stays;
 //   - after a pause it starts again from the floor, so a burst never opens
 //     at the pace an earlier, idle moment allowed.
 const (
@@ -54,6 +60,8 @@ const (
 	paceSlack = 5 * time.Millisecond
 	// paceRestartAfter: a pause this long returns the pace to the floor.
 	paceRestartAfter = 5 * time.Second
+	// paceYielded is the trickle the writes keep while they give way.
+	paceYielded = 10
 )
 
 // pacer is what the writer waits on before each write and tells how the
@@ -63,8 +71,11 @@ type pacer interface {
 	observe(took time.Duration, err error)
 	// rate is the current pace in writes per second.
 	rate() float64
-	// yield holds the pace at the floor (until answers raise it again).
+	// yield gives way to work someone waits on: the trickle, no burst,
+	// until resume.
 	yield()
+	// resume ends a yield: the pace starts again from the floor.
+	resume()
 }
 
 // adaptivePace is the pacer described above.
@@ -86,6 +97,8 @@ type adaptivePace struct {
 	base, baseBefore time.Duration
 	windowStart      time.Time
 	lastSeen         time.Time
+	// yielding: the limiter is at the trickle (yield), whatever cur says.
+	yielding bool
 }
 
 func newAdaptivePace(clk clock.PassiveClock) *adaptivePace {
@@ -107,14 +120,34 @@ func (p *adaptivePace) Wait(ctx context.Context) error {
 func (p *adaptivePace) yield() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cur != paceFloor {
-		p.setLocked(paceFloor)
+	if p.yielding {
+		return
 	}
+	p.yielding = true
+	p.cur = paceFloor
+	// No burst: the tokens saved at a faster pace would let a round of
+	// writes out at once, just when they are to give way.
+	p.limiter.SetLimit(paceYielded)
+	p.limiter.SetBurst(1)
+}
+
+func (p *adaptivePace) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.yielding {
+		return
+	}
+	p.yielding = false
+	p.limiter.SetBurst(paceBurst)
+	p.setLocked(paceFloor)
 }
 
 func (p *adaptivePace) rate() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.yielding {
+		return paceYielded
+	}
 	return p.cur
 }
 
@@ -164,7 +197,9 @@ func (p *adaptivePace) observe(took time.Duration, err error) {
 // clock only dates the answers).
 func (p *adaptivePace) setLocked(r float64) {
 	p.cur = r
-	p.limiter.SetLimit(rate.Limit(r))
+	if !p.yielding {
+		p.limiter.SetLimit(rate.Limit(r))
+	}
 }
 
 // loaded reports whether err says the API server is too busy: throttled

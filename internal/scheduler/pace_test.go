@@ -32,9 +32,11 @@ func TestAdaptivePace(t *testing.T) {
 		rounds []rounds
 		// pause before the last Wait (0: none)
 		pause time.Duration
-		// yield: the scheduler has work someone waits on
-		yield    bool
-		min, max float64 // the pace at the end
+		// yield: the scheduler has work someone waits on; resume: then
+		// no more; after: fast rounds answered after those
+		yield, resume bool
+		after         int
+		min, max      float64 // the pace at the end
 	}{
 		{name: "a new pace starts at the floor", min: paceFloor, max: paceFloor},
 		{name: "fast rounds raise it by a quarter each", rounds: []rounds{{n: 2, took: fast}}, min: paceFloor * 1.25 * 1.25, max: paceFloor * 1.25 * 1.25},
@@ -47,7 +49,10 @@ func TestAdaptivePace(t *testing.T) {
 		{name: "a timed out write halves it", rounds: []rounds{{n: 40, took: fast}, {n: 1, took: fast, odd: &answer{err: apierrors.NewServerTimeout(corev1.Resource("pods"), "patch", 1)}}}, min: paceCeiling / 2, max: paceCeiling / 2},
 		{name: "pods that are gone neither raise nor cut it", rounds: []rounds{{n: 40, took: fast, err: gone}}, min: paceFloor, max: paceFloor},
 		{name: "after a pause it starts again from the floor", rounds: []rounds{{n: 40, took: fast}}, pause: paceRestartAfter + time.Second, min: paceFloor, max: paceFloor},
-		{name: "the scheduler's own waiting work holds it at the floor", rounds: []rounds{{n: 40, took: fast}}, yield: true, min: paceFloor, max: paceFloor},
+		{name: "the scheduler's own waiting work takes it to the trickle", rounds: []rounds{{n: 40, took: fast}}, yield: true, min: paceYielded, max: paceYielded},
+		{name: "answers while it gives way do not lift the trickle", rounds: []rounds{{n: 40, took: fast}}, yield: true, after: 40, min: paceYielded, max: paceYielded},
+		{name: "once that work is done it starts again from the floor", rounds: []rounds{{n: 40, took: fast}}, yield: true, resume: true, min: paceFloor, max: paceFloor},
+		{name: "and rises again from there", rounds: []rounds{{n: 40, took: fast}}, yield: true, resume: true, after: 2, min: paceFloor * 1.25 * 1.25, max: paceFloor * 1.25 * 1.25},
 		{name: "a short pause keeps it", rounds: []rounds{{n: 40, took: fast}}, pause: time.Second, min: paceCeiling, max: paceCeiling},
 		{
 			// The base is the lowest round median of the last minute or
@@ -76,6 +81,19 @@ func TestAdaptivePace(t *testing.T) {
 			clk.Step(tc.pause)
 			if tc.yield {
 				p.yield()
+				if b := p.limiter.Burst(); b != 1 {
+					t.Errorf("giving way with a burst of %d, want none (1)", b)
+				}
+			}
+			if tc.resume {
+				p.resume()
+				if b := p.limiter.Burst(); b != paceBurst {
+					t.Errorf("a burst of %d after giving way, want %d", b, paceBurst)
+				}
+			}
+			for i := 0; i < tc.after*perRound; i++ {
+				clk.Step(paceRound / perRound)
+				p.observe(fast, nil)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()

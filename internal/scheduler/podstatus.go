@@ -62,8 +62,8 @@ type podStatusWriter struct {
 	clock  clock.PassiveClock
 	pace   pacer
 	// othersWaiting reports whether the scheduler has work someone waits
-	// on (units ready to be decided, bindings in flight): then the writes
-	// go at the floor pace, whatever the API server's answers allow.
+	// on (Scheduler.foreground): then the writes give way (pace.go),
+	// whatever the API server's answers allow.
 	othersWaiting func() bool
 
 	mu     sync.Mutex
@@ -145,6 +145,8 @@ func (w *podStatusWriter) run(ctx context.Context) {
 			for {
 				if w.othersWaiting != nil && w.othersWaiting() {
 					w.pace.yield()
+				} else {
+					w.pace.resume()
 				}
 				if w.pace.Wait(ctx) != nil {
 					return

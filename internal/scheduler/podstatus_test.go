@@ -60,8 +60,8 @@ func TestPodStatusWriterCoalesces(t *testing.T) {
 // countingPace counts the writes it lets through and the answers it is
 // told of (the writer's pacer; it never waits).
 type countingPace struct {
-	mu                     sync.Mutex
-	waits, answers, yields int
+	mu                              sync.Mutex
+	waits, answers, yields, resumes int
 }
 
 func (p *countingPace) Wait(context.Context) error { p.mu.Lock(); p.waits++; p.mu.Unlock(); return nil }
@@ -76,11 +76,16 @@ func (p *countingPace) yield() {
 	p.yields++
 	p.mu.Unlock()
 }
+func (p *countingPace) resume() {
+	p.mu.Lock()
+	p.resumes++
+	p.mu.Unlock()
+}
 
 // Every write goes through the writer's pace, so a gang of thousands that
 // does not fit cannot take the API server from everyone else at once; and
-// while the scheduler has work someone waits on, each write first holds
-// the pace at the floor.
+// while the scheduler has work someone waits on, each write first gives
+// way (yield), and when it has none, takes the pace up again (resume).
 func TestPodStatusWriterIsPaced(t *testing.T) {
 	for _, othersWaiting := range []bool{false, true} {
 		t.Run(fmt.Sprintf("othersWaiting=%v", othersWaiting), func(t *testing.T) {
@@ -106,8 +111,12 @@ func TestPodStatusWriterIsPaced(t *testing.T) {
 			if writes != 20 || pace.waits < writes || pace.answers != writes {
 				t.Errorf("%d writes, %d paced, %d answers told to the pace; want 20 writes, each paced and its answer told", writes, pace.waits, pace.answers)
 			}
-			if wantYields := othersWaiting; (pace.yields >= writes) != wantYields || (pace.yields == 0) == wantYields {
-				t.Errorf("%d of %d writes held the pace at the floor; want all when the scheduler has waiting work, none when not", pace.yields, writes)
+			yields, resumes := pace.yields, pace.resumes
+			if !othersWaiting {
+				yields, resumes = resumes, yields
+			}
+			if yields < writes || resumes != 0 {
+				t.Errorf("%d of %d writes gave way and %d took the pace up again; want all to give way when the scheduler has waiting work and all to take it up when not", pace.yields, writes, pace.resumes)
 			}
 		})
 	}
@@ -147,7 +156,7 @@ func (r *recordingSink) Patch(_ context.Context, e *eventsv1.Event, _ []byte) (*
 // writes on the scheduler's connection at once.
 func TestEventsArePaced(t *testing.T) {
 	inner := &recordingSink{}
-	s := newPacedSink(inner)
+	s := newPacedSink(inner, nil)
 	pace := &countingLimiter{}
 	s.pace = pace
 	for i := 0; i < 5; i++ {
@@ -157,6 +166,27 @@ func TestEventsArePaced(t *testing.T) {
 	}
 	if inner.created != 5 || pace.waits != 5 {
 		t.Errorf("%d events written, %d paced; want 5 and 5", inner.created, pace.waits)
+	}
+}
+
+// The events give way as the pod conditions do: at the trickle, without
+// a burst, while the scheduler has work someone waits on; at
+// kube-scheduler's client pace again when it has none.
+func TestEventsGiveWay(t *testing.T) {
+	foreground := false
+	p := newEventPace(func() bool { return foreground })
+	for _, tc := range []struct {
+		foreground bool
+		limit      float64
+		burst      int
+	}{{false, pacedQPS, pacedBurst}, {true, paceYielded, 1}, {true, paceYielded, 1}, {false, pacedQPS, pacedBurst}} {
+		foreground = tc.foreground
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got, burst := float64(p.limiter.Limit()), p.limiter.Burst(); got != tc.limit || burst != tc.burst {
+			t.Errorf("foreground=%v: paced at %.0f/s with a burst of %d, want %.0f/s and %d", tc.foreground, got, burst, tc.limit, tc.burst)
+		}
 	}
 }
 

@@ -155,6 +155,9 @@ type Scheduler struct {
 	// priorities remembers each group's priority between its members'
 	// events (priority.go).
 	priorities groupPriorities
+	// arriving is until when (Unix nanoseconds) a unit's members or claims
+	// are taken to be arriving (foreground).
+	arriving atomic.Int64
 	// notices are the victims given preemption notice, by preemptor.
 	notices notices
 	// interrupts are the gangs told their node goes.
@@ -221,12 +224,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	}
 	s.binder = newBinder(client, s.state.Cache, opts.Clock, crashAt)
 	s.podStatus = newPodStatusWriter(client, opts.Clock)
-	s.podStatus.othersWaiting = func() bool {
-		active, _ := s.queue.Len()
-		return active > 0 || len(s.bindSlots) > 0
-	}
+	s.podStatus.othersWaiting = s.foreground
 	s.queue = queue.New(opts.Clock, s.order)
-	s.broadcast = events.NewBroadcaster(newPacedSink(&events.EventSinkImpl{Interface: client.EventsV1()}))
+	s.broadcast = events.NewBroadcaster(newPacedSink(&events.EventSinkImpl{Interface: client.EventsV1()}, s.foreground))
 	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
 	served, err := apidiscovery.Serves(client.Discovery(), podgroup.UpstreamResource.GroupVersion().String(), podgroup.UpstreamResource.Resource)
 	if err != nil {

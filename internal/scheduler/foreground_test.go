@@ -1,0 +1,66 @@
+package scheduler
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/lockstep-dev/lockstep/internal/queue"
+	"github.com/lockstep-dev/lockstep/test/builders"
+)
+
+// The writes nobody waits on give way while the scheduler has work someone
+// does: a unit ready to be decided, a gang whose members are arriving (for
+// arrivalLinger after it was decided to wait for them), a binding in
+// flight. A gang that does not fit is nobody's wait; nor is a gang whose
+// members stopped arriving.
+func TestForegroundIsWorkSomeoneWaitsOn(t *testing.T) {
+	// arriving: 1 of its 2 members exists. huge: 5 of 5, more GPUs than
+	// twoNodes has (2 × 2).
+	objs := append([]runtime.Object{builders.GangPodGroup("ml", "arriving", 2), builders.GangPodGroup("ml", "huge", 5)}, gpuPods("ml", "arriving", "a", 1, 0)...)
+	objs = append(objs, gpuPods("ml", "huge", "h", 5, 0)...)
+	f := newFixture(t, twoNodes, objs...)
+	f.waitFor("the units queued", func() bool { a, _ := f.queue.Len(); return a == 2 })
+	if !f.s.foreground() {
+		t.Errorf("units ready to be decided: not foreground")
+	}
+	pop := func() queue.Key {
+		t.Helper()
+		it, ok := f.queue.Pop(f.ctx)
+		if !ok {
+			t.Fatal("no unit")
+		}
+		f.s.scheduleOne(f.ctx, it)
+		f.s.podStatus.idle()
+		return it.Key
+	}
+	for range 2 {
+		if k := pop(); k == queue.GroupKey("ml", "arriving") {
+			if !f.s.foreground() {
+				t.Errorf("just after %s was decided to wait for its members: not foreground", k)
+			}
+		}
+	}
+	if got := f.queue.of(queue.GroupKey("ml", "arriving")); got != "Wait" {
+		t.Fatalf("arriving: queue transitions %q, want Wait", got)
+	}
+	if got := f.queue.of(queue.GroupKey("ml", "huge")); got != "Unschedulable" {
+		t.Fatalf("huge: queue transitions %q, want Unschedulable", got)
+	}
+	if a, _ := f.queue.Len(); a != 0 {
+		t.Fatalf("%d units still ready", a)
+	}
+	f.clock.Step(arrivalLinger / 2)
+	if !f.s.foreground() {
+		t.Errorf("%s after a gang was decided to wait for its members: not foreground", arrivalLinger/2)
+	}
+	f.clock.Step(arrivalLinger)
+	if f.s.foreground() {
+		t.Errorf("%s after, with only gangs that do not fit or no longer arrive: foreground", arrivalLinger*3/2)
+	}
+	f.s.bindSlots <- struct{}{}
+	if !f.s.foreground() {
+		t.Errorf("a binding in flight: not foreground")
+	}
+	<-f.s.bindSlots
+}
