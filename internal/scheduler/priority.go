@@ -14,8 +14,8 @@ import (
 // lowest Lockstep member's) between pod events. The queue orders a unit
 // each time one of its pods changes; reading it from the pod cache each
 // time read all of a gang's members per member — 10,000 members created
-// one by one read 50 million pods on the informer's goroutine, and the
-// scheduler saw the last of them a minute late.
+// one by one read 50 million pods on the informer's goroutine, and their
+// events queued behind it.
 //
 // A pod's priority never changes (the API server refuses it), so a
 // group's changes only when a member joins or leaves. What is remembered
