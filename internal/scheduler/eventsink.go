@@ -24,26 +24,26 @@ type waiter interface {
 	Wait(ctx context.Context) error
 }
 
-func newPacedSink(sink events.EventSink, foreground func() bool) *pacedSink {
-	return &pacedSink{sink: sink, pace: newEventPace(foreground)}
+func newPacedSink(sink events.EventSink, giveWay func() bool) *pacedSink {
+	return &pacedSink{sink: sink, pace: newEventPace(giveWay)}
 }
 
 // eventPace paces events at kube-scheduler's client default, and gives
-// way as the pod conditions do (pace.go) while the scheduler has work
-// someone waits on (foreground): the trickle, no burst. Events take their
+// way as the pod conditions do (pace.go) while giveWay says so
+// (Scheduler.eventsGiveWay): the trickle, no burst. Events take their
 // turn one at a time: each is written from a goroutine of its own, and a
 // thousand that took their places in the limiter at once would keep the
 // pace they took them at, whatever came after.
 type eventPace struct {
-	foreground func() bool
-	limiter    *rate.Limiter
+	giveWay func() bool
+	limiter *rate.Limiter
 	// turn admits one waiter at a time; it guards yielding.
 	turn     chan struct{}
 	yielding bool
 }
 
-func newEventPace(foreground func() bool) *eventPace {
-	return &eventPace{foreground: foreground, limiter: rate.NewLimiter(pacedQPS, pacedBurst), turn: make(chan struct{}, 1)}
+func newEventPace(giveWay func() bool) *eventPace {
+	return &eventPace{giveWay: giveWay, limiter: rate.NewLimiter(pacedQPS, pacedBurst), turn: make(chan struct{}, 1)}
 }
 
 func (p *eventPace) Wait(ctx context.Context) error {
@@ -53,7 +53,7 @@ func (p *eventPace) Wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer func() { <-p.turn }()
-	if fg := p.foreground != nil && p.foreground(); fg != p.yielding {
+	if fg := p.giveWay != nil && p.giveWay(); fg != p.yielding {
 		p.yielding = fg
 		if fg {
 			p.limiter.SetLimit(paceYielded)

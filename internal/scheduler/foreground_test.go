@@ -2,8 +2,12 @@ package scheduler
 
 import (
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/lockstep-dev/lockstep/internal/queue"
 	"github.com/lockstep-dev/lockstep/test/builders"
@@ -63,4 +67,26 @@ func TestForegroundIsWorkSomeoneWaitsOn(t *testing.T) {
 		t.Errorf("a binding in flight: not foreground")
 	}
 	<-f.s.bindSlots
+}
+
+// Events give way to the foreground and also to pods' conditions not yet
+// written: conditions are what autoscalers and tools read.
+func TestEventsGiveWayToPendingConditions(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1e9, 0))
+	p := builders.MakePod().Namespace("ml").Name("p").Obj()
+	p.UID = "p"
+	s := &Scheduler{clock: clk, bindSlots: make(chan struct{}, 1), podStatus: newPodStatusWriter(fake.NewClientset(p), clk)}
+	s.queue = queue.New(clk, func(queue.Key) (int32, time.Time) { return 0, time.Time{} })
+	if s.foreground() || s.eventsGiveWay() {
+		t.Fatalf("nothing to do: foreground %v, events give way %v; want neither", s.foreground(), s.eventsGiveWay())
+	}
+	s.podStatus.set(p, corev1.PodReasonUnschedulable, "does not fit", "")
+	if s.foreground() || !s.eventsGiveWay() {
+		t.Errorf("a condition not yet written: foreground %v, events give way %v; want only the events to give way", s.foreground(), s.eventsGiveWay())
+	}
+	s.podStatus.forget(p.UID)
+	s.queue.Add(queue.PodKey("ml", "q"))
+	if !s.foreground() || !s.eventsGiveWay() {
+		t.Errorf("a unit to decide: foreground %v, events give way %v; want both", s.foreground(), s.eventsGiveWay())
+	}
 }

@@ -226,7 +226,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Sch
 	s.podStatus = newPodStatusWriter(client, opts.Clock)
 	s.podStatus.othersWaiting = s.foreground
 	s.queue = queue.New(opts.Clock, s.order)
-	s.broadcast = events.NewBroadcaster(newPacedSink(&events.EventSinkImpl{Interface: client.EventsV1()}, s.foreground))
+	s.broadcast = events.NewBroadcaster(newPacedSink(&events.EventSinkImpl{Interface: client.EventsV1()}, s.eventsGiveWay))
 	s.recorder = s.broadcast.NewRecorder(podgroup.Scheme(), "lockstep-scheduler")
 	served, err := apidiscovery.Serves(client.Discovery(), podgroup.UpstreamResource.GroupVersion().String(), podgroup.UpstreamResource.Resource)
 	if err != nil {
