@@ -353,14 +353,15 @@ func (s *Scheduler) foreground() bool {
 	return active > 0 || len(s.bindSlots) > 0 || s.clock.Now().UnixNano() < s.arriving.Load()
 }
 
-// eventsGiveWay reports whether the events give way (eventsink.go): to
-// the foreground, and to pending pods' conditions not yet written. A
+// eventsGiveWay reports whether a backlog of events gives way
+// (eventsink.go): to the foreground, and to a backlog of pods' conditions
+// not yet written. A
 // condition is what tools and autoscalers read (Karpenter provisions for
 // a pod that shows PodScheduled=False/Unschedulable); an event is a log
 // for people, and for a gang of thousands the broadcaster keeps only the
 // first thousand anyway.
 func (s *Scheduler) eventsGiveWay() bool {
-	return s.foreground() || s.podStatus.pending() > 0
+	return s.foreground() || s.podStatus.pending() > giveWayBacklog
 }
 
 // victimPoll bounds how long a preemptor waits for an event before it

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"sync/atomic"
 
 	"golang.org/x/time/rate"
 	eventsv1 "k8s.io/api/events/v1"
@@ -29,31 +30,38 @@ func newPacedSink(sink events.EventSink, giveWay func() bool) *pacedSink {
 }
 
 // eventPace paces events at kube-scheduler's client default, and gives
-// way as the pod conditions do (pace.go) while giveWay says so
-// (Scheduler.eventsGiveWay): the trickle, no burst. Events take their
-// turn one at a time: each is written from a goroutine of its own, and a
-// thousand that took their places in the limiter at once would keep the
-// pace they took them at, whatever came after.
+// way as the pod conditions do (pace.go) while more than backlog events
+// wait and giveWay says so (Scheduler.eventsGiveWay): the trickle, no
+// burst. Events take their turn one at a time: each is written from a
+// goroutine of its own, and a thousand that took their places in the
+// limiter at once would keep the pace they took them at, whatever came
+// after.
 type eventPace struct {
 	giveWay func() bool
 	limiter *rate.Limiter
+	// waiting counts the events waiting their turn; backlog is how many
+	// may before they give way.
+	waiting atomic.Int64
+	backlog int64
 	// turn admits one waiter at a time; it guards yielding.
 	turn     chan struct{}
 	yielding bool
 }
 
 func newEventPace(giveWay func() bool) *eventPace {
-	return &eventPace{giveWay: giveWay, limiter: rate.NewLimiter(pacedQPS, pacedBurst), turn: make(chan struct{}, 1)}
+	return &eventPace{giveWay: giveWay, limiter: rate.NewLimiter(pacedQPS, pacedBurst), turn: make(chan struct{}, 1), backlog: giveWayBacklog}
 }
 
 func (p *eventPace) Wait(ctx context.Context) error {
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
 	select {
 	case p.turn <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-p.turn }()
-	if fg := p.giveWay != nil && p.giveWay(); fg != p.yielding {
+	if fg := p.waiting.Load() > p.backlog && p.giveWay != nil && p.giveWay(); fg != p.yielding {
 		p.yielding = fg
 		if fg {
 			p.limiter.SetLimit(paceYielded)

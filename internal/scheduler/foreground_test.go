@@ -1,11 +1,14 @@
 package scheduler
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -69,24 +72,77 @@ func TestForegroundIsWorkSomeoneWaitsOn(t *testing.T) {
 	<-f.s.bindSlots
 }
 
-// Events give way to the foreground and also to pods' conditions not yet
-// written: conditions are what autoscalers and tools read.
+// Events give way to the foreground and also to a backlog of pods'
+// conditions not yet written (more than giveWayBacklog): conditions are
+// what autoscalers and tools read. A few conditions are no backlog.
 func TestEventsGiveWayToPendingConditions(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1e9, 0))
-	p := builders.MakePod().Namespace("ml").Name("p").Obj()
-	p.UID = "p"
-	s := &Scheduler{clock: clk, bindSlots: make(chan struct{}, 1), podStatus: newPodStatusWriter(fake.NewClientset(p), clk)}
+	var pods []*corev1.Pod
+	for i := 0; i <= giveWayBacklog; i++ {
+		p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
+		p.UID = types.UID(p.Name)
+		pods = append(pods, p)
+	}
+	s := &Scheduler{clock: clk, bindSlots: make(chan struct{}, 1), podStatus: newPodStatusWriter(fake.NewClientset(), clk)}
 	s.queue = queue.New(clk, func(queue.Key) (int32, time.Time) { return 0, time.Time{} })
 	if s.foreground() || s.eventsGiveWay() {
 		t.Fatalf("nothing to do: foreground %v, events give way %v; want neither", s.foreground(), s.eventsGiveWay())
 	}
-	s.podStatus.set(p, corev1.PodReasonUnschedulable, "does not fit", "")
-	if s.foreground() || !s.eventsGiveWay() {
-		t.Errorf("a condition not yet written: foreground %v, events give way %v; want only the events to give way", s.foreground(), s.eventsGiveWay())
+	for _, p := range pods[:giveWayBacklog] {
+		s.podStatus.set(p, corev1.PodReasonUnschedulable, "does not fit", "")
 	}
-	s.podStatus.forget(p.UID)
+	if s.eventsGiveWay() {
+		t.Errorf("%d conditions not yet written: events give way; want them not to (no backlog)", giveWayBacklog)
+	}
+	s.podStatus.set(pods[giveWayBacklog], corev1.PodReasonUnschedulable, "does not fit", "")
+	if s.foreground() || !s.eventsGiveWay() {
+		t.Errorf("%d conditions not yet written: foreground %v, events give way %v; want only the events to give way", giveWayBacklog+1, s.foreground(), s.eventsGiveWay())
+	}
+	for _, p := range pods {
+		s.podStatus.forget(p.UID)
+	}
 	s.queue.Add(queue.PodKey("ml", "q"))
 	if !s.foreground() || !s.eventsGiveWay() {
 		t.Errorf("a unit to decide: foreground %v, events give way %v; want both", s.foreground(), s.eventsGiveWay())
+	}
+}
+
+// A few writes nobody waits on never give way, however busy the
+// scheduler: a small gang's conditions and a preemption's events go out at
+// once, as kube-scheduler's client burst lets them.
+func TestAFewWritesNeverGiveWay(t *testing.T) {
+	var pods []runtime.Object
+	for i := 0; i < giveWayBacklog; i++ {
+		p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
+		p.UID = types.UID(p.Name)
+		pods = append(pods, p)
+	}
+	client := fake.NewClientset(pods...)
+	w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
+	pace := &countingPace{}
+	w.pace = pace
+	w.othersWaiting = func() bool { return true }
+	for _, o := range pods {
+		w.set(o.(*corev1.Pod), corev1.PodReasonUnschedulable, "does not fit", "")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if writes := writeAll(ctx, w, client); writes != giveWayBacklog {
+		t.Fatalf("%d writes, want %d", writes, giveWayBacklog)
+	}
+	pace.mu.Lock()
+	defer pace.mu.Unlock()
+	if pace.yields != 0 {
+		t.Errorf("%d of %d conditions gave way; want none (no backlog)", pace.yields, giveWayBacklog)
+	}
+
+	events := newEventPace(func() bool { return true })
+	for i := 0; i < 3; i++ {
+		if err := events.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := float64(events.limiter.Limit()); got != pacedQPS {
+		t.Errorf("3 events waiting: paced at %.0f/s, want %d (no backlog)", got, pacedQPS)
 	}
 }

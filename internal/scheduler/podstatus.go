@@ -18,6 +18,14 @@ import (
 // queued behind a large gang's conditions at the API server.
 const podStatusWorkers = 4
 
+// giveWayBacklog is how many writes nobody waits on (pod conditions,
+// events) may wait before they give way to work someone waits on
+// (pace.go): as many as kube-scheduler's client burst lets go at once. A
+// few conditions and events — a small gang that does not fit, a
+// preemption's — go out at once as they always did; only a large gang's
+// thousands wait their turn.
+const giveWayBacklog = pacedBurst
+
 // podStatusRetries is how many times a failed write is tried again (each
 // try paced like every write) before the wish is dropped; the next cycle
 // that decides the pod asks again.
@@ -62,9 +70,11 @@ type podStatusWriter struct {
 	clock  clock.PassiveClock
 	pace   pacer
 	// othersWaiting reports whether the scheduler has work someone waits
-	// on (Scheduler.foreground): then the writes give way (pace.go),
-	// whatever the API server's answers allow.
+	// on (Scheduler.foreground): then, with more than backlog wishes
+	// waiting, the writes give way (pace.go), whatever the API server's
+	// answers allow.
 	othersWaiting func() bool
+	backlog       int
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -79,7 +89,7 @@ type podStatusWriter struct {
 }
 
 func newPodStatusWriter(client kubernetes.Interface, clk clock.PassiveClock) *podStatusWriter {
-	w := &podStatusWriter{client: client, clock: clk, pace: newAdaptivePace(clk),
+	w := &podStatusWriter{client: client, clock: clk, pace: newAdaptivePace(clk), backlog: giveWayBacklog,
 		wanted: map[types.UID]podStatus{}, last: map[types.UID]podStatus{}, retries: map[types.UID]int{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
@@ -143,7 +153,7 @@ func (w *podStatusWriter) run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for {
-				if w.othersWaiting != nil && w.othersWaiting() {
+				if w.pending() > w.backlog && w.othersWaiting != nil && w.othersWaiting() {
 					w.pace.yield()
 				} else {
 					w.pace.resume()
