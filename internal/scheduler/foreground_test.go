@@ -111,17 +111,7 @@ func TestEventsGiveWayToPendingConditions(t *testing.T) {
 // scheduler: a small gang's conditions and a preemption's events go out at
 // once, as kube-scheduler's client burst lets them.
 func TestAFewWritesNeverGiveWay(t *testing.T) {
-	var pods []runtime.Object
-	for i := 0; i < giveWayBacklog; i++ {
-		p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
-		p.UID = types.UID(p.Name)
-		pods = append(pods, p)
-	}
-	client := fake.NewClientset(pods...)
-	w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
-	pace := &countingPace{}
-	w.pace = pace
-	w.othersWaiting = func() bool { return true }
+	pods, client, w, pace := pacedWriter(giveWayBacklog, true)
 	for _, o := range pods {
 		w.set(o.(*corev1.Pod), corev1.PodReasonUnschedulable, "does not fit", "")
 	}

@@ -89,17 +89,7 @@ func (p *countingPace) resume() {
 func TestPodStatusWriterIsPaced(t *testing.T) {
 	for _, othersWaiting := range []bool{false, true} {
 		t.Run(fmt.Sprintf("othersWaiting=%v", othersWaiting), func(t *testing.T) {
-			var pods []runtime.Object
-			for i := 0; i < 20; i++ {
-				p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
-				p.UID = types.UID(p.Name)
-				pods = append(pods, p)
-			}
-			client := fake.NewClientset(pods...)
-			w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
-			pace := &countingPace{}
-			w.pace = pace
-			w.othersWaiting = func() bool { return othersWaiting }
+			pods, client, w, pace := pacedWriter(20, othersWaiting)
 			w.backlog = 0 // every wish counts as a backlog here (giveWayBacklog: below)
 			for _, o := range pods {
 				w.set(o.(*corev1.Pod), corev1.PodReasonUnschedulable, "does not fit", "")
@@ -119,6 +109,23 @@ func TestPodStatusWriterIsPaced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pacedWriter is a pod status writer of n pods, paced by a countingPace,
+// told whether the scheduler has waiting work.
+func pacedWriter(n int, othersWaiting bool) ([]runtime.Object, *fake.Clientset, *podStatusWriter, *countingPace) {
+	var pods []runtime.Object
+	for i := 0; i < n; i++ {
+		p := builders.MakePod().Namespace("ml").Name(fmt.Sprint("p-", i)).Obj()
+		p.UID = types.UID(p.Name)
+		pods = append(pods, p)
+	}
+	client := fake.NewClientset(pods...)
+	w := newPodStatusWriter(client, testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
+	pace := &countingPace{}
+	w.pace = pace
+	w.othersWaiting = func() bool { return othersWaiting }
+	return pods, client, w, pace
 }
 
 // countingLimiter counts the events it lets through (the sink's rate

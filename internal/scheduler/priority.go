@@ -81,44 +81,45 @@ func lowestPriority(members []*corev1.Pod) groupPriority {
 // joined counts pod as a new member of its group: added, or updated into
 // it.
 func (g *groupPriorities) joined(pod *corev1.Pod) {
-	name := podgroup.GroupOf(pod)
-	if name == "" || !podgroup.Ours(pod) {
-		return
-	}
-	group := types.NamespacedName{Namespace: pod.Namespace, Name: name}
-	v := corev1helpers.PodPriority(pod)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.changes++
-	cur, known := g.groups[group]
-	switch {
-	case !known:
-	case cur.lowest == 0 || v < cur.prio:
-		g.groups[group] = groupPriority{prio: v, lowest: 1}
-	case v == cur.prio:
-		cur.lowest++
-		g.groups[group] = cur
-	}
+	g.change(pod, podgroup.GroupOf(pod), func(group types.NamespacedName, cur groupPriority, known bool, v int32) {
+		switch {
+		case !known:
+		case cur.lowest == 0 || v < cur.prio:
+			g.groups[group] = groupPriority{prio: v, lowest: 1}
+		case v == cur.prio:
+			cur.lowest++
+			g.groups[group] = cur
+		}
+	})
 }
 
 // left uncounts pod from group: deleted, or updated out of it.
 func (g *groupPriorities) left(pod *corev1.Pod, group string) {
+	g.change(pod, group, func(key types.NamespacedName, cur groupPriority, known bool, v int32) {
+		switch {
+		case !known || v > cur.prio:
+		case v == cur.prio && cur.lowest > 1:
+			cur.lowest--
+			g.groups[key] = cur
+		default:
+			// The last at the lowest (or a member never counted): read again.
+			delete(g.groups, key)
+		}
+	})
+}
+
+// change counts a join or leave of pod (of priority v) in group, for a
+// Lockstep pod, and applies it under the lock to what is remembered of
+// the group (cur, when known).
+func (g *groupPriorities) change(pod *corev1.Pod, group string, apply func(key types.NamespacedName, cur groupPriority, known bool, v int32)) {
 	if group == "" || !podgroup.Ours(pod) {
 		return
 	}
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: group}
 	v := corev1helpers.PodPriority(pod)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.changes++
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: group}
 	cur, known := g.groups[key]
-	switch {
-	case !known || v > cur.prio:
-	case v == cur.prio && cur.lowest > 1:
-		cur.lowest--
-		g.groups[key] = cur
-	default:
-		// The last at the lowest (or a member never counted): read again.
-		delete(g.groups, key)
-	}
+	apply(key, cur, known, v)
 }
