@@ -146,6 +146,8 @@ type ControllerPorts struct {
 	Namespace string
 	// dir is the controller's own directory.
 	dir string
+	// webhookPaths are the paths of the webhooks registered for it.
+	webhookPaths []string
 }
 
 // File is the path of one of the controller's Files.
@@ -429,7 +431,7 @@ func (c *Cluster) prepareController(ctx context.Context, ctl Controller, root st
 		env = append(env, "TMPDIR="+tmp)
 	}
 	if ctl.Webhooks != "" {
-		if err := installWebhooks(ctx, client, ctl, filepath.Join(modDir, ctl.Webhooks), caPEM, p.Webhook); err != nil {
+		if p.webhookPaths, err = installWebhooks(ctx, client, ctl, filepath.Join(modDir, ctl.Webhooks), caPEM, p.Webhook); err != nil {
 			return nil, p, err
 		}
 	}
@@ -496,17 +498,19 @@ func writePair(dir string, pair *certs.Pair) error {
 }
 
 // installWebhooks registers the manifest's webhooks for KeepWebhooks'
-// resources, pointed at the local process.
-func installWebhooks(ctx context.Context, client kubernetes.Interface, c Controller, manifest string, caPEM []byte, port int) error {
+// resources, pointed at the local process, and returns their paths.
+func installWebhooks(ctx context.Context, client kubernetes.Interface, c Controller, manifest string, caPEM []byte, port int) ([]string, error) {
 	b, err := os.ReadFile(manifest)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var paths []string
 	at := func(cc admissionv1.WebhookClientConfig) admissionv1.WebhookClientConfig {
 		path := ""
 		if cc.Service != nil && cc.Service.Path != nil {
 			path = *cc.Service.Path
 		}
+		paths = append(paths, path)
 		return admissionv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:" + strconv.Itoa(port) + path), CABundle: caPEM}
 	}
 	kept := func(rules []admissionv1.RuleWithOperations) bool {
@@ -522,36 +526,36 @@ func installWebhooks(ctx context.Context, client kubernetes.Interface, c Control
 	for _, doc := range bytes.Split(b, []byte("\n---")) {
 		var kind struct{ Kind string }
 		if err := yaml.Unmarshal(doc, &kind); err != nil {
-			return err
+			return nil, err
 		}
 		switch kind.Kind {
 		case "MutatingWebhookConfiguration":
 			cfg := &admissionv1.MutatingWebhookConfiguration{}
 			if err := yaml.Unmarshal(doc, cfg); err != nil {
-				return err
+				return nil, err
 			}
 			out := &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
 			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.MutatingWebhook) webhookFields {
 				return webhookFields{w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector, &w.NamespaceSelector}
 			}, kept, at, c)
 			if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
-				return err
+				return nil, err
 			}
 		case "ValidatingWebhookConfiguration":
 			cfg := &admissionv1.ValidatingWebhookConfiguration{}
 			if err := yaml.Unmarshal(doc, cfg); err != nil {
-				return err
+				return nil, err
 			}
 			out := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-" + cfg.Name}}
 			out.Webhooks = keepWebhooks(cfg.Webhooks, func(w *admissionv1.ValidatingWebhook) webhookFields {
 				return webhookFields{w.Name, w.Rules, &w.ClientConfig, &w.ObjectSelector, &w.NamespaceSelector}
 			}, kept, at, c)
 			if _, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, out, metav1.CreateOptions{}); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return paths, nil
 }
 
 // webhookFields are what mutating and validating webhooks share (not a
@@ -586,8 +590,11 @@ func keepWebhooks[W any](ws []W, fields func(*W) webhookFields,
 	return out
 }
 
-// waitServing waits until the controller reports ready and its webhook
-// port accepts TLS.
+// waitServing waits until the controller reports ready, its webhook port
+// accepts TLS and each of its registered webhooks has a handler. A
+// controller-runtime manager serves its webhook port before it registers
+// the handlers (JobSet registers them once its certificates are in
+// place), and the API server fails a create whose webhook answers 404.
 func waitServing(ctx context.Context, c Controller, p ControllerPorts, exited <-chan struct{}, logPath string) error {
 	client := &http.Client{Timeout: time.Second}
 	name, path := c.Name, c.ReadyPath
@@ -603,12 +610,8 @@ func waitServing(ctx context.Context, c Controller, p ControllerPorts, exited <-
 		if ready && c.NoWebhookServer {
 			return nil
 		}
-		if ready {
-			conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.Webhook), &tls.Config{InsecureSkipVerify: true})
-			if err == nil {
-				conn.Close()
-				return nil
-			}
+		if ready && webhooksServed(p) {
+			return nil
 		}
 		select {
 		case <-exited:
@@ -620,6 +623,29 @@ func waitServing(ctx context.Context, c Controller, p ControllerPorts, exited <-
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// webhooksServed is whether p's webhook port serves each of its webhook
+// paths: an admission handler answers a body that is not JSON with an
+// error before reading it, an unregistered path is 404.
+func webhooksServed(p ControllerPorts) bool {
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer client.CloseIdleConnections()
+	paths := p.webhookPaths
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	for _, path := range paths {
+		resp, err := client.Post("https://127.0.0.1:"+strconv.Itoa(p.Webhook)+path, "text/plain", strings.NewReader("ready?"))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if len(p.webhookPaths) > 0 && resp.StatusCode == http.StatusNotFound {
+			return false
+		}
+	}
+	return true
 }
 
 // freePort is a loopback port nothing listens on now.
