@@ -107,19 +107,25 @@ func MemberIndex(pod *corev1.Pod) *int32 {
 // scheduler and the integrity controller from counting one that got in
 // anyway (the Job controller's pods skip the pod webhook, or one created
 // before the group existed).
-func Admits(pg *lockv1.PodGroup, pod *corev1.Pod) bool {
+func Admits(pg *lockv1.PodGroup, pod *corev1.Pod) bool { return admitter(pg)(pod) }
+
+// admitter is Admits for one group, its controller read once.
+func admitter(pg *lockv1.PodGroup) func(*corev1.Pod) bool {
 	if pg == nil || Upstream(pg) {
-		return true
+		return func(*corev1.Pod) bool { return true }
 	}
 	ref := metav1.GetControllerOf(pg)
-	if of, ok := pod.Annotations[lockv1.GangOfAnnotation]; ok && (ref == nil || GangOf(ref) != of) {
-		return false
+	job := ref != nil && ref.Kind == "Job" && ref.APIVersion == "batch/v1"
+	return func(pod *corev1.Pod) bool {
+		if of, ok := pod.Annotations[lockv1.GangOfAnnotation]; ok && (ref == nil || GangOf(ref) != of) {
+			return false
+		}
+		if !job {
+			return true
+		}
+		owner := metav1.GetControllerOfNoCopy(pod)
+		return owner != nil && owner.UID == ref.UID
 	}
-	if ref == nil || ref.Kind != "Job" || ref.APIVersion != "batch/v1" {
-		return true
-	}
-	owner := metav1.GetControllerOf(pod)
-	return owner != nil && owner.UID == ref.UID
 }
 
 // GangOf is the GangOfAnnotation value naming the job ref refers to, ""

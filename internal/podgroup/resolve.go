@@ -3,7 +3,6 @@ package podgroup
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +23,8 @@ type Unit struct {
 	// those of them that can count toward minCount (bound or assumed,
 	// gated, pending — not those that ended or left the incarnation).
 	Pods, Members []*corev1.Pod
-	// Pending are the members to place now (not gated), by name.
+	// Pending are the members to place now (not gated), by name; in no
+	// order while a gang has fewer than minCount members (none is placed).
 	Pending []*corev1.Pod
 	// Bound counts the members that count toward minCount without being
 	// placed now: bound and staying, finished, or placed by the scheduler
@@ -107,8 +107,9 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 	if pg != nil {
 		inc = pg.Status.Incarnation
 	}
+	admits := admitter(pg)
 	for _, p := range pods {
-		if p.Namespace != ns || GroupOf(p) != name || !Ours(p) || !Admits(pg, p) {
+		if p.Namespace != ns || GroupOf(p) != name || !Ours(p) || !admits(p) {
 			continue
 		}
 		u.Pods = append(u.Pods, p)
@@ -131,8 +132,12 @@ func Resolve(pg *lockv1.PodGroup, ns, name string, pods []*corev1.Pod, assumed A
 		}
 		u.Members = append(u.Members, p)
 	}
-	sort.Slice(u.Pending, func(i, j int) bool { return u.Pending[i].Name < u.Pending[j].Name })
 	have := u.Bound + len(u.Pending)
+	if !u.Gang() || have >= u.MinCount() || pg == nil {
+		// In name order; not while a gang waits for its members: it is
+		// resolved again as each one arrives, and none is placed.
+		slices.SortFunc(u.Pending, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	}
 	switch {
 	case pg == nil:
 		u.Waiting = fmt.Sprintf("PodGroup %s/%s does not exist yet; its pods wait for it", ns, name)

@@ -150,6 +150,9 @@ type Queue struct {
 	// freed.
 	beyond  map[Key]bool
 	changed map[Key]bool
+	// paced are the units a WaitPaced cycle parked until a time, and
+	// whether an event arrived for each (it is woken then).
+	paced map[Key]pace
 	// capacityGen counts CapacityChanged calls.
 	capacityGen uint64
 	closed      bool
@@ -165,6 +168,7 @@ func New(clk clock.WithDelayedExecution, order Order) *Queue {
 		active: &activeHeap{index: map[Key]int{}}, sortKeys: map[Key]sortKey{},
 		parked: map[Key]time.Time{}, attempts: map[Key]int{},
 		inFlight: map[Key]bool{}, dirty: map[Key]bool{}, beyond: map[Key]bool{}, changed: map[Key]bool{},
+		paced:          map[Key]pace{},
 		InitialBackoff: time.Second, MaxBackoff: 10 * time.Second,
 	}
 	q.cond = sync.NewCond(&q.mu)
@@ -182,6 +186,14 @@ func (q *Queue) Add(k Key) {
 		q.dirty[k], q.changed[k] = true, true
 		return
 	}
+	if pc, ok := q.paced[k]; ok && pc.until.After(q.clock.Now()) {
+		if !pc.woken {
+			q.paced[k] = pace{until: pc.until, woken: true}
+			q.wakeAt(k, pc.until)
+		}
+		return
+	}
+	delete(q.paced, k)
 	delete(q.parked, k)
 	delete(q.beyond, k)
 	q.activate(k)
@@ -293,6 +305,7 @@ func (q *Queue) Pop(ctx context.Context) (Item, bool) {
 	}
 	best := heap.Pop(q.active).(sortKey)
 	q.inFlight[best.key] = true
+	delete(q.paced, best.key)
 	return Item{Key: best.key, Priority: best.priority}, true
 }
 
@@ -418,6 +431,36 @@ func (q *Queue) Wait(k Key) {
 		delete(q.parked, k)
 		q.activate(k)
 		q.cond.Broadcast()
+	}
+}
+
+// pace is when a unit WaitPaced parked may run again, and whether an
+// event asked for it meanwhile.
+type pace struct {
+	until time.Time
+	woken bool
+}
+
+// WaitPaced is Wait for a unit whose cycle is dear (thousands of members,
+// arriving one at a time): the event that makes it active does so gap after
+// this cycle ended at the soonest, so it takes a bounded share of the loop
+// however fast its members arrive. Its events meanwhile are one.
+func (q *Queue) WaitPaced(k Key, gap time.Duration) {
+	if gap <= 0 {
+		q.Wait(k)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.inFlight, k)
+	delete(q.changed, k)
+	until := q.clock.Now().Add(gap)
+	q.parked[k] = until
+	woken := q.dirty[k]
+	q.paced[k] = pace{until: until, woken: woken}
+	if woken {
+		delete(q.dirty, k)
+		q.wakeAt(k, until)
 	}
 }
 

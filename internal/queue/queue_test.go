@@ -245,3 +245,68 @@ func TestCapacityFreedWakesOthers(t *testing.T) {
 		t.Errorf("active %d, parked %d: want only huge parked", a, p)
 	}
 }
+
+// A unit WaitPaced parked runs again on an event, but no sooner than its
+// gap after its cycle; many events in the gap are one cycle; without an
+// event it is not woken; a gap of zero is Wait.
+func TestWaitPacedBoundsHowOftenEventsWakeIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gap  time.Duration
+		// during runs while the unit is in flight, after once it is parked.
+		during, after func(q *Queue, clk *clocktesting.FakeClock)
+		// active after each step of 50ms (4 steps: 50…200ms).
+		active []int
+	}{
+		{name: "events in the gap wake it at its end", gap: 100 * time.Millisecond,
+			after:  func(q *Queue, _ *clocktesting.FakeClock) { q.Add(g("a")); q.Add(g("a")); q.Add(g("a")) },
+			active: []int{0, 1, 1, 1}},
+		{name: "an event during its cycle wakes it at the gap's end", gap: 100 * time.Millisecond,
+			during: func(q *Queue, _ *clocktesting.FakeClock) { q.Add(g("a")) },
+			active: []int{0, 1, 1, 1}},
+		{name: "no event: it stays parked", gap: 100 * time.Millisecond,
+			active: []int{0, 0, 0, 0}},
+		{name: "an event after the gap wakes it at once", gap: 100 * time.Millisecond,
+			after: func(q *Queue, clk *clocktesting.FakeClock) {
+				clk.Step(150 * time.Millisecond)
+				q.Add(g("a"))
+			},
+			active: []int{1, 1, 1, 1}},
+		{name: "gap zero is Wait", gap: 0,
+			after:  func(q *Queue, _ *clocktesting.FakeClock) { q.Add(g("a")) },
+			active: []int{1, 1, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			q := New(clk, func(Key) (int32, time.Time) { return 0, time.Time{} })
+			q.Add(g("a"))
+			k := pop(q, context.Background())
+			if tc.during != nil {
+				tc.during(q, clk)
+			}
+			q.WaitPaced(k, tc.gap)
+			if a, _ := q.Len(); a != 0 {
+				t.Fatalf("right after WaitPaced: want parked, got %d active", a)
+			}
+			if tc.after != nil {
+				tc.after(q, clk)
+			}
+			for i, want := range tc.active {
+				clk.Step(50 * time.Millisecond)
+				if a, _ := q.Len(); a != want {
+					t.Fatalf("%v after the cycle: want %d active, got %d", time.Duration(i+1)*50*time.Millisecond, want, a)
+				}
+			}
+			if tc.active[len(tc.active)-1] == 1 {
+				k = pop(q, context.Background())
+				if len(q.paced) != 0 {
+					t.Errorf("a unit handed out still has a pace: %v", q.paced)
+				}
+				q.Done(k)
+				if a, p := q.Len(); a != 0 || p != 0 {
+					t.Errorf("once done: want nothing left, got %d active %d parked", a, p)
+				}
+			}
+		})
+	}
+}

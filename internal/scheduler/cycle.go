@@ -147,8 +147,9 @@ func (s *Scheduler) execute(ctx context.Context, u *unit, d decide.Decision, sta
 		logger.V(2).Info("Unit waits", "reason", d.Reason)
 		s.arriving.Store(s.clock.Now().Add(arrivalLinger).UnixNano())
 		s.reportWaiting(ctx, u, d)
-		// Pod, claim and PodGroup events bring the unit back.
-		s.queue.Wait(k)
+		// Pod, claim and PodGroup events bring the unit back, a dear
+		// one at a bounded pace.
+		s.queue.WaitPaced(k, waitGap(s.clock.Since(start)))
 	case decide.Error:
 		s.observe(u, start, metrics.ResultError)
 		s.reportError(ctx, u, d.Err)
@@ -336,6 +337,28 @@ func (s *Scheduler) goBind(ctx context.Context, f func(context.Context)) {
 	}()
 }
 
+// A unit that waits is brought back by the event it waits for. For a small
+// gang that cycle is cheap; for one of thousands of members it is not (it
+// reads every member that exists), and its members arrive one at a time,
+// each an event. After a waiting cycle of d, its events bring it back
+// waitGapFactor·d later at the soonest (at most maxWaitGap), so it takes at
+// most a quarter of the loop while its members arrive, and its last member
+// is seen that much later. A cycle under cheapCycle is not paced.
+const (
+	waitGapFactor = 3
+	cheapCycle    = 5 * time.Millisecond
+	maxWaitGap    = time.Second
+)
+
+// waitGap is how long after a waiting cycle of d its unit's events bring
+// it back at the soonest.
+func waitGap(d time.Duration) time.Duration {
+	if d < cheapCycle {
+		return 0
+	}
+	return min(waitGapFactor*d, maxWaitGap)
+}
+
 // arrivalLinger is how long after a unit was decided to wait for its own
 // members or claims the scheduler takes them to be arriving: a gang's pods
 // are created one after the other, its claims by the
@@ -426,7 +449,7 @@ func (s *Scheduler) resolve(k queue.Key) (*unit, error) {
 			// placed with its group, never alone.
 			return nil, nil
 		}
-		return &unit{key: k, tree: podgroup.Single(podgroup.ResolvePod(p, s.assumedNode, s.kueueWords()))}, nil
+		return &unit{key: k, tree: podgroup.Single(podgroup.ResolvePod(p, s.assumedNodes(), s.kueueWords()))}, nil
 	}
 	pods, err := s.groupPods(k.Namespace, k.Name)
 	if err != nil {
@@ -436,7 +459,7 @@ func (s *Scheduler) resolve(k queue.Key) (*unit, error) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	g := podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNode, s.kueueWords())
+	g := podgroup.Resolve(pg, k.Namespace, k.Name, pods, s.assumedNodes(), s.kueueWords())
 	if parent := podgroup.ParentOf(pg); parent != "" {
 		// A group of a tree is placed with its tree, never alone; while
 		// its tree has no root, it waits, saying why.
@@ -463,12 +486,16 @@ func (s *Scheduler) groupPods(ns, name string) ([]*corev1.Pod, error) {
 	return pods, nil
 }
 
-// assumedNode is the node the scheduler placed p on while binding it.
-func (s *Scheduler) assumedNode(p *corev1.Pod) (string, bool) {
-	return s.state.Cache.AssumedNode(p.UID)
-}
-
-func (s *Scheduler) assumed(p *corev1.Pod) bool {
-	_, ok := s.state.Cache.AssumedNode(p.UID)
-	return ok
+// assumedNodes looks up the node the scheduler placed a pod on while
+// binding it, in the assumptions as they are now (read once: a unit's
+// members are many).
+func (s *Scheduler) assumedNodes() podgroup.Assumed {
+	m := s.state.Cache.AssumedNodes()
+	if m == nil {
+		return nil
+	}
+	return func(p *corev1.Pod) (string, bool) {
+		node, ok := m[p.UID]
+		return node, ok
+	}
 }

@@ -375,6 +375,16 @@ func (q *recordingQueue) BeyondCapacity(k queue.Key, recheck time.Duration) {
 }
 func (q *recordingQueue) Wait(k queue.Key)  { q.record(k, "Wait"); q.Queue.Wait(k) }
 func (q *recordingQueue) Retry(k queue.Key) { q.record(k, "Retry"); q.Queue.Retry(k) }
+
+// WaitPaced records a Wait (a paced one when its gap is not zero).
+func (q *recordingQueue) WaitPaced(k queue.Key, gap time.Duration) {
+	if gap > 0 {
+		q.record(k, "WaitPaced")
+	} else {
+		q.record(k, "Wait")
+	}
+	q.Queue.WaitPaced(k, gap)
+}
 func (q *recordingQueue) WaitFor(k queue.Key, d time.Duration) {
 	q.record(k, "WaitFor")
 	q.Queue.WaitFor(k, d)

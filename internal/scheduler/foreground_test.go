@@ -136,3 +136,24 @@ func TestAFewWritesNeverGiveWay(t *testing.T) {
 		t.Errorf("3 events waiting: paced at %.0f/s, want %d (no backlog)", got, pacedQPS)
 	}
 }
+
+// A waiting cycle's unit comes back at a pace its cost sets: a cheap
+// cycle (every small gang's) at once, a dear one (a gang of thousands
+// reading its members as each arrives) after three times its cost, at
+// most a second.
+func TestWaitGap(t *testing.T) {
+	for _, tc := range []struct {
+		cycle, want time.Duration
+	}{
+		{0, 0},
+		{200 * time.Microsecond, 0},
+		{cheapCycle - 1, 0},
+		{cheapCycle, 3 * cheapCycle},
+		{40 * time.Millisecond, 120 * time.Millisecond},
+		{400 * time.Millisecond, time.Second},
+	} {
+		if got := waitGap(tc.cycle); got != tc.want {
+			t.Errorf("waitGap(%v) = %v, want %v", tc.cycle, got, tc.want)
+		}
+	}
+}

@@ -45,8 +45,9 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	oldest := map[key]time.Time{}
 	seen := map[queue.Key]bool{}
 	unitKey := c.s.unitKeys()
+	assumed := c.s.state.Cache.AssumedNodes()
 	for _, p := range pods {
-		if !podgroup.Ours(p) || !podgroup.Pending(p) || c.s.assumed(p) {
+		if _, ok := assumed[p.UID]; !podgroup.Ours(p) || !podgroup.Pending(p) || ok {
 			continue
 		}
 		k := unitKey(p)

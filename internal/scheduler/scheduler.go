@@ -188,6 +188,7 @@ type unitQueue interface {
 	Unschedulable(queue.Key)
 	BeyondCapacity(queue.Key, time.Duration)
 	Wait(queue.Key)
+	WaitPaced(queue.Key, time.Duration)
 	WaitFor(queue.Key, time.Duration)
 	Retry(queue.Key)
 	Len() (active, parked int)

@@ -56,7 +56,7 @@ func (s *Scheduler) resolveTree(k queue.Key) (*unit, error) {
 		}
 		pods = append(pods, members...)
 	}
-	return &unit{key: k, root: root, tree: podgroup.ResolveTree(root, composites, groups, pods, s.assumedNode, s.kueueWords())}, nil
+	return &unit{key: k, root: root, tree: podgroup.ResolveTree(root, composites, groups, pods, s.assumedNodes(), s.kueueWords())}, nil
 }
 
 // treeGroups are the PodGroups of ns that hang in a tree (name a parent).

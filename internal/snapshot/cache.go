@@ -373,6 +373,23 @@ func (c *Cache) AssumedNode(uid types.UID) (string, bool) {
 	return "", false
 }
 
+// AssumedNodes are the pods assumed now and their nodes, read under one
+// lock (nil when none is): a lookup for many pods at once, as resolving a
+// unit of thousands of members does, without taking the lock the informers
+// update the cache under once per pod.
+func (c *Cache) AssumedNodes() map[types.UID]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.assumedPods) == 0 {
+		return nil
+	}
+	out := make(map[types.UID]string, len(c.assumedPods))
+	for uid := range c.assumedPods {
+		out[uid] = c.pods[uid].node
+	}
+	return out
+}
+
 // Assumptions counts the pods and claims assumed now.
 func (c *Cache) Assumptions() (pods, claims int) {
 	c.mu.Lock()

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"sort"
 	"testing"
@@ -505,6 +506,37 @@ func TestCachePinnedPodOutlivesTTL(t *testing.T) {
 	now.SetTime(now.Now().Add(time.Minute))
 	if got := c.Update().Node("n").Requested.Pods; got != 0 {
 		t.Errorf("unpinned past the ttl: node holds %d pods, want 0", got)
+	}
+}
+
+// AssumedNodes reads the pods assumed now, with their nodes, at once: what
+// AssumedNode answers pod by pod.
+func TestCacheAssumedNodes(t *testing.T) {
+	c := NewCache(time.Minute, features.Default(), testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
+	var pods []*corev1.Pod
+	for _, name := range []string{"a", "b", "c"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name)}}
+		c.AddPod(p)
+		pods = append(pods, p)
+	}
+	if got := c.AssumedNodes(); got != nil {
+		t.Fatalf("nothing assumed: got %v", got)
+	}
+	c.AssumePod(pods[0], "n1", true)
+	c.AssumePod(pods[1], "n2", false)
+	want := map[types.UID]string{"a": "n1", "b": "n2"}
+	if got := c.AssumedNodes(); !maps.Equal(got, want) {
+		t.Fatalf("two assumed: got %v, want %v", got, want)
+	}
+	for _, p := range pods {
+		node, ok := c.AssumedNode(p.UID)
+		if got, in := want[p.UID]; got != node || in != ok {
+			t.Errorf("AssumedNode(%s) = %q, %t; AssumedNodes says %q, %t", p.UID, node, ok, got, in)
+		}
+	}
+	c.ForgetPod(pods[0].UID)
+	if got := c.AssumedNodes(); !maps.Equal(got, map[types.UID]string{"b": "n2"}) {
+		t.Errorf("one forgotten: got %v, want only b on n2", got)
 	}
 }
 
