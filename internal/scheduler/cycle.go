@@ -378,11 +378,10 @@ func (s *Scheduler) foreground() bool {
 
 // eventsGiveWay reports whether a backlog of events gives way
 // (eventsink.go): to the foreground, and to a backlog of pods' conditions
-// not yet written. A
-// condition is what tools and autoscalers read (Karpenter provisions for
-// a pod that shows PodScheduled=False/Unschedulable); an event is a log
-// for people, and for a gang of thousands the broadcaster keeps only the
-// first thousand anyway.
+// not yet written. A condition is what tools and autoscalers read
+// (Karpenter provisions for a pod that shows
+// PodScheduled=False/Unschedulable); an event is a log for people, and for
+// a gang of thousands the broadcaster keeps only the first thousand anyway.
 func (s *Scheduler) eventsGiveWay() bool {
 	return s.foreground() || s.podStatus.pending() > giveWayBacklog
 }

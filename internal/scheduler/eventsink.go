@@ -63,13 +63,7 @@ func (p *eventPace) Wait(ctx context.Context) error {
 	defer func() { <-p.turn }()
 	if fg := p.waiting.Load() > p.backlog && p.giveWay != nil && p.giveWay(); fg != p.yielding {
 		p.yielding = fg
-		if fg {
-			p.limiter.SetLimit(paceYielded)
-			p.limiter.SetBurst(1)
-		} else {
-			p.limiter.SetLimit(pacedQPS)
-			p.limiter.SetBurst(pacedBurst)
-		}
+		giveWay(p.limiter, fg, pacedQPS, pacedBurst)
 	}
 	return p.limiter.Wait(ctx)
 }

@@ -125,10 +125,7 @@ func (p *adaptivePace) yield() {
 	}
 	p.yielding = true
 	p.cur = paceFloor
-	// No burst: the tokens saved at a faster pace would let a round of
-	// writes out at once, just when they are to give way.
-	p.limiter.SetLimit(paceYielded)
-	p.limiter.SetBurst(1)
+	giveWay(p.limiter, true, paceFloor, paceBurst)
 }
 
 func (p *adaptivePace) resume() {
@@ -138,8 +135,22 @@ func (p *adaptivePace) resume() {
 		return
 	}
 	p.yielding = false
-	p.limiter.SetBurst(paceBurst)
-	p.setLocked(paceFloor)
+	p.cur = paceFloor
+	giveWay(p.limiter, false, paceFloor, paceBurst)
+}
+
+// giveWay sets a limiter to the trickle writes keep while they give way —
+// with no burst: the tokens saved at a faster pace would let a round of
+// writes out at once, just when they are to give way — or back to limit
+// and burst.
+func giveWay(l *rate.Limiter, yield bool, limit rate.Limit, burst int) {
+	if yield {
+		l.SetLimit(paceYielded)
+		l.SetBurst(1)
+		return
+	}
+	l.SetBurst(burst)
+	l.SetLimit(limit)
 }
 
 func (p *adaptivePace) rate() float64 {
