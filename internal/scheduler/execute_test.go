@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 
 	lockv1 "github.com/lockstep-dev/lockstep/api/v1beta1"
 	"github.com/lockstep-dev/lockstep/internal/kueuecheck"
@@ -225,6 +226,42 @@ func TestExecuteWaitsForPods(t *testing.T) {
 	}
 	if got := f.queue.of(k); got != "Wait" {
 		t.Errorf("queue transitions %q, want Wait", got)
+	}
+}
+
+// A waiting cycle that was dear (a gang of thousands reading its members
+// as each arrives) brings its unit back at a bounded pace: an event right
+// after it does not, one waitGap after it does. TestExecuteWaitsForPods is
+// the cheap cycle, which comes back at once.
+func TestExecuteDearWaitIsPaced(t *testing.T) {
+	f := newFixture(t, twoNodes, objects(gpuPods("ml", "forming", "forming", 2, 0), []runtime.Object{builders.GangPodGroup("ml", "forming", 3)})...)
+	k := queue.GroupKey("ml", "forming")
+	// The cycle takes 40ms: its condition's write does.
+	f.dyn.PrependReactor("update", "podgroups", func(clienttesting.Action) (bool, runtime.Object, error) {
+		f.clock.Step(40 * time.Millisecond)
+		return false, nil, nil
+	})
+	// As the loop runs it: popped, so the queue sees the cycle end.
+	f.waitFor("the unit queued", func() bool { a, _ := f.queue.Len(); return a == 1 })
+	it, _ := f.queue.Pop(f.ctx)
+	if it.Key != k {
+		t.Fatalf("popped %v, want %v", it.Key, k)
+	}
+	f.s.scheduleOne(f.ctx, it)
+	if got := f.queue.of(k); got != "WaitPaced" {
+		t.Fatalf("queue transitions %q, want WaitPaced", got)
+	}
+	f.queue.Add(k) // its third member arrives
+	if a, _ := f.queue.Len(); a != 0 {
+		t.Errorf("an event right after a dear waiting cycle: want it parked, got %d active", a)
+	}
+	f.clock.Step(waitGap(40*time.Millisecond) - time.Millisecond)
+	if a, _ := f.queue.Len(); a != 0 {
+		t.Errorf("before its gap ends: want it parked, got %d active", a)
+	}
+	f.clock.Step(time.Millisecond)
+	if a, _ := f.queue.Len(); a != 1 {
+		t.Errorf("when its gap ends: want it active, got %d", a)
 	}
 }
 
