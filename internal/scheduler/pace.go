@@ -30,9 +30,12 @@ import (
 //     API server nobody else is using, a gang of 10,000 tells its members
 //     within the minute. The base is the lowest round median of the last
 //     minute or two: how fast the API server answers when unloaded;
-//   - a round whose median is slower, or with a write throttled (429) or
-//     timed out, halves it, down to the floor: someone's requests are queued
-//     beside ours, and ours step back;
+//   - a round whose median is slower steps it back by a fifth, down to the
+//     floor: requests are queued beside ours, and ours step back. A fifth
+//     undoes a round's rise, so the pace hovers just under the point where
+//     answers slow (halving, it spent much of its time well below it);
+//   - a round with a write throttled (429) or timed out halves it, down to
+//     the floor: the API server says itself it is overloaded;
 //   - while the scheduler itself has work someone waits on (units ready to
 //     be decided, a gang's members or claims arriving, bindings in flight)
 //     it gives way: the writes go at a trickle, one at a time with no
@@ -60,6 +63,8 @@ const (
 	paceSlack = 5 * time.Millisecond
 	// paceRestartAfter: a pause this long returns the pace to the floor.
 	paceRestartAfter = 5 * time.Second
+	// paceStepBack is what a slow round leaves of the pace.
+	paceStepBack = 0.8
 	// paceYielded is the trickle the writes keep while they give way.
 	paceYielded = 10
 )
@@ -198,7 +203,7 @@ func (p *adaptivePace) observe(took time.Duration, err error) {
 		base = p.baseBefore
 	}
 	if median > 2*base+paceSlack {
-		p.setLocked(max(paceFloor, p.cur/2))
+		p.setLocked(max(paceFloor, p.cur*paceStepBack))
 		return
 	}
 	p.setLocked(min(paceCeiling, p.cur*1.25))
