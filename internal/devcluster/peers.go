@@ -631,17 +631,20 @@ func waitServing(ctx context.Context, c Controller, p ControllerPorts, exited <-
 func webhooksServed(p ControllerPorts) bool {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer client.CloseIdleConnections()
-	paths := p.webhookPaths
-	if len(paths) == 0 {
-		paths = []string{""}
-	}
-	for _, path := range paths {
+	answers := func(path string) (int, bool) {
 		resp, err := client.Post("https://127.0.0.1:"+strconv.Itoa(p.Webhook)+path, "text/plain", strings.NewReader("ready?"))
 		if err != nil {
-			return false
+			return 0, false
 		}
 		resp.Body.Close()
-		if len(p.webhookPaths) > 0 && resp.StatusCode == http.StatusNotFound {
+		return resp.StatusCode, true
+	}
+	if len(p.webhookPaths) == 0 {
+		_, ok := answers("/")
+		return ok
+	}
+	for _, path := range p.webhookPaths {
+		if code, ok := answers(path); !ok || code == http.StatusNotFound {
 			return false
 		}
 	}

@@ -35,13 +35,13 @@ func TestFailedClaimPhaseForgetsItsAssumptions(t *testing.T) {
 	stale.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{Driver: "d", Pool: "n", Device: "0"}}}}
 	asgs := []placement.Assignment{{Pod: pod, Node: "n", Claims: []*resourcev1.ResourceClaim{stale}, NewlyAllocated: []bool{false}}}
 	b.assume(asgs)
-	if _, ok := a.AssumedNode(pod.UID); !ok || claims(a) != 1 {
+	if _, ok := a.AssumedNodes()[pod.UID]; !ok || claims(a) != 1 {
 		t.Fatalf("assume: pod assumed %v, %d claims assumed", ok, claims(a))
 	}
 	if _, err := b.bind(context.Background(), asgs, nil); !errors.Is(err, errClaimWrite) {
 		t.Fatalf("bind: %v, want a claim-write error", err)
 	}
-	if _, ok := a.AssumedNode(pod.UID); ok || claims(a) != 0 {
+	if _, ok := a.AssumedNodes()[pod.UID]; ok || claims(a) != 0 {
 		t.Errorf("after the failed claim phase: pod still assumed %v, %d claims still assumed", ok, claims(a))
 	}
 }

@@ -63,7 +63,11 @@ func (p *eventPace) Wait(ctx context.Context) error {
 	defer func() { <-p.turn }()
 	if fg := p.waiting.Load() > p.backlog && p.giveWay != nil && p.giveWay(); fg != p.yielding {
 		p.yielding = fg
-		giveWay(p.limiter, fg, pacedQPS, pacedBurst)
+		if fg {
+			trickle(p.limiter)
+		} else {
+			restore(p.limiter, pacedQPS, pacedBurst)
+		}
 	}
 	return p.limiter.Wait(ctx)
 }

@@ -47,7 +47,10 @@ func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
 	unitKey := c.s.unitKeys()
 	assumed := c.s.state.Cache.AssumedNodes()
 	for _, p := range pods {
-		if _, ok := assumed[p.UID]; !podgroup.Ours(p) || !podgroup.Pending(p) || ok {
+		if !podgroup.Ours(p) || !podgroup.Pending(p) {
+			continue
+		}
+		if _, ok := assumed[p.UID]; ok {
 			continue
 		}
 		k := unitKey(p)

@@ -130,7 +130,7 @@ func (p *adaptivePace) yield() {
 	}
 	p.yielding = true
 	p.cur = paceFloor
-	giveWay(p.limiter, true, paceFloor, paceBurst)
+	trickle(p.limiter)
 }
 
 func (p *adaptivePace) resume() {
@@ -141,19 +141,19 @@ func (p *adaptivePace) resume() {
 	}
 	p.yielding = false
 	p.cur = paceFloor
-	giveWay(p.limiter, false, paceFloor, paceBurst)
+	restore(p.limiter, paceFloor, paceBurst)
 }
 
-// giveWay sets a limiter to the trickle writes keep while they give way —
+// trickle sets a limiter to the trickle writes keep while they give way,
 // with no burst: the tokens saved at a faster pace would let a round of
-// writes out at once, just when they are to give way — or back to limit
-// and burst.
-func giveWay(l *rate.Limiter, yield bool, limit rate.Limit, burst int) {
-	if yield {
-		l.SetLimit(paceYielded)
-		l.SetBurst(1)
-		return
-	}
+// writes out at once, just when they are to give way.
+func trickle(l *rate.Limiter) {
+	l.SetLimit(paceYielded)
+	l.SetBurst(1)
+}
+
+// restore ends a trickle: the limiter is back at limit and burst.
+func restore(l *rate.Limiter, limit rate.Limit, burst int) {
 	l.SetBurst(burst)
 	l.SetLimit(limit)
 }

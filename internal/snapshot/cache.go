@@ -363,16 +363,6 @@ func (c *Cache) forgetPod(uid types.UID) {
 	}
 }
 
-// AssumedNode returns the node a pod is assumed on, if it is.
-func (c *Cache) AssumedNode(uid types.UID) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if pi := c.pods[uid]; pi != nil && pi.assumed {
-		return pi.node, true
-	}
-	return "", false
-}
-
 // AssumedNodes are the pods assumed now and their nodes, read under one
 // lock (nil when none is): a lookup for many pods at once, as resolving a
 // unit of thousands of members does, without taking the lock the informers

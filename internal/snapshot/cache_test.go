@@ -509,8 +509,7 @@ func TestCachePinnedPodOutlivesTTL(t *testing.T) {
 	}
 }
 
-// AssumedNodes reads the pods assumed now, with their nodes, at once: what
-// AssumedNode answers pod by pod.
+// AssumedNodes reads the pods assumed now, with their nodes, at once.
 func TestCacheAssumedNodes(t *testing.T) {
 	c := NewCache(time.Minute, features.Default(), testingclock.NewFakePassiveClock(time.Unix(1e9, 0)))
 	var pods []*corev1.Pod
@@ -527,12 +526,6 @@ func TestCacheAssumedNodes(t *testing.T) {
 	want := map[types.UID]string{"a": "n1", "b": "n2"}
 	if got := c.AssumedNodes(); !maps.Equal(got, want) {
 		t.Fatalf("two assumed: got %v, want %v", got, want)
-	}
-	for _, p := range pods {
-		node, ok := c.AssumedNode(p.UID)
-		if got, in := want[p.UID]; got != node || in != ok {
-			t.Errorf("AssumedNode(%s) = %q, %t; AssumedNodes says %q, %t", p.UID, node, ok, got, in)
-		}
 	}
 	c.ForgetPod(pods[0].UID)
 	if got := c.AssumedNodes(); !maps.Equal(got, map[types.UID]string{"b": "n2"}) {
