@@ -44,7 +44,7 @@ func DemandOf(snap *snapshot.Snapshot, u *podgroup.Unit) (Demand, bool) {
 	d := Demand{Need: need}
 	index := map[string]int{}
 	for _, p := range u.Pending {
-		req := snapshot.PodRequests(p, snap.Features)
+		req := snap.Requests(p)
 		for name := range req.Scalar {
 			if snap.ExtendedClass(name) != nil {
 				delete(req.Scalar, name)

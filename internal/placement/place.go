@@ -229,7 +229,7 @@ type group struct {
 }
 
 func newGroup(snap *snapshot.Snapshot, m Member, claims bool) *group {
-	g := &group{req: snapshot.PodRequests(m.Pod, snap.Features), ports: snapshot.HostPorts(m.Pod)}
+	g := &group{req: snap.Requests(m.Pod), ports: snapshot.HostPorts(m.Pod)}
 	g.dra = draResources(snap, g.req)
 	g.claims = claims || len(g.dra) > 0
 	g.reset()
@@ -319,7 +319,7 @@ func claimUses(unit Unit) map[types.NamespacedName]int {
 func memberSignature(snap *snapshot.Snapshot, unit Unit, i int, claims []*resourcev1.ResourceClaim, uses map[types.NamespacedName]int) string {
 	m := unit.Members[i]
 	return unit.Signatures.signature(i, m.Pod, claims, snap.Features, func() string {
-		return signatureOf(m.Pod, claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
+		return signatureOf(m.Pod, snap.Requests(m.Pod), claims, snap.Features, func(c *resourcev1.ResourceClaim) bool {
 			return uses[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] > 1
 		})
 	})

@@ -12,13 +12,14 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/snapshot"
 )
 
-// signatureOf is a key equal for pods that every filter treats the same. An
-// unallocated claim of the pod's own contributes its spec (each pod of an
-// Indexed Job has its own claim from the same template, and those are
-// interchangeable, as are claims created by hand one per pod); an
-// allocated claim, or one shared (reserved for other pods, or used by
-// other members: shared), contributes its name, since it pins the pod.
-func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features.Features, shared func(*resourcev1.ResourceClaim) bool) string {
+// signatureOf is a key equal for pods that every filter treats the same
+// (req: the pod's requests, snapshot.PodRequests). An unallocated claim of
+// the pod's own contributes its spec (each pod of an Indexed Job has its
+// own claim from the same template, and those are interchangeable, as are
+// claims created by hand one per pod); an allocated claim, or one shared
+// (reserved for other pods, or used by other members: shared), contributes
+// its name, since it pins the pod.
+func signatureOf(pod *corev1.Pod, req snapshot.Resources, claims []*resourcev1.ResourceClaim, f features.Features, shared func(*resourcev1.ResourceClaim) bool) string {
 	type claimKey struct {
 		Name string                        `json:"n,omitempty"`
 		Spec *resourcev1.ResourceClaimSpec `json:"s,omitempty"`
@@ -38,7 +39,7 @@ func signatureOf(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, f features
 		NodeName:    pod.Spec.NodeName,
 		Selector:    pod.Spec.NodeSelector,
 		Tolerations: pod.Spec.Tolerations,
-		Requests:    snapshot.PodRequests(pod, f),
+		Requests:    req,
 		Ports:       snapshot.HostPorts(pod),
 	}
 	if pod.Spec.Affinity != nil {

@@ -64,7 +64,7 @@ type held struct {
 func (s *simulation) held(p *corev1.Pod) *held {
 	h := s.pods[p]
 	if h == nil {
-		h = &held{req: snapshot.PodRequests(p, s.snap.Features), ports: snapshot.HostPorts(p), claims: reservedClaims(s.snap, p)}
+		h = &held{req: s.snap.Requests(p), ports: snapshot.HostPorts(p), claims: reservedClaims(s.snap, p)}
 		s.pods[p] = h
 	}
 	return h

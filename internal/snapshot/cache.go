@@ -95,7 +95,8 @@ type podItem struct {
 	ports []string
 	// counted is the pod object req and ports were computed from (nil:
 	// none); objects are replaced, never changed, so an assumption or its
-	// end does not compute them again.
+	// end does not compute them again. They are counted on the node on
+	// (none: only remembered, for requestsOf).
 	counted *corev1.Pod
 	// view is the pod as the cycle's pod constraints see it (with an
 	// assumed node), built on demand; anti is whether it has required
@@ -217,18 +218,20 @@ func (pi *podItem) target() string {
 }
 
 // recount moves a pod's requests and ports to the node it counts on now.
+// They are computed once per pod object, pending or not: a decision reads
+// a pending member's requests from here (requestsOf) instead of computing
+// them again in each cycle.
 func (c *Cache) recount(pi *podItem) {
 	pi.view = nil
 	target := pi.target()
-	var req Resources
-	var ports []string
+	req, ports := pi.req, pi.ports
 	switch {
-	case target == "":
-	case pi.counted == pi.pod:
-		req, ports = pi.req, pi.ports
-	default:
+	case pi.pod == nil:
+		req, ports = Resources{}, nil
+	case pi.counted != pi.pod:
 		req, ports = PodRequests(pi.pod, c.features), HostPorts(pi.pod)
 	}
+	pi.counted = pi.pod
 	if target == pi.on && req.Equal(pi.req) && sameStrings(ports, pi.ports) {
 		return
 	}
@@ -248,9 +251,6 @@ func (c *Cache) recount(pi *podItem) {
 		c.gc(pi.on)
 	}
 	pi.on, pi.req, pi.ports = target, req, ports
-	if pi.counted = nil; target != "" {
-		pi.counted = pi.pod
-	}
 	if target != "" {
 		it := c.item(target)
 		it.requested.Add(req)
@@ -263,6 +263,19 @@ func (c *Cache) recount(pi *podItem) {
 		}
 		c.dirty(target)
 	}
+}
+
+// requestsOf is what p requests, as computed at p's event, when the cache
+// holds that very object (a pod is replaced at each change, never
+// changed): a copy, the caller's to change.
+func (c *Cache) requestsOf(p *corev1.Pod) (Resources, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pi := c.pods[p.UID]
+	if pi == nil || pi.pod != p || pi.counted != p {
+		return Resources{}, false
+	}
+	return pi.req.Clone(), true
 }
 
 func sameStrings(a, b []string) bool {
@@ -628,6 +641,7 @@ func (c *Cache) Update() *Snapshot {
 	s := c.snap
 	if s == nil {
 		s = New(Input{Features: c.features})
+		s.requests = c.requestsOf
 		c.snap, c.nodeSetChanged, c.globalChanged, c.classesChanged = s, true, true, true
 	}
 	s.tracked = false

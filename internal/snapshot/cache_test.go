@@ -533,6 +533,74 @@ func TestCacheAssumedNodes(t *testing.T) {
 	}
 }
 
+// A decision reads a pod's requests from the cache, which computed them at
+// the pod's event, pending or bound, for that very object: equal to
+// PodRequests, not computed again in the cycle, a copy the caller may
+// change, and a newer object's own.
+func TestCacheRemembersPodRequests(t *testing.T) {
+	f := features.Default()
+	c := NewCache(time.Minute, f, clock.RealClock{})
+	pod := func(name, cpu string, gpus int64) *corev1.Pod {
+		req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+		if gpus > 0 {
+			req["example.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}}}}
+	}
+	pending, plain := pod("pending", "2", 1), pod("plain", "1", 0)
+	bound := pod("bound", "4", 2)
+	bound.Spec.NodeName = "n"
+	c.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	for _, p := range []*corev1.Pod{pending, plain, bound} {
+		c.AddPod(p)
+	}
+	snap := c.Update()
+	for _, p := range []*corev1.Pod{pending, plain, bound} {
+		if got, want := snap.Requests(p), PodRequests(p, f); !got.Equal(want) {
+			t.Errorf("%s: requests %+v, want %+v", p.Name, got, want)
+		}
+	}
+
+	got := snap.Requests(pending)
+	got.MilliCPU, got.Scalar["example.com/gpu"] = 1, 99
+	if again := snap.Requests(pending); again.MilliCPU != 2000 || again.Scalar["example.com/gpu"] != 1 {
+		t.Errorf("a caller's change reached the cache: requests now %+v", again)
+	}
+
+	// Computing them allocates; reading what the cache computed does not.
+	if n := testing.AllocsPerRun(20, func() { _ = PodRequests(plain, f) }); n == 0 {
+		t.Fatal("PodRequests does not allocate: this test cannot tell a remembered value from a computed one")
+	}
+	if n := testing.AllocsPerRun(20, func() { _ = snap.Requests(plain) }); n != 0 {
+		t.Errorf("reading a cached pod's requests allocated %.0f times: computed again", n)
+	}
+
+	// A newer object of the pod: its own requests; the older object,
+	// which the cache no longer holds, and a pod it never held, are
+	// computed.
+	newer := pending.DeepCopy()
+	newer.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("3")
+	c.UpdatePod(newer)
+	stranger := pod("stranger", "5", 0)
+	snap = c.Update()
+	for _, tc := range []struct {
+		p    *corev1.Pod
+		want int64
+	}{{newer, 3000}, {pending, 2000}, {stranger, 5000}} {
+		if got := snap.Requests(tc.p).MilliCPU; got != tc.want {
+			t.Errorf("%s (%p): %d millicores, want %d", tc.p.Name, tc.p, got, tc.want)
+		}
+	}
+	if got := snap.Node("n").Requested.MilliCPU; got != 4000 {
+		t.Errorf("node n: %d millicores requested, want the bound pod's 4000 (pending pods count on no node)", got)
+	}
+	c.DeletePod(bound)
+	if got := c.Update().Node("n").Requested.MilliCPU; got != 0 {
+		t.Errorf("bound pod deleted: node n still holds %d millicores", got)
+	}
+}
+
 func claimNames(s *Snapshot) []string {
 	var out []string
 	for k := range s.Claims {

@@ -97,6 +97,23 @@ type Snapshot struct {
 	// nodeObjs caches NodeObjects (a tracked snapshot drops it when nodes
 	// change).
 	nodeObjs []*corev1.Node
+	// requests, on the Cache's snapshot, are the pod requests it computed
+	// once per pod object (Cache.requestsOf).
+	requests func(*corev1.Pod) (Resources, bool)
+}
+
+// Requests is PodRequests(p, s.Features): remembered by the cache that
+// serves the snapshot, which computed it at p's event, else computed now
+// (a gang of 10,000 reads its members' requests several times a decision,
+// and computing them is most of a decision's cost). The result is the
+// caller's to change.
+func (s *Snapshot) Requests(p *corev1.Pod) Resources {
+	if s.requests != nil {
+		if r, ok := s.requests(p); ok {
+			return r
+		}
+	}
+	return PodRequests(p, s.Features)
 }
 
 // PodConstraints are the filters whose answer depends on the other pods of
