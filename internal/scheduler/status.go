@@ -107,8 +107,9 @@ func (s *Scheduler) groupPlaced(ctx context.Context, g *group, d decide.Decision
 	}
 	if len(o.Waiting) > 0 {
 		nominated := s.nominatedNodes(g.key)
+		message := podMessages(g, d, note)
 		for _, f := range o.Waiting {
-			pm := podMessage(g, d, f, note)
+			pm := message(f)
 			// Condition and event only when the pod's message changes: a
 			// unit retried for an hour writes nothing new.
 			if s.setPodUnschedulable(f.Pod, pm, nominated[f.Pod.UID]) {
@@ -176,13 +177,34 @@ func (g *group) related() runtime.Object {
 	return nil
 }
 
-// podMessage is a pending member's PodScheduled message. A lone pod's is
-// kube-scheduler's ("0/3 nodes are available: …", with the preemption
+// podMessages gives a pending member's PodScheduled message. A lone pod's
+// is kube-scheduler's ("0/3 nodes are available: …", with the preemption
 // note). A group member's names its group and a cause that does not
 // change with capacity — counts that do go on the group's condition, so a
 // gang of thousands is not rewritten pod by pod as nodes fill and drain:
-// a gang below minCount speaks for the whole gang; a member that waits on
-// its own (a basic group's, a gang's beyond minCount) gives its own cause.
+// a gang below minCount speaks for the whole gang, in one message built
+// once for all its members; a member that waits on its own (a basic
+// group's, a gang's beyond minCount) gives its own cause.
+func podMessages(g *group, d decide.Decision, note string) func(placement.Failure) string {
+	var gangWide string
+	return func(f placement.Failure) string {
+		if speaksForGang(g, d.Outcome, f) {
+			if gangWide == "" {
+				gangWide = podMessage(g, d, f, note)
+			}
+			return gangWide
+		}
+		return podMessage(g, d, f, note)
+	}
+}
+
+// speaksForGang reports whether a member's message is its gang's: the gang
+// is below minCount, or the member is not placed because the gang is not.
+func speaksForGang(g *group, o placement.Outcome, f placement.Failure) bool {
+	return g.Group != nil && g.Gang() && (!o.MinCountMet() || f.ForGang())
+}
+
+// podMessage is one member's message (podMessages).
 func podMessage(g *group, d decide.Decision, f placement.Failure, note string) string {
 	o := d.Outcome
 	switch {
@@ -190,7 +212,7 @@ func podMessage(g *group, d decide.Decision, f placement.Failure, note string) s
 		return f.Diagnosis.String() + "; " + note
 	case g.Group == nil:
 		return f.Diagnosis.String()
-	case g.Gang() && (!o.MinCountMet() || f.ForGang()):
+	case speaksForGang(g, o, f):
 		return fmt.Sprintf("PodGroup %s: %s", g.Group.Name, gangCause(d))
 	case g.Gang():
 		return fmt.Sprintf("PodGroup %s has reached minCount %d; this pod joins it when it fits: %s", g.Group.Name, o.MinCount, f.Diagnosis.Causes())
